@@ -1,0 +1,17 @@
+"""The database layer: one asyncpg pool per road, numbered .sql migrations, named queries."""
+
+from __future__ import annotations
+
+from omnium_db._migrations import MIGRATIONS_DIR, MigrationError, applied_versions, apply_migrations
+from omnium_db._pool import Road, create_pool
+from omnium_db._queries import Queries
+
+__all__ = [
+    "MIGRATIONS_DIR",
+    "MigrationError",
+    "Queries",
+    "Road",
+    "applied_versions",
+    "apply_migrations",
+    "create_pool",
+]

@@ -1,0 +1,104 @@
+"""A grpc.aio server with health, reflection, auth and a graceful stop on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc import aio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+from omnium_settings import Settings, SettingsError
+from omnium_telemetry import grpc_server_interceptors
+
+from omnium_grpc._auth import BearerTokenInterceptor
+from omnium_grpc._client import channel_options
+
+log = logging.getLogger(__name__)
+
+
+class GrpcServer:
+    """One process's gRPC server. `add` services, `start`, then `stop` on SIGTERM."""
+
+    def __init__(self, settings: Settings, *, name: str) -> None:
+        interceptors: list[Any] = list(grpc_server_interceptors(settings))
+        if settings.grpc_auth_required:
+            if not settings.grpc_tokens:
+                raise SettingsError(
+                    f"{name}: OMNIUM_GRPC_TOKENS is empty, so no caller could be let in. Set the "
+                    "tokens callers will send (comma list), or OMNIUM_GRPC_AUTH_REQUIRED=false "
+                    "on a private network."
+                )
+            interceptors.append(BearerTokenInterceptor(settings.grpc_tokens))
+        self.settings = settings
+        self.name = name
+        self.server = aio.server(
+            interceptors=interceptors or None,
+            options=channel_options(settings),
+            maximum_concurrent_rpcs=None,
+        )
+        self.health = HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self._service_names: list[str] = [
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+        ]
+        self.port = 0
+        self._credentials: grpc.ServerCredentials | None = None
+        if settings.grpc_tls_cert_file and settings.grpc_tls_key_file:
+            key = Path(settings.grpc_tls_key_file).read_bytes()
+            cert = Path(settings.grpc_tls_cert_file).read_bytes()
+            self._credentials = grpc.ssl_server_credentials([(key, cert)])
+
+    def add(
+        self, register: Callable[[Any, aio.Server], None], servicer: Any, full_name: str
+    ) -> None:
+        """Register a servicer, e.g. `add(add_CommandServiceServicer_to_server, svc, NAME)`."""
+        register(servicer, self.server)
+        self._service_names.append(full_name)
+
+    async def start(self, port: int) -> int:
+        reflection.enable_server_reflection(
+            [*self._service_names, reflection.SERVICE_NAME], self.server
+        )
+        address = f"{self.settings.bind_host}:{port}"
+        if self._credentials is not None:
+            self.port = self.server.add_secure_port(address, self._credentials)
+        else:
+            self.port = self.server.add_insecure_port(address)
+        if self.port == 0:
+            raise OSError(f"{self.name} could not listen on {address}: is the port taken?")
+        await self.server.start()
+        await self._set_all(health_pb2.HealthCheckResponse.SERVING)
+        log.info("%s listening on %s:%s (gRPC)", self.name, self.settings.bind_host, self.port)
+        return self.port
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Say NOT_SERVING first so balancers stop sending, then let calls in flight finish."""
+        await self._set_all(health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self.server.stop(self.settings.grpc_grace_seconds if grace is None else grace)
+
+    async def _set_all(self, status: Any) -> None:
+        await self.health.set("", status)
+        for service in self._service_names:
+            await self.health.set(service, status)
+
+
+async def wait_for_signal(
+    signals: Iterable[signal.Signals] = (signal.SIGTERM, signal.SIGINT),
+) -> None:
+    """Return when the process is asked to stop."""
+    loop = asyncio.get_running_loop()
+    stopped = asyncio.Event()
+    for sig in signals:
+        loop.add_signal_handler(sig, stopped.set)
+    try:
+        await stopped.wait()
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)

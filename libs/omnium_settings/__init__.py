@@ -1,0 +1,7 @@
+"""Typed settings for every omnium process, read once from OMNIUM_* variables over defaults."""
+
+from __future__ import annotations
+
+from omnium_settings._settings import Settings, SettingsError, describe_settings
+
+__all__ = ["Settings", "SettingsError", "describe_settings"]

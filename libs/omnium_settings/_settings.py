@@ -1,0 +1,231 @@
+"""The settings object: every number from the design documents is a field with that default."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+PREFIX = "OMNIUM_"
+
+
+class SettingsError(ValueError):
+    """A setting is missing, misspelt or has a value of the wrong kind."""
+
+
+def _setting(default: Any, doc: str) -> Any:
+    return field(default=default, metadata={"doc": doc})
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """One process's settings. Build it once with `Settings.from_env()` and pass it down."""
+
+    # -- Servers ---------------------------------------------------------------------------
+    database_url: str | None = _setting(
+        None, "PostgreSQL to use. Unset: the dev stack starts a private one."
+    )
+    redis_url: str | None = _setting(
+        None, "Redis to use. Unset: the dev stack starts a private one."
+    )
+    bind_host: str = _setting("127.0.0.1", "Address every server listens on.")
+    log_level: str = _setting("INFO", "Python log level.")
+
+    # -- Ports (DESIGN §11) ----------------------------------------------------------------
+    gateway_port: int = _setting(8080, "Public API gateway (HTTP).")
+    doorbell_port: int = _setting(8081, "Imports: Scout's doorbell (HTTP).")
+    admin_port: int = _setting(8082, "Operators' console (HTTP).")
+    scout_simulator_port: int = _setting(8090, "Scout simulator (HTTP, dev and tests).")
+    command_port: int = _setting(50051, "Command service (gRPC).")
+    scoring_port: int = _setting(50052, "Scoring service (gRPC).")
+    imports_port: int = _setting(50053, "Imports service (gRPC).")
+    delivery_port: int = _setting(50054, "Delivery service (gRPC).")
+    command_address: str = _setting("127.0.0.1:50051", "Where other services reach command.")
+
+    # -- gRPC ------------------------------------------------------------------------------
+    grpc_auth_required: bool = _setting(True, "Callers must send a bearer token.")
+    grpc_tokens: tuple[str, ...] = _setting((), "Bearer tokens a gRPC server accepts (comma list).")
+    grpc_token: str | None = _setting(None, "Bearer token this process sends to other services.")
+    grpc_max_message_bytes: int = _setting(4 * 1024 * 1024, "Largest gRPC message, each way.")
+    grpc_grace_seconds: float = _setting(10.0, "On SIGTERM, time given to calls in flight.")
+    grpc_deadline_seconds: float = _setting(10.0, "Deadline on calls to another service.")
+    grpc_tls_cert_file: str | None = _setting(None, "PEM certificate; set with the key for TLS.")
+    grpc_tls_key_file: str | None = _setting(None, "PEM private key for TLS.")
+
+    # -- Database roads (DESIGN §4) --------------------------------------------------------
+    people_pool_size: int = _setting(10, "Connections for people's and scorers' commands.")
+    people_transaction_seconds: float = _setting(10.0, "Longest a person's command may take.")
+    import_pool_size: int = _setting(4, "Connections for import batches.")
+    import_lock_timeout_seconds: float = _setting(5.0, "Import batch: longest wait for a lock.")
+    import_statement_timeout_seconds: float = _setting(30.0, "Import batch: longest statement.")
+    import_idle_seconds: float = _setting(30.0, "Import batch: longest idle in a transaction.")
+    batch_max_units: int = _setting(25, "Most units (matches) in one import batch.")
+    reader_pool_size: int = _setting(10, "Connections for reads (timeline, public API).")
+
+    # -- Telemetry -------------------------------------------------------------------------
+    telemetry_exporter: Literal["none", "console", "otlp"] = _setting(
+        "none", "Where traces go: none, console or otlp."
+    )
+    otlp_endpoint: str = _setting("http://127.0.0.1:4317", "OTLP/gRPC collector for traces.")
+
+    # -- Imports (Section 3 seed) ----------------------------------------------------------
+    imports_nice: int = _setting(10, "CPU priority step of the imports process.")
+    doorbell_max_bytes: int = _setting(1024 * 1024, "Largest doorbell body.")
+    scheduler_seconds: float = _setting(
+        60.0, "How often the scheduler looks for quiet integrations."
+    )
+    check_seconds: int = _setting(
+        600, "Default: check an integration not heard from for this long."
+    )
+    lease_renew_seconds: float = _setting(10.0, "A running import job renews its lease this often.")
+    lease_expire_seconds: float = _setting(60.0, "A job not renewed for this long is freed.")
+    scout_page_size: int = _setting(500, "Rows per page read from Scout.")
+    scout_max_rows: int = _setting(50_000, "Most rows in one Scout run.")
+    scout_timeout_seconds: float = _setting(20.0, "Scout HTTP timeout.")
+    scout_connect_timeout_seconds: float = _setting(8.0, "Scout HTTP connect timeout.")
+    scout_tries: int = _setting(3, "Tries per Scout call, with growing waits.")
+    scout_retry_base_seconds: float = _setting(1.0, "First wait between Scout tries; doubles.")
+    guard_min_share: float = _setting(0.5, "A run with fewer rows than this share of usual pauses.")
+    guard_usual_runs: int = _setting(5, "Written runs whose median row count is 'usual'.")
+    guard_max_not_placed: float = _setting(0.1, "Share of rows not placed or held that pauses.")
+    guard_max_refused: float = _setting(0.1, "Share of rows refused that pauses a run.")
+    guard_max_cleared: int = _setting(10, "Most records one run may clear before it pauses.")
+    guard_max_reopened: int = _setting(
+        5, "Most finished units one run may reopen before it pauses."
+    )
+    missing_runs_to_review: int = _setting(2, "Full runs a key may be missing before review.")
+    auto_cancel_missing: bool = _setting(False, "Cancel missing units by itself (off: a person).")
+    settle_first_hours: float = _setting(1.0, "Settle window: first read after official.")
+    settle_hourly_until_hours: float = _setting(6.0, "Settle window: hourly reads until then.")
+    settle_six_hourly_until_hours: float = _setting(24.0, "Then every 6 h until then.")
+    settle_until_hours: float = _setting(72.0, "Then daily until then.")
+    followup_keys_per_run: int = _setting(250, "Most keys in one Scout page run.")
+    alert_scout_failed_in_row: int = _setting(2, "Scout runs failed in a row before an alert.")
+    batch_tries: int = _setting(3, "Tries of one batch before the run is partly done.")
+    alert_quiet_intervals: int = _setting(3, "Intervals without a new run before an alert.")
+    row_log_days: int = _setting(30, "Days the import row log is kept.")
+
+    # -- Delivery (Section 1 seed) ---------------------------------------------------------
+    delivery_nice: int = _setting(5, "CPU priority step of the delivery process.")
+    feed_debounce_seconds: float = _setting(1.0, "A burst of writes: one feed rebuild per window.")
+    live_debounce_seconds: float = _setting(0.25, "Window for live results feeds.")
+    feed_rebuild_seconds: float = _setting(60.0, "Sweep: rebuild feeds behind their data.")
+    delivery_poll_seconds: float = _setting(5.0, "Outbox poll when no NOTIFY arrives.")
+    push_target_seconds: float = _setting(2.0, "Target: API and push within this, 95 in 100.")
+    sftp_target_seconds: float = _setting(10.0, "Target: SFTP files within this, 95 in 100.")
+
+    # -- Public API cache (Section 1 seed) -------------------------------------------------
+    cache_ttl_live: int = _setting(3, "Cache seconds: live units.")
+    cache_ttl_scheduled: int = _setting(60, "Cache seconds: scheduled units.")
+    cache_ttl_final: int = _setting(21_600, "Cache seconds: finished results.")
+    cache_ttl_reference: int = _setting(3_600, "Cache seconds: reference data.")
+    cache_ttl_leaderboard: int = _setting(60, "Cache seconds: medal tables and leaderboards.")
+    cache_ttl_negative: int = _setting(45, "Cache seconds: not found.")
+    cache_stale_window: int = _setting(30, "Seconds a stale copy is served while one refresh runs.")
+
+    # -- Scoring (Section 1 seed) ----------------------------------------------------------
+    scoring_nice: int = _setting(0, "CPU priority step of the scoring process.")
+    scorer_sign_in_required: bool = _setting(True, "Scorers must sign in.")
+    admin_sign_in_required: bool = _setting(True, "Operators must sign in.")
+    failover_extra_delay_seconds: float = _setting(120.0, "Most extra delay a failover may add.")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read OMNIUM_* from `environ` (the process environment by default) over the defaults.
+
+        An OMNIUM_ name that is not a setting fails: a typo must not silently keep a default.
+        """
+        env = os.environ if environ is None else environ
+        known = {f.name: f for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for name, raw in env.items():
+            if not name.startswith(PREFIX):
+                continue
+            key = name[len(PREFIX) :].lower()
+            if key not in known:
+                guess = difflib.get_close_matches(key, known, n=1)
+                hint = f" Did you mean {PREFIX}{guess[0].upper()}?" if guess else ""
+                raise SettingsError(f"{name} is not a setting omnium knows.{hint}")
+            values[key] = _parse(name, raw, known[key].type)
+        values.update(overrides)
+        settings = cls(**values)
+        settings.check()
+        return settings
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    def check(self) -> None:
+        if self.telemetry_exporter not in ("none", "console", "otlp"):
+            raise SettingsError(
+                f"OMNIUM_TELEMETRY_EXPORTER is {self.telemetry_exporter!r}; "
+                "use none, console or otlp."
+            )
+        if bool(self.grpc_tls_cert_file) != bool(self.grpc_tls_key_file):
+            raise SettingsError(
+                "Set both OMNIUM_GRPC_TLS_CERT_FILE and OMNIUM_GRPC_TLS_KEY_FILE for TLS, or neither."
+            )
+
+    def require_database_url(self) -> str:
+        if not self.database_url:
+            raise SettingsError(
+                "OMNIUM_DATABASE_URL is not set. Start the dev stack with 'make run', "
+                "or point it at a PostgreSQL server (postgresql://user@host:port/db)."
+            )
+        return self.database_url
+
+
+def _parse(name: str, raw: str, hint: Any) -> Any:
+    target = _resolve(hint)
+    origin = typing.get_origin(target)
+    args = typing.get_args(target)
+    optional = origin in (typing.Union, types.UnionType) and type(None) in args
+    if optional:
+        if raw == "":
+            return None
+        target = next(a for a in args if a is not type(None))
+        origin = typing.get_origin(target)
+        args = typing.get_args(target)
+    try:
+        if target is bool:
+            lowered = raw.strip().lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if target is int:
+            return int(raw.replace("_", ""))
+        if target is float:
+            return float(raw)
+        if origin is tuple:
+            return tuple(part.strip() for part in raw.split(",") if part.strip())
+        if origin is Literal:
+            if raw not in args:
+                raise ValueError(raw)
+            return raw
+        return raw
+    except ValueError:
+        kind = getattr(target, "__name__", str(target))
+        raise SettingsError(f"{name}={raw!r} is not a valid {kind}.") from None
+
+
+def _resolve(hint: Any) -> Any:
+    if isinstance(hint, str):
+        return eval(hint, {**vars(typing), "Literal": Literal}, {})
+    return hint
+
+
+def describe_settings() -> list[tuple[str, str, str]]:
+    """(variable, default, what it does) for every setting, for the README and `--help`."""
+    rows = []
+    for f in fields(Settings):
+        if f.name.startswith("_"):
+            continue
+        rows.append((PREFIX + f.name.upper(), repr(f.default), f.metadata.get("doc", "")))
+    return rows

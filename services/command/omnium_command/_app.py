@@ -1,0 +1,56 @@
+"""The command process: pools, migrations, the gRPC server, and a clean stop."""
+
+from __future__ import annotations
+
+import logging
+
+import asyncpg
+from omnium.command.v1 import command_pb2, command_pb2_grpc
+from omnium_db import Road as PoolRoad
+from omnium_db import apply_migrations, create_pool
+from omnium_grpc import GrpcServer
+from omnium_settings import Settings
+
+from omnium_command._road import Road
+from omnium_command._service import CommandService
+
+log = logging.getLogger(__name__)
+SERVICE_NAME = command_pb2.DESCRIPTOR.services_by_name["CommandService"].full_name
+
+
+class CommandApp:
+    """Everything one command process holds. `start(port)`, then `stop()`."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.pools: list[asyncpg.Pool] = []
+        self.server: GrpcServer | None = None
+
+    async def start(self, port: int | None = None, *, migrate: bool = True) -> int:
+        settings = self.settings
+        people = await create_pool(settings, PoolRoad.PEOPLE, application_name="command")
+        self.pools.append(people)
+        imports = await create_pool(settings, PoolRoad.IMPORTS, application_name="command")
+        self.pools.append(imports)
+        reader = await create_pool(settings, PoolRoad.READER, application_name="command", size=4)
+        self.pools.append(reader)
+        if migrate:
+            async with people.acquire() as conn:
+                applied = await apply_migrations(conn)
+            if applied:
+                log.info("applied migrations %s", applied)
+        road = Road(settings, people, imports)
+        self.server = GrpcServer(settings, name="command")
+        self.server.add(
+            command_pb2_grpc.add_CommandServiceServicer_to_server,
+            CommandService(settings, road, reader),
+            SERVICE_NAME,
+        )
+        return await self.server.start(settings.command_port if port is None else port)
+
+    async def stop(self, grace: float | None = None) -> None:
+        if self.server is not None:
+            await self.server.stop(grace)
+        for pool in reversed(self.pools):
+            await pool.close()
+        self.pools.clear()

@@ -1,0 +1,79 @@
+"""What a command asks of the records, before any database is read: intents, pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omnium.common.v1 import actor_pb2
+
+# Commands from these senders pin the fields they set; everyone else leaves pinned fields alone.
+PINNING_KINDS = frozenset({actor_pb2.Actor.KIND_PERSON, actor_pb2.Actor.KIND_SCORER})
+
+ACTOR_KIND_NAMES = {
+    actor_pb2.Actor.KIND_PERSON: "person",
+    actor_pb2.Actor.KIND_INTEGRATION: "integration",
+    actor_pb2.Actor.KIND_SCORER: "scorer",
+    actor_pb2.Actor.KIND_PROVIDER: "provider",
+    actor_pb2.Actor.KIND_SYSTEM: "system",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RowRef:
+    """The import row an intent came from."""
+
+    position: int
+    key: str
+    hash: bytes
+
+
+@dataclass(slots=True)
+class Intent:
+    """One record a command wants to change: which, which fields, which pins to drop."""
+
+    kind: str  # "unit", "competitor" or "medal_row"
+    ref_id: str | None = None
+    # A unit's or competitor's code, or "<discipline code or empty>:<NOC>" for a medal row.
+    ref_code: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    # Sides of a unit by their order: the fields to set on each.
+    sides: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # Unit fields, or "sides[N].field", to unpin.
+    unpin: frozenset[str] = frozenset()
+    row: RowRef | None = None
+
+    def referenced_competitors(self) -> set[str]:
+        return {side["competitor_id"] for side in self.sides.values() if side.get("competitor_id")}
+
+
+@dataclass(frozen=True, slots=True)
+class BatchContext:
+    integration_code: str
+    run_id: str
+    batch_no: int
+
+
+@dataclass(slots=True)
+class Request:
+    """A command made ready for the road: validated, with the intents it carries."""
+
+    command_id: str
+    code: str
+    actor: actor_pb2.Actor
+    event_code: str
+    intents: list[Intent]
+    payload: dict[str, Any]
+    subject_kind: str
+    request_hash: bytes | None = None
+    batch: BatchContext | None = None
+    # Batch rows refused before the road: position -> (key, hash, reason).
+    refused_rows: dict[int, tuple[str, bytes, str]] = field(default_factory=dict)
+
+    @property
+    def pins(self) -> bool:
+        return self.actor.kind in PINNING_KINDS
+
+    @property
+    def actor_kind(self) -> str:
+        return ACTOR_KIND_NAMES.get(self.actor.kind, "system")

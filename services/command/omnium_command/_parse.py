@@ -1,0 +1,303 @@
+"""Turn a gRPC Command or ImportBatch into a Request for the road, or refuse it plainly."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from google.protobuf import json_format
+from omnium.command.v1 import command_pb2
+from omnium.common.v1 import actor_pb2
+
+from omnium_command._intent import BatchContext, Intent, Request, RowRef
+from omnium_command._records import COMPETITOR, MEDAL_ROW, SIDE, UNIT, BadValue, Kind
+
+_SIDE_FIELD = re.compile(r"^sides\[(\d+)\]\.([a-z_]+)$")
+_COMMAND_ID = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")
+
+
+class Refusal(Exception):
+    """The command cannot be applied as sent. The message says why and what to do."""
+
+
+def _id(value: str, what: str) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise Refusal(f"{what} {value!r} is not an id (a UUID)") from None
+
+
+def _check_command_id(command_id: str) -> None:
+    if not command_id:
+        raise Refusal("command_id is empty: give every command its own id, so a re-send is safe")
+    if not _COMMAND_ID.match(command_id):
+        raise Refusal(
+            f"command_id {command_id[:80]!r} is not usable: use 1 to 200 letters, digits "
+            "or . _ : @ / -"
+        )
+
+
+def _sides(raw: Any, *, prefix: str = "sides") -> dict[int, dict[str, Any]]:
+    if not isinstance(raw, list):
+        raise BadValue(f"{prefix} must be a list of sides, each with its order")
+    sides: dict[int, dict[str, Any]] = {}
+    for index, side in enumerate(raw):
+        if not isinstance(side, Mapping) or "order" not in side:
+            raise BadValue(f"{prefix}[{index}] needs an order (1 for the first side)")
+        order = side["order"]
+        if isinstance(order, float) and order.is_integer():
+            order = int(order)
+        if not isinstance(order, int) or order < 1:
+            raise BadValue(f"{prefix}[{index}].order must be 1 or more, not {order!r}")
+        if order in sides:
+            raise BadValue(f"side {order} is named twice")
+        values = {key: value for key, value in side.items() if key != "order"}
+        sides[order] = SIDE.clean(values, prefix=f"sides[{order}].")
+    return sides
+
+
+def _subject_ref(subject: command_pb2.Subject, kind: str) -> tuple[str | None, str | None]:
+    if subject.kind and subject.kind != kind:
+        raise Refusal(f"this command acts on a {kind}, but its subject is a {subject.kind}")
+    if subject.id:
+        return _id(subject.id, f"the {kind} id"), None
+    if subject.code:
+        if not subject.event_code:
+            raise Refusal(
+                f"the {kind} is named by code {subject.code!r}: also give subject.event_code"
+            )
+        return None, subject.code
+    raise Refusal(f"say which {kind}: set subject.id, or subject.code with subject.event_code")
+
+
+def _fields(payload: Mapping[str, Any], kind: Kind) -> dict[str, Any]:
+    raw = payload.get("fields")
+    if not isinstance(raw, Mapping) or not raw:
+        raise BadValue(f"payload.fields must name at least one field of the {kind.name} to set")
+    return kind.clean(raw)
+
+
+def _names(payload: Mapping[str, Any]) -> list[str]:
+    raw = payload.get("fields")
+    if not isinstance(raw, list) or not raw or not all(isinstance(n, str) for n in raw):
+        raise BadValue('payload.fields must list the field names to unpin, e.g. ["status"]')
+    return list(raw)
+
+
+def _unit_set_fields(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+    ref_id, ref_code = _subject_ref(cmd.subject, "unit")
+    fields = _fields(payload, UNIT) if "fields" in payload else {}
+    sides = _sides(payload["sides"]) if "sides" in payload else {}
+    if not fields and not sides:
+        raise BadValue("payload must carry fields to set, sides to set, or both")
+    return Intent("unit", ref_id, ref_code, fields=fields, sides=sides)
+
+
+def _unit_set_status(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+    ref_id, ref_code = _subject_ref(cmd.subject, "unit")
+    if "status" not in payload:
+        raise BadValue('payload.status is missing, e.g. {"status": "CANCELLED"}')
+    return Intent("unit", ref_id, ref_code, fields=UNIT.clean({"status": payload["status"]}))
+
+
+def _unit_set_sides(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+    ref_id, ref_code = _subject_ref(cmd.subject, "unit")
+    if "sides" not in payload:
+        raise BadValue("payload.sides is missing: a list of sides, each with its order")
+    return Intent("unit", ref_id, ref_code, sides=_sides(payload["sides"]))
+
+
+def _unit_unpin(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+    ref_id, ref_code = _subject_ref(cmd.subject, "unit")
+    names = _names(payload)
+    for name in names:
+        side = _SIDE_FIELD.match(name)
+        if side:
+            SIDE.check_names([side[2]], prefix=f"sides[{side[1]}].")
+        else:
+            UNIT.check_names([name])
+    return Intent("unit", ref_id, ref_code, unpin=frozenset(names))
+
+
+def _competitor_set_fields(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+    ref_id, ref_code = _subject_ref(cmd.subject, "competitor")
+    return Intent("competitor", ref_id, ref_code, fields=_fields(payload, COMPETITOR))
+
+
+def _competitor_unpin(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+    ref_id, ref_code = _subject_ref(cmd.subject, "competitor")
+    names = _names(payload)
+    COMPETITOR.check_names(names)
+    return Intent("competitor", ref_id, ref_code, unpin=frozenset(names))
+
+
+def _medal_set_row(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+    subject = cmd.subject
+    if not subject.event_code:
+        raise Refusal("a medal row is named by subject.event_code and subject.code")
+    scope, _, noc = subject.code.rpartition(":")
+    if len(noc) != 3 or not noc.isalpha():
+        raise Refusal(
+            f"subject.code {subject.code!r} should be '<discipline>:<NOC>', e.g. 'ATH:KOR', "
+            "or ':KOR' for the whole Games table"
+        )
+    return Intent(
+        "medal_row", ref_code=f"{scope}:{noc.upper()}", fields=_fields(payload, MEDAL_ROW)
+    )
+
+
+# command code -> (the kind of subject, how to read its payload)
+HANDLERS: dict[str, tuple[str, Callable[[command_pb2.Command, Mapping[str, Any]], Intent]]] = {
+    "units.set_fields": ("unit", _unit_set_fields),
+    "units.unpin": ("unit", _unit_unpin),
+    "results.set_status": ("unit", _unit_set_status),
+    "results.set_sides": ("unit", _unit_set_sides),
+    "competitors.set_fields": ("competitor", _competitor_set_fields),
+    "competitors.unpin": ("competitor", _competitor_unpin),
+    "medals.set_row": ("medal_row", _medal_set_row),
+}
+
+
+def request_hash(cmd: command_pb2.Command) -> bytes:
+    """What makes two commands the same command: code, subject and payload (not the sender)."""
+    bare = command_pb2.Command(code=cmd.code, subject=cmd.subject, payload=cmd.payload)
+    return hashlib.sha256(bare.SerializeToString(deterministic=True)).digest()
+
+
+def parse_command(cmd: command_pb2.Command) -> Request:
+    _check_command_id(cmd.command_id)
+    handler = HANDLERS.get(cmd.code)
+    if handler is None:
+        raise Refusal(
+            f"{cmd.code!r} is not a command omnium knows; it knows {', '.join(sorted(HANDLERS))}"
+        )
+    kind, read = handler
+    if not cmd.actor.name:
+        raise Refusal("actor.name is empty: every command says who sent it (target 8)")
+    payload = json_format.MessageToDict(cmd.payload)
+    try:
+        intent = read(cmd, payload)
+    except BadValue as exc:
+        raise Refusal(str(exc)) from None
+    return Request(
+        command_id=cmd.command_id,
+        code=cmd.code,
+        actor=cmd.actor,
+        event_code=cmd.subject.event_code,
+        intents=[intent],
+        payload=payload,
+        subject_kind=kind,
+        request_hash=request_hash(cmd),
+    )
+
+
+def _unit_values(
+    values: command_pb2.UnitValues,
+) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
+    raw = {name: getattr(values, name) for name in UNIT.fields if values.HasField(name)}
+    fields = UNIT.clean(raw)
+    sides: dict[int, dict[str, Any]] = {}
+    for side in values.sides:
+        if side.order < 1:
+            raise BadValue(f"a side has order {side.order}; orders start at 1")
+        if side.order in sides:
+            raise BadValue(f"side {side.order} is listed twice")
+        raw_side = {name: getattr(side, name) for name in SIDE.fields if side.HasField(name)}
+        sides[side.order] = SIDE.clean(raw_side, prefix=f"sides[{side.order}].")
+    return fields, sides
+
+
+def parse_batch(batch: command_pb2.ImportBatch, *, max_units: int) -> Request:
+    _check_command_id(batch.command_id)
+    if not batch.integration_code:
+        raise Refusal("integration_code is empty: say which integration sent this batch")
+    run_id = _id(batch.run_id, "run_id")
+    if batch.command_id != f"{batch.run_id}:{batch.batch_no}":
+        raise Refusal(
+            f"a batch's command_id is '<run_id>:<batch_no>', here "
+            f"'{batch.run_id}:{batch.batch_no}', not {batch.command_id!r}"
+        )
+    if not batch.event_code:
+        raise Refusal("event_code is empty: say which Games this batch belongs to")
+    if len(batch.rows) > max_units:
+        raise Refusal(
+            f"this batch has {len(batch.rows)} rows; at most {max_units} are taken in one "
+            "batch. Send smaller batches."
+        )
+    if not batch.rows:
+        raise Refusal("this batch has no rows")
+    intents: list[Intent] = []
+    refused: dict[int, tuple[str, bytes, str]] = {}
+    seen_keys: dict[str, int] = {}
+    seen_subjects: dict[tuple[str, str], int] = {}
+    for row in batch.rows:
+        ref = RowRef(row.position, row.key, row.hash)
+        try:
+            if not row.key:
+                raise BadValue("the row has no key")
+            if row.key in seen_keys:
+                raise BadValue(f"key {row.key!r} is also row {seen_keys[row.key]} of this batch")
+            seen_keys[row.key] = row.position
+            intent = _row_intent(row, ref)
+            subject = (intent.kind, intent.ref_id or intent.ref_code or "")
+            if subject in seen_subjects:
+                raise BadValue(
+                    f"it names the same {intent.kind} as row {seen_subjects[subject]} of this batch"
+                )
+            seen_subjects[subject] = row.position
+        except (BadValue, Refusal) as exc:
+            refused[row.position] = (row.key, row.hash, str(exc))
+            continue
+        intents.append(intent)
+    actor = actor_pb2.Actor()
+    actor.CopyFrom(batch.actor)
+    if actor.kind == actor_pb2.Actor.KIND_UNSPECIFIED:
+        actor.kind = actor_pb2.Actor.KIND_INTEGRATION
+    actor.name = actor.name or f"integration:{batch.integration_code}"
+    actor.source_code = actor.source_code or batch.integration_code
+    return Request(
+        command_id=batch.command_id,
+        code="imports.apply_batch",
+        actor=actor,
+        event_code=batch.event_code,
+        intents=intents,
+        payload={
+            "integration": batch.integration_code,
+            "run_id": run_id,
+            "batch_no": batch.batch_no,
+            "rows": len(batch.rows),
+        },
+        subject_kind="integration_run",
+        batch=BatchContext(batch.integration_code, run_id, batch.batch_no),
+        refused_rows=refused,
+    )
+
+
+def _row_intent(row: command_pb2.BatchRow, ref: RowRef) -> Intent:
+    which = row.WhichOneof("values")
+    if which == "unit":
+        fields, sides = _unit_values(row.unit)
+        ref_id = _id(row.subject.id, "subject.id") if row.subject.id else None
+        if not ref_id and not row.subject.code:
+            raise BadValue("the row names no unit: set subject.id or subject.code")
+        return Intent(
+            "unit",
+            ref_id,
+            None if ref_id else row.subject.code,
+            fields=fields,
+            sides=sides,
+            row=ref,
+        )
+    if which == "medal_row":
+        values = row.medal_row
+        noc = values.noc.upper()
+        if len(noc) != 3 or not noc.isalpha():
+            raise BadValue(f"noc {values.noc!r} is not a three-letter NOC code")
+        raw = {name: getattr(values, name) for name in MEDAL_ROW.fields if values.HasField(name)}
+        return Intent(
+            "medal_row", ref_code=f"{row.subject.code}:{noc}", fields=MEDAL_ROW.clean(raw), row=ref
+        )
+    raise BadValue("the row carries no values (neither unit nor medal_row)")

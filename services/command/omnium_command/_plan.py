@@ -1,0 +1,371 @@
+"""From locked records and their current values to the writes and the answer: pure code."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import struct_pb2, timestamp_pb2
+from omnium.command.v1 import command_pb2
+
+from omnium_command._intent import Intent, Request
+from omnium_command._parse import Refusal
+from omnium_command._records import FieldDiff, as_json, diff
+
+Row = command_pb2.RowOutcome
+
+
+@dataclass(slots=True)
+class Writes:
+    """The parameters of the one write statement."""
+
+    unit_updates: list[dict[str, Any]] = field(default_factory=list)
+    side_updates: list[dict[str, Any]] = field(default_factory=list)
+    side_inserts: list[dict[str, Any]] = field(default_factory=list)
+    medal_updates: list[dict[str, Any]] = field(default_factory=list)
+    medal_inserts: list[dict[str, Any]] = field(default_factory=list)
+    competitor_updates: list[dict[str, Any]] = field(default_factory=list)
+    outbox: list[dict[str, Any]] = field(default_factory=list)
+    key_states: list[dict[str, Any]] = field(default_factory=list)
+    row_log: list[dict[str, Any]] = field(default_factory=list)
+    diff: list[dict[str, Any]] = field(default_factory=list)
+    unit_ids: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What the road did for one intent."""
+
+    subject_id: str | None
+    changes: list[dict[str, Any]]
+    kept: list[dict[str, Any]]
+    applied_seq: int | None
+    row_outcome: int = Row.ROW_OUTCOME_UNCHANGED
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class Plan:
+    writes: Writes
+    outcomes: list[tuple[Intent, Outcome]]
+    event_id: str | None
+    subject_id: str | None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.writes.diff and any(not d.get("kept_by_hand") for d in self.writes.diff))
+
+
+def _entry(kind: str, subject_id: str, code: str, name: str, old: Any, new: Any) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "id": subject_id,
+        "code": code,
+        "field": name,
+        "old": as_json(old),
+        "new": as_json(new),
+    }
+
+
+def _pins(current: list[str], fields: Mapping[str, Any], unpin: set[str], pins: bool) -> list[str]:
+    pinned = set(current)
+    if pins:
+        pinned |= set(fields)
+    pinned -= unpin
+    return sorted(pinned)
+
+
+class Planner:
+    """Builds one command's plan. `state` is the read_state row; `locked` maps refs to ids."""
+
+    def __init__(
+        self, request: Request, locked: Mapping[str, Mapping[str, str]], state: Mapping[str, Any]
+    ) -> None:
+        self.request = request
+        self.locked = locked
+        self.seq: int = state["seq"]
+        self.units = {u["id"]: u for u in state["units"]}
+        self.competitors = {c["id"]: c for c in state["competitors"]}
+        self.medal_rows = {m["id"]: m for m in state["medal_rows"]}
+        self.known_competitors = set(state["known_competitors"])
+        self.event_id: str | None = state["event_id"]
+        disciplines = state["disciplines"] or {}
+        self.disciplines: dict[str, str] = disciplines.get("codes", {})
+        self.writes = Writes()
+
+    def plan(self) -> Plan:
+        outcomes = [(intent, self._one(intent)) for intent in self.request.intents]
+        first = next((o.subject_id for _, o in outcomes if o.subject_id), None)
+        return Plan(self.writes, outcomes, self.event_id, first)
+
+    def _missing(self, intent: Intent, what: str) -> Outcome:
+        ref = intent.ref_id or intent.ref_code
+        where = f" in {self.request.event_code}" if intent.ref_code else ""
+        reason = f"there is no {what} {ref}{where}"
+        if intent.row is None:
+            raise Refusal(reason + ": check the id or code")
+        return Outcome(None, [], [], None, Row.ROW_OUTCOME_NOT_PLACED, reason)
+
+    def _one(self, intent: Intent) -> Outcome:
+        locked = self.locked.get(intent.kind, {})
+        subject_id = locked.get(intent.ref_id or "") or locked.get(intent.ref_code or "")
+        if intent.kind == "unit":
+            if subject_id is None:
+                return self._missing(intent, "unit")
+            return self._unit(intent, self.units[subject_id])
+        if intent.kind == "competitor":
+            if subject_id is None:
+                return self._missing(intent, "competitor")
+            return self._competitor(intent, self.competitors[subject_id])
+        return self._medal_row(intent, subject_id)
+
+    def _finish(self, outcome: Outcome) -> Outcome:
+        if outcome.changes:
+            outcome.row_outcome = Row.ROW_OUTCOME_ACCEPTED
+        elif outcome.kept:
+            outcome.row_outcome = Row.ROW_OUTCOME_KEPT_BY_HAND
+        self.writes.diff.extend(outcome.changes)
+        self.writes.diff.extend({**k, "kept_by_hand": True} for k in outcome.kept)
+        return outcome
+
+    def _unit(self, intent: Intent, unit: Mapping[str, Any]) -> Outcome:
+        request = self.request
+        unit_id, code = unit["id"], unit["code"]
+        self.event_id = self.event_id or unit["event_id"]
+        unknown = intent.referenced_competitors() - self.known_competitors
+        if unknown:
+            reason = (
+                f"unit {code} names competitor {sorted(unknown)[0]}; we have no such competitor"
+            )
+            if intent.row is None:
+                raise Refusal(reason)
+            return Outcome(unit_id, [], [], None, Row.ROW_OUTCOME_HELD, reason)
+        respect = not request.pins
+        unit_diff = diff(unit, intent.fields, unit["pinned"], respect_pins=respect)
+        changes = [
+            _entry("unit", unit_id, code, f, o, n) for f, (o, n) in unit_diff.changes.items()
+        ]
+        kept = [
+            _entry("unit", unit_id, code, f, o, n) for f, (o, n) in unit_diff.kept_by_hand.items()
+        ]
+        unpin_unit = {name for name in intent.unpin if not name.startswith("sides[")}
+        pinned = _pins(unit["pinned"], intent.fields, unpin_unit, request.pins)
+        touched = pinned != sorted(unit["pinned"])
+
+        sides = {side["order"]: side for side in unit["sides"]}
+        orders = set(intent.sides) | {
+            int(name[6 : name.index("]")]) for name in intent.unpin if name.startswith("sides[")
+        }
+        for order in sorted(orders):
+            fields = intent.sides.get(order, {})
+            unpin = {
+                name.split(".", 1)[1]
+                for name in intent.unpin
+                if name.startswith(f"sides[{order}].")
+            }
+            side = sides.get(order)
+            label = f"sides[{order}]."
+            if side is None:
+                if not fields:
+                    continue
+                self.writes.side_inserts.append(
+                    {
+                        "unit_id": unit_id,
+                        "sort_order": order,
+                        **{f: as_json(v) for f, v in fields.items()},
+                        "pinned": sorted(fields) if request.pins else [],
+                    }
+                )
+                changes.extend(
+                    _entry("unit", unit_id, code, label + f, None, v) for f, v in fields.items()
+                )
+                touched = True
+                continue
+            side_diff: FieldDiff = diff(side, fields, side["pinned"], respect_pins=respect)
+            side_pinned = _pins(side["pinned"], fields, unpin, request.pins)
+            side_pins_changed = side_pinned != sorted(side["pinned"])
+            changes.extend(
+                _entry("unit", unit_id, code, label + f, o, n)
+                for f, (o, n) in side_diff.changes.items()
+            )
+            kept.extend(
+                _entry("unit", unit_id, code, label + f, o, n)
+                for f, (o, n) in side_diff.kept_by_hand.items()
+            )
+            if side_diff.changes or side_pins_changed:
+                self.writes.side_updates.append(
+                    {
+                        "id": side["id"],
+                        "set": {f: as_json(n) for f, (_, n) in side_diff.changes.items()},
+                        "pinned": side_pinned if side_pins_changed else None,
+                    }
+                )
+                touched = True
+        if unit_diff.changes:
+            touched = True
+        applied_seq: int = unit["changed_seq"]
+        if touched:
+            self.writes.unit_updates.append(
+                {
+                    "id": unit_id,
+                    "set": {f: as_json(n) for f, (_, n) in unit_diff.changes.items()},
+                    "pinned": pinned if pinned != sorted(unit["pinned"]) else None,
+                }
+            )
+            applied_seq = self.seq
+        if changes:
+            self.writes.unit_ids.append(unit_id)
+            self.writes.outbox.append(
+                {
+                    "event_id": unit["event_id"],
+                    "kind": "unit.changed",
+                    "subject_kind": "unit",
+                    "subject_id": unit_id,
+                    "unit_id": unit_id,
+                    "payload": {
+                        "code": code,
+                        "changes": [
+                            {"field": c["field"], "old": c["old"], "new": c["new"]} for c in changes
+                        ],
+                    },
+                }
+            )
+        return self._finish(Outcome(unit_id, changes, kept, applied_seq))
+
+    def _competitor(self, intent: Intent, competitor: Mapping[str, Any]) -> Outcome:
+        request = self.request
+        cid, code = competitor["id"], competitor["code"]
+        self.event_id = self.event_id or competitor["event_id"]
+        d = diff(competitor, intent.fields, competitor["pinned"], respect_pins=not request.pins)
+        changes = [_entry("competitor", cid, code, f, o, n) for f, (o, n) in d.changes.items()]
+        kept = [_entry("competitor", cid, code, f, o, n) for f, (o, n) in d.kept_by_hand.items()]
+        pinned = _pins(competitor["pinned"], intent.fields, set(intent.unpin), request.pins)
+        pins_changed = pinned != sorted(competitor["pinned"])
+        applied_seq: int = competitor["changed_seq"]
+        if d.changes or pins_changed:
+            self.writes.competitor_updates.append(
+                {
+                    "id": cid,
+                    "set": {f: as_json(n) for f, (_, n) in d.changes.items()},
+                    "pinned": pinned if pins_changed else None,
+                }
+            )
+            applied_seq = self.seq
+        if changes:
+            self.writes.outbox.append(
+                {
+                    "event_id": competitor["event_id"],
+                    "kind": "competitor.changed",
+                    "subject_kind": "competitor",
+                    "subject_id": cid,
+                    "unit_id": None,
+                    "payload": {
+                        "code": code,
+                        "changes": [
+                            {"field": c["field"], "old": c["old"], "new": c["new"]} for c in changes
+                        ],
+                    },
+                }
+            )
+        return self._finish(Outcome(cid, changes, kept, applied_seq))
+
+    def _medal_row(self, intent: Intent, medal_id: str | None) -> Outcome:
+        request = self.request
+        scope, _, noc = (intent.ref_code or "").rpartition(":")
+        code = intent.ref_code or ""
+        if self.event_id is None:
+            raise Refusal(f"there is no event {request.event_code}")
+        if medal_id is None:
+            discipline_id = self.disciplines.get(scope) if scope else None
+            if scope and discipline_id is None:
+                reason = f"there is no discipline {scope} in {request.event_code}"
+                if intent.row is None:
+                    raise Refusal(reason)
+                return Outcome(None, [], [], None, Row.ROW_OUTCOME_NOT_PLACED, reason)
+            new_id = str(uuid.uuid4())
+            self.writes.medal_inserts.append(
+                {
+                    "id": new_id,
+                    "event_id": self.event_id,
+                    "discipline_id": discipline_id,
+                    "noc": noc,
+                    **intent.fields,
+                }
+            )
+            changes = [
+                _entry("medal_row", new_id, code, f, None, v) for f, v in intent.fields.items()
+            ]
+            self._medal_event(new_id, code, changes)
+            return self._finish(Outcome(new_id, changes, [], self.seq))
+        row = self.medal_rows[medal_id]
+        d = diff(row, intent.fields, row["pinned"], respect_pins=not request.pins)
+        changes = [_entry("medal_row", medal_id, code, f, o, n) for f, (o, n) in d.changes.items()]
+        kept = [
+            _entry("medal_row", medal_id, code, f, o, n) for f, (o, n) in d.kept_by_hand.items()
+        ]
+        pinned = _pins(row["pinned"], intent.fields, set(), request.pins)
+        pins_changed = pinned != sorted(row["pinned"])
+        applied_seq: int = row["changed_seq"]
+        if d.changes or pins_changed:
+            self.writes.medal_updates.append(
+                {
+                    "id": medal_id,
+                    "set": {f: n for f, (_, n) in d.changes.items()},
+                    "pinned": pinned if pins_changed else None,
+                }
+            )
+            applied_seq = self.seq
+        self._medal_event(medal_id, code, changes)
+        return self._finish(Outcome(medal_id, changes, kept, applied_seq))
+
+    def _medal_event(self, medal_id: str, code: str, changes: list[dict[str, Any]]) -> None:
+        if changes:
+            self.writes.outbox.append(
+                {
+                    "event_id": self.event_id,
+                    "kind": "medal_row.changed",
+                    "subject_kind": "medal_row",
+                    "subject_id": medal_id,
+                    "unit_id": None,
+                    "payload": {
+                        "code": code,
+                        "changes": [
+                            {"field": c["field"], "old": c["old"], "new": c["new"]} for c in changes
+                        ],
+                    },
+                }
+            )
+
+
+def _value(value: Any) -> struct_pb2.Value:
+    out = struct_pb2.Value()
+    if value is None:
+        out.null_value = struct_pb2.NULL_VALUE
+    elif isinstance(value, bool):
+        out.bool_value = value
+    elif isinstance(value, int | float):
+        out.number_value = value
+    else:
+        out.string_value = str(value)
+    return out
+
+
+def field_changes(entries: list[dict[str, Any]]) -> list[command_pb2.FieldChange]:
+    return [
+        command_pb2.FieldChange(
+            subject_kind=e["kind"],
+            subject_id=e["id"],
+            field=e["field"],
+            old=_value(e["old"]),
+            new=_value(e["new"]),
+        )
+        for e in entries
+    ]
+
+
+def now_timestamp() -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.GetCurrentTime()
+    return stamp

@@ -1,0 +1,222 @@
+"""The records the road writes, their fields, how a value is checked, and the pure diff."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+UNIT_STATUSES = (
+    "SCHEDULED",
+    "DELAYED",
+    "GETTING_READY",
+    "RUNNING",
+    "INTERRUPTED",
+    "UNOFFICIAL",
+    "OFFICIAL",
+    "PROTESTED",
+    "POSTPONED",
+    "RESCHEDULED",
+    "CANCELLED",
+)
+MEDALS = ("GOLD", "SILVER", "BRONZE")
+
+
+class BadValue(ValueError):
+    """A value a person or a feed sent that cannot be stored; the message says why."""
+
+
+Check = Callable[[str, Any], Any]
+
+
+def text(*, required: bool, max_length: int) -> Check:
+    def check(field: str, value: Any) -> Any:
+        if value is None:
+            if required:
+                raise BadValue(f"{field} cannot be empty")
+            return None
+        if not isinstance(value, str):
+            raise BadValue(f"{field} must be text, not {type(value).__name__}")
+        value = value.strip()
+        if required and not value:
+            raise BadValue(f"{field} cannot be empty")
+        if len(value) > max_length:
+            raise BadValue(f"{field} is {len(value)} characters long; at most {max_length} fit")
+        return value
+
+    return check
+
+
+def one_of(choices: tuple[str, ...], *, required: bool) -> Check:
+    def check(field: str, value: Any) -> Any:
+        if value is None and not required:
+            return None
+        if not isinstance(value, str) or value.upper() not in choices:
+            raise BadValue(f"{field} {value!r} is not one of {', '.join(choices)}")
+        return value.upper()
+
+    return check
+
+
+def whole(*, minimum: int, required: bool) -> Check:
+    def check(field: str, value: Any) -> Any:
+        if value is None and not required:
+            return None
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value.strip())
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise BadValue(f"{field} must be a whole number, not {value!r}")
+        if value < minimum:
+            raise BadValue(f"{field} must be {minimum} or more, not {value}")
+        return value
+
+    return check
+
+
+def moment(field: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise BadValue(
+                f"{field} {value!r} is not a date and time; send ISO 8601 with an offset, "
+                "e.g. 2026-09-20T09:30:00+09:00"
+            ) from None
+    else:
+        raise BadValue(f"{field} must be an ISO 8601 date and time, not {value!r}")
+    if parsed.tzinfo is None:
+        raise BadValue(f"{field} {value!r} has no time zone offset; add one, e.g. +09:00")
+    return parsed
+
+
+def reference(field: str, value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        raise BadValue(f"{field} {value!r} is not an id (a UUID)") from None
+
+
+def noc(field: str, value: Any) -> Any:
+    if not isinstance(value, str) or len(value) != 3 or not value.isalpha():
+        raise BadValue(f"{field} {value!r} is not a three-letter NOC code such as KOR")
+    return value.upper()
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One kind of record: its table's writable fields and how each value is checked."""
+
+    name: str
+    fields: Mapping[str, Check]
+
+    def clean(self, values: Mapping[str, Any], *, prefix: str = "") -> dict[str, Any]:
+        cleaned: dict[str, Any] = {}
+        for field, value in values.items():
+            check = self.fields.get(field)
+            if check is None:
+                raise BadValue(
+                    f"{prefix}{field} is not a field of a {self.name}; "
+                    f"it has {', '.join(self.fields)}"
+                )
+            cleaned[field] = check(prefix + field, value)
+        return cleaned
+
+    def check_names(self, names: Collection[str], *, prefix: str = "") -> None:
+        for field in names:
+            if field not in self.fields:
+                raise BadValue(
+                    f"{prefix}{field} is not a field of a {self.name}; "
+                    f"it has {', '.join(self.fields)}"
+                )
+
+
+UNIT = Kind(
+    "unit",
+    {
+        "name": text(required=True, max_length=200),
+        "phase": text(required=False, max_length=60),
+        "start_at": moment,
+        "venue": text(required=False, max_length=200),
+        "status": one_of(UNIT_STATUSES, required=True),
+    },
+)
+SIDE = Kind(
+    "side",
+    {
+        "competitor_id": reference,
+        "score": text(required=False, max_length=60),
+        "result": text(required=False, max_length=60),
+        "rank": whole(minimum=1, required=False),
+        "medal": one_of(MEDALS, required=False),
+    },
+)
+MEDAL_ROW = Kind(
+    "medal_row",
+    {
+        "gold": whole(minimum=0, required=True),
+        "silver": whole(minimum=0, required=True),
+        "bronze": whole(minimum=0, required=True),
+        "total": whole(minimum=0, required=True),
+        "rank": whole(minimum=1, required=False),
+    },
+)
+COMPETITOR = Kind(
+    "competitor",
+    {"name": text(required=True, max_length=200), "noc": noc},
+)
+KINDS = {kind.name: kind for kind in (UNIT, SIDE, MEDAL_ROW, COMPETITOR)}
+
+
+def same(old: Any, new: Any) -> bool:
+    if isinstance(new, datetime):
+        if isinstance(old, str):
+            old = datetime.fromisoformat(old)
+        return isinstance(old, datetime) and old == new
+    return bool(old == new)
+
+
+def as_json(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+@dataclass(slots=True)
+class FieldDiff:
+    """What one command does to one record's fields."""
+
+    changes: dict[str, tuple[Any, Any]]
+    kept_by_hand: dict[str, tuple[Any, Any]]
+
+
+def diff(
+    current: Mapping[str, Any],
+    incoming: Mapping[str, Any],
+    pinned: Collection[str],
+    *,
+    respect_pins: bool,
+) -> FieldDiff:
+    """incoming − current − pinned: only fields whose value really differs, pins left alone.
+
+    A pinned field that would change is reported as kept by hand; one that would not change
+    is just unchanged.
+    """
+    changes: dict[str, tuple[Any, Any]] = {}
+    kept: dict[str, tuple[Any, Any]] = {}
+    for field, new in incoming.items():
+        old = current.get(field)
+        if same(old, new):
+            continue
+        if respect_pins and field in pinned:
+            kept[field] = (old, new)
+        else:
+            changes[field] = (old, new)
+    return FieldDiff(changes, kept)

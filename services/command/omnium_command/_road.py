@@ -1,0 +1,338 @@
+"""The one road: lock, check the command id, diff, write, log and confirm after the commit."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from omnium.command.v1 import command_pb2
+from omnium_db import Queries
+from omnium_settings import Settings
+
+from omnium_command._intent import Request
+from omnium_command._parse import Refusal
+from omnium_command._plan import Plan, Planner, field_changes, now_timestamp
+
+log = logging.getLogger(__name__)
+
+QUERIES = Queries.load(Path(__file__).with_name("sql"))
+Row = command_pb2.RowOutcome
+_LOCK_ORDER = ("unit", "competitor", "medal_row")
+_FINISHED_RUNS = frozenset({"done", "failed", "scout_failed", "older"})
+
+# Failures that leave nothing written and go away on their own: the sender tries again.
+_TRY_AGAIN: dict[type[BaseException], str] = {
+    asyncpg.LockNotAvailableError: "a record it needs was locked by another writer for too long",
+    asyncpg.DeadlockDetectedError: "it crossed another writer's locks",
+    asyncpg.SerializationError: "another writer changed the same records at the same moment",
+    asyncpg.QueryCanceledError: "the database took too long",
+    asyncpg.UniqueViolationError: "another writer added the same record at the same moment",
+    asyncpg.ForeignKeyViolationError: "a record it names was removed at the same moment",
+    asyncpg.IdleInTransactionSessionTimeoutError: "the database connection timed out",
+    asyncpg.TooManyConnectionsError: "the database has no free connection",
+    asyncpg.CannotConnectNowError: "the database is starting or failing over",
+    asyncpg.PostgresConnectionError: "the database connection was lost",
+    asyncpg.InterfaceError: "the database connection was lost",
+    ConnectionError: "the database cannot be reached",
+    OSError: "the database cannot be reached",
+    TimeoutError: "the command took longer than its time limit",
+}
+
+
+class _Repeat(Exception):
+    def __init__(self, answer: bytes | None, request_hash: bytes | None) -> None:
+        self.answer = answer
+        self.request_hash = request_hash
+
+
+def _try_again_reason(exc: BaseException) -> str | None:
+    for kind, reason in _TRY_AGAIN.items():
+        if isinstance(exc, kind):
+            return f"Nothing was saved: {reason}. Send the same command again."
+    return None
+
+
+class Road:
+    """Applies commands. One instance per process, holding the two roads' pools."""
+
+    def __init__(self, settings: Settings, people: asyncpg.Pool, imports: asyncpg.Pool) -> None:
+        self.settings = settings
+        self.people = people
+        self.imports = imports
+
+    # -- public ---------------------------------------------------------------------------
+
+    async def submit(self, request: Request) -> command_pb2.Answer:
+        answer = command_pb2.Answer(command_id=request.command_id)
+        try:
+            async with asyncio.timeout(self.settings.people_transaction_seconds):
+                await self._apply(self.people, request, answer)
+        except _Repeat as repeat:
+            return await self._repeat(self.people, request, repeat, command_pb2.Answer())
+        except Refusal as exc:
+            return command_pb2.Answer(
+                command_id=request.command_id, outcome=command_pb2.OUTCOME_REFUSED, reason=str(exc)
+            )
+        except Exception as exc:
+            reason = _try_again_reason(exc)
+            if reason is None:
+                raise
+            log.warning("command %s: try again (%r)", request.command_id, exc)
+            return command_pb2.Answer(
+                command_id=request.command_id, outcome=command_pb2.OUTCOME_TRY_AGAIN, reason=reason
+            )
+        return answer
+
+    async def apply_batch(self, request: Request) -> command_pb2.BatchAnswer:
+        answer = command_pb2.BatchAnswer(command_id=request.command_id)
+        try:
+            await self._apply(self.imports, request, answer)
+        except _Repeat as repeat:
+            return await self._repeat(self.imports, request, repeat, command_pb2.BatchAnswer())
+        except Refusal as exc:
+            return command_pb2.BatchAnswer(
+                command_id=request.command_id, outcome=command_pb2.OUTCOME_REFUSED, reason=str(exc)
+            )
+        except Exception as exc:
+            reason = _try_again_reason(exc)
+            if reason is None:
+                raise
+            log.warning("batch %s: try again (%r)", request.command_id, exc)
+            return command_pb2.BatchAnswer(
+                command_id=request.command_id, outcome=command_pb2.OUTCOME_TRY_AGAIN, reason=reason
+            )
+        return answer
+
+    # -- the transaction ------------------------------------------------------------------
+
+    async def _apply(self, pool: asyncpg.Pool, request: Request, answer: Any) -> None:
+        async with pool.acquire() as conn, conn.transaction():
+            locked = await self._lock(conn, request)
+            state = await conn.fetchrow(
+                QUERIES["read_state"],
+                request.command_id,
+                list(locked.get("unit", {}).values()),
+                list(locked.get("competitor", {}).values()),
+                list(locked.get("medal_row", {}).values()),
+                sorted({c for i in request.intents for c in i.referenced_competitors()}),
+                request.event_code or None,
+                request.batch.integration_code if request.batch else None,
+                request.batch.run_id if request.batch else None,
+            )
+            if state["previous_answer"] is not None:
+                raise _Repeat(state["previous_answer"], state["previous_hash"])
+            run_batch_done = self._check_batch(request, state)
+            plan = Planner(request, locked, state).plan()
+            self._render(request, plan, state["seq"], answer, run_batch_done)
+            stored = answer.SerializeToString()
+            result = await conn.fetchrow(
+                QUERIES["write"], *self._write_args(request, plan, state, stored)
+            )
+            if result["recorded"] == 0:
+                # Another copy of this command committed while we ran: keep its write, not ours.
+                raise _Repeat(None, None)
+
+    async def _lock(self, conn: asyncpg.Connection, request: Request) -> dict[str, dict[str, str]]:
+        locked: dict[str, dict[str, str]] = {}
+        for kind in _LOCK_ORDER:
+            intents = [i for i in request.intents if i.kind == kind]
+            if not intents:
+                continue
+            codes = [i.ref_code for i in intents if i.ref_code]
+            if kind == "medal_row":
+                rows = await conn.fetch(QUERIES["lock_medal_rows"], request.event_code, codes)
+            else:
+                ids = [i.ref_id for i in intents if i.ref_id]
+                rows = await conn.fetch(
+                    QUERIES[f"lock_{kind}s"], ids, codes, request.event_code or None
+                )
+            refs: dict[str, str] = {}
+            for row in rows:
+                refs[row["id"]] = row["id"]
+                refs[row["code"]] = row["id"]
+            locked[kind] = refs
+        return locked
+
+    def _check_batch(self, request: Request, state: Mapping[str, Any]) -> int:
+        batch = request.batch
+        if batch is None:
+            return 0
+        if state["integration_id"] is None:
+            raise Refusal(f"there is no integration {batch.integration_code!r}")
+        run = state["run"]
+        if run is None or run["integration_id"] != state["integration_id"]:
+            raise Refusal(
+                f"run {batch.run_id} of {batch.integration_code} is not recorded; record the run "
+                "(status received) before sending its batches"
+            )
+        if run["status"] in _FINISHED_RUNS:
+            raise Refusal(f"run {batch.run_id} is already {run['status']}; it takes no new batches")
+        if state["event_id"] is None:
+            raise Refusal(f"there is no event {request.event_code!r}")
+        done: int = run.get("batch_done", 0)
+        return done
+
+    def _render(
+        self, request: Request, plan: Plan, seq: int, answer: Any, run_batch_done: int
+    ) -> None:
+        answer.outcome = command_pb2.OUTCOME_ACCEPTED
+        if plan.changed:
+            answer.seq = seq
+        if isinstance(answer, command_pb2.Answer):
+            changes = [d for d in plan.writes.diff if not d.get("kept_by_hand")]
+            kept = [d for d in plan.writes.diff if d.get("kept_by_hand")]
+            answer.changes.extend(field_changes(changes))
+            answer.kept_by_hand.extend(field_changes(kept))
+            answer.saved_at.CopyFrom(now_timestamp())
+            return
+        rows: list[command_pb2.RowAnswer] = []
+        for position, (key, _hash, reason) in request.refused_rows.items():
+            rows.append(
+                command_pb2.RowAnswer(
+                    position=position, key=key, outcome=Row.ROW_OUTCOME_REFUSED, reason=reason
+                )
+            )
+        for intent, outcome in plan.outcomes:
+            assert intent.row is not None
+            rows.append(
+                command_pb2.RowAnswer(
+                    position=intent.row.position,
+                    key=intent.row.key,
+                    outcome=outcome.row_outcome,
+                    reason=outcome.reason,
+                    subject_id=outcome.subject_id or "",
+                    changed_fields=[c["field"] for c in outcome.changes],
+                    kept_by_hand=[k["field"] for k in outcome.kept],
+                    applied_seq=outcome.applied_seq or 0,
+                )
+            )
+        rows.sort(key=lambda r: r.position)
+        answer.rows.extend(rows)
+        answer.batch_done = run_batch_done + 1
+
+    def _write_args(
+        self, request: Request, plan: Plan, state: Mapping[str, Any], stored: bytes
+    ) -> list[Any]:
+        writes = plan.writes
+        actor = request.actor
+        timeline = {
+            "event_id": plan.event_id or state["event_id"],
+            "subject_kind": request.subject_kind,
+            "subject_id": request.batch.run_id if request.batch else plan.subject_id,
+            "unit_ids": writes.unit_ids,
+            "actor_kind": request.actor_kind,
+            "actor_name": actor.name,
+            "source_code": actor.source_code or None,
+            "screen": actor.screen or None,
+            "payload": request.payload,
+            "diff": writes.diff,
+        }
+        batch = request.batch
+        if batch is not None:
+            self._batch_rows(request, plan)
+        return [
+            state["seq"],
+            writes.unit_updates,
+            writes.side_updates,
+            writes.side_inserts,
+            writes.medal_updates,
+            writes.medal_inserts,
+            writes.competitor_updates,
+            timeline,
+            request.command_id,
+            request.code,
+            writes.outbox,
+            actor.source_code or None,
+            request.request_hash,
+            stored,
+            state["integration_id"],
+            batch.run_id if batch else None,
+            writes.key_states,
+            writes.row_log,
+            batch.batch_no if batch else None,
+        ]
+
+    def _batch_rows(self, request: Request, plan: Plan) -> None:
+        writes = plan.writes
+        for position, (key, row_hash, reason) in request.refused_rows.items():
+            writes.key_states.append(
+                {
+                    "key": key,
+                    "kind": "unknown",
+                    "subject_id": None,
+                    "hash": None,
+                    "applied_seq": None,
+                }
+            )
+            writes.row_log.append(
+                {
+                    "position": position,
+                    "key": key,
+                    "kind": "unknown",
+                    "subject_id": None,
+                    "hash": row_hash.hex(),
+                    "outcome": "refused",
+                    "reason": reason,
+                }
+            )
+        for intent, outcome in plan.outcomes:
+            row = intent.row
+            assert row is not None
+            placed = outcome.row_outcome in (
+                Row.ROW_OUTCOME_ACCEPTED,
+                Row.ROW_OUTCOME_UNCHANGED,
+                Row.ROW_OUTCOME_KEPT_BY_HAND,
+            )
+            writes.key_states.append(
+                {
+                    "key": row.key,
+                    "kind": intent.kind,
+                    "subject_id": outcome.subject_id,
+                    "hash": row.hash.hex() if placed else None,
+                    "applied_seq": outcome.applied_seq if placed else None,
+                }
+            )
+            if outcome.row_outcome != Row.ROW_OUTCOME_UNCHANGED:
+                writes.row_log.append(
+                    {
+                        "position": row.position,
+                        "key": row.key,
+                        "kind": intent.kind,
+                        "subject_id": outcome.subject_id,
+                        "hash": row.hash.hex(),
+                        "outcome": Row.Name(outcome.row_outcome)
+                        .removeprefix("ROW_OUTCOME_")
+                        .lower(),
+                        "reason": outcome.reason or None,
+                        "diff": outcome.changes,
+                        "kept": outcome.kept,
+                    }
+                )
+
+    async def _repeat(
+        self, pool: asyncpg.Pool, request: Request, repeat: _Repeat, answer: Any
+    ) -> Any:
+        stored, stored_hash = repeat.answer, repeat.request_hash
+        if stored is None:
+            async with pool.acquire() as conn:
+                row = await conn.fetchrow(
+                    "SELECT answer, request_hash FROM command WHERE command_id = $1",
+                    request.command_id,
+                )
+            stored, stored_hash = row["answer"], row["request_hash"]
+        if request.request_hash is not None and stored_hash != request.request_hash:
+            answer.command_id = request.command_id
+            answer.outcome = command_pb2.OUTCOME_REFUSED
+            answer.reason = (
+                f"command id {request.command_id!r} was used before for a different command; "
+                "nothing was written. Give each new command its own id."
+            )
+            return answer
+        answer.ParseFromString(stored)
+        answer.outcome = command_pb2.OUTCOME_DUPLICATE
+        return answer
+

@@ -1,0 +1,129 @@
+"""The CommandService gRPC servicer: turns calls into road requests and answers."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import asyncpg
+import grpc
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from grpc import aio
+from omnium.command.v1 import command_pb2, command_pb2_grpc
+from omnium.common.v1 import actor_pb2
+from omnium_settings import Settings
+
+from omnium_command._intent import ACTOR_KIND_NAMES
+from omnium_command._parse import Refusal, parse_batch, parse_command
+from omnium_command._plan import field_changes
+from omnium_command._road import QUERIES, Road
+
+log = logging.getLogger(__name__)
+_KIND_BY_NAME = {name: kind for kind, name in ACTOR_KIND_NAMES.items()}
+
+
+async def _internal(context: aio.ServicerContext, what: str, exc: BaseException) -> None:
+    # The caller gets a plain message and a reference; the traceback stays in our log.
+    incident = uuid.uuid4().hex[:12]
+    log.exception("%s failed (incident %s)", what, incident, exc_info=exc)
+    await context.abort(
+        grpc.StatusCode.INTERNAL,
+        f"{what} failed on our side and nothing was confirmed; incident {incident} is logged. "
+        "Send it again; if it fails again, tell the omnium team the incident number.",
+    )
+
+
+class CommandService(command_pb2_grpc.CommandServiceServicer):
+    def __init__(self, settings: Settings, road: Road, reader: asyncpg.Pool) -> None:
+        self.settings = settings
+        self.road = road
+        self.reader = reader
+
+    async def Submit(
+        self, request: command_pb2.Command, context: aio.ServicerContext
+    ) -> command_pb2.Answer:
+        try:
+            parsed = parse_command(request)
+        except Refusal as exc:
+            return command_pb2.Answer(
+                command_id=request.command_id, outcome=command_pb2.OUTCOME_REFUSED, reason=str(exc)
+            )
+        try:
+            return await self.road.submit(parsed)
+        except Exception as exc:
+            await _internal(context, f"command {request.command_id}", exc)
+            raise
+
+    async def ApplyImportBatch(
+        self, request: command_pb2.ImportBatch, context: aio.ServicerContext
+    ) -> command_pb2.BatchAnswer:
+        try:
+            parsed = parse_batch(request, max_units=self.settings.batch_max_units)
+        except Refusal as exc:
+            return command_pb2.BatchAnswer(
+                command_id=request.command_id, outcome=command_pb2.OUTCOME_REFUSED, reason=str(exc)
+            )
+        try:
+            return await self.road.apply_batch(parsed)
+        except Exception as exc:
+            await _internal(context, f"batch {request.command_id}", exc)
+            raise
+
+    async def GetTimeline(
+        self, request: command_pb2.GetTimelineRequest, context: aio.ServicerContext
+    ) -> command_pb2.GetTimelineResponse:
+        limit = request.limit or 50
+        if not 1 <= limit <= 500:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "limit must be 1 to 500")
+        subject = request.subject
+        before = request.before_id or None
+        async with self.reader.acquire() as conn:
+            if subject.kind == "event":
+                code = subject.event_code or subject.code
+                rows = await conn.fetch(QUERIES["timeline_for_event"], code, before, limit)
+            else:
+                subject_id = subject.id
+                if not subject_id and subject.kind == "unit" and subject.code:
+                    subject_id = await conn.fetchval(
+                        QUERIES["unit_id_by_code"], subject.event_code, subject.code
+                    )
+                    if subject_id is None:
+                        await context.abort(
+                            grpc.StatusCode.NOT_FOUND,
+                            f"there is no unit {subject.code} in {subject.event_code}",
+                        )
+                try:
+                    uuid.UUID(subject_id or "")
+                except ValueError:
+                    await context.abort(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        "subject.id must be an id (a UUID), or give a unit's code and event_code",
+                    )
+                rows = await conn.fetch(
+                    QUERIES["timeline_for_subject"], subject.kind, subject_id, before, limit
+                )
+        return command_pb2.GetTimelineResponse(items=[_item(row) for row in rows])
+
+
+def _item(row: Any) -> command_pb2.TimelineItem:
+    payload = struct_pb2.Struct()
+    json_format.ParseDict(row["payload"], payload)
+    occurred = timestamp_pb2.Timestamp()
+    occurred.FromDatetime(row["occurred_at"])
+    return command_pb2.TimelineItem(
+        id=row["id"],
+        command_id=row["command_id"],
+        code=row["code"],
+        actor=actor_pb2.Actor(
+            kind=_KIND_BY_NAME.get(row["actor_kind"], actor_pb2.Actor.KIND_UNSPECIFIED),
+            name=row["actor_name"],
+            source_code=row["source_code"] or "",
+            screen=row["screen"] or "",
+        ),
+        payload=payload,
+        diff=field_changes(row["diff"]),
+        occurred_at=occurred,
+        subject_kind=row["subject_kind"],
+        subject_id=row["subject_id"] or "",
+    )

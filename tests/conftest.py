@@ -1,0 +1,76 @@
+"""Test servers: real PostgreSQL and Redis (the dev stack's own, unless OMNIUM_* point elsewhere)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+from omnium_db import apply_migrations
+
+from tests.support.servers import Servers
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    """PostgreSQL and Redis for the whole run.
+
+    With OMNIUM_TEST_DATABASE_URL and OMNIUM_TEST_REDIS_URL set, those servers are used;
+    otherwise a private pair is started from the machine's binaries and stopped at the end.
+    """
+    database_url = os.environ.get("OMNIUM_TEST_DATABASE_URL")
+    redis_url = os.environ.get("OMNIUM_TEST_REDIS_URL")
+    if database_url and redis_url:
+        yield Servers(database_url, redis_url)
+        return
+    from omnium_devstack.stack import running_stack
+
+    data_dir = tmp_path_factory.mktemp("stack")
+    with running_stack(data_dir, pg_port=0, redis_port=0, fsync=False) as stack:
+        yield Servers(stack.database_url, stack.redis_url)
+
+
+@pytest.fixture(scope="session")
+async def template_database(servers: Servers) -> AsyncIterator[str]:
+    """A database with every migration applied, cloned for each test that needs one."""
+    name = f"omnium_template_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(servers.admin_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        conn = await asyncpg.connect(servers.url_for(name))
+        try:
+            await apply_migrations(conn)
+        finally:
+            await conn.close()
+        yield name
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture
+async def database_url(servers: Servers, template_database: str) -> AsyncIterator[str]:
+    """A fresh database of our schema for one test (CREATE DATABASE ... TEMPLATE ...)."""
+    name = f"omnium_test_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(servers.admin_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}"')
+        yield servers.url_for(name)
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    """A plain connection to the test's database, for setting up and checking."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        yield conn
+    finally:
+        await conn.close()

@@ -1,0 +1,57 @@
+"""The command service end to end: Submit and ApplyImportBatch over real gRPC and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncpg
+from omnium.command.v1 import command_pb2
+
+from tests.support.command import import_batch, running_command, unit_row
+from tests.support.games import make_games, make_run
+
+ACCEPTED = command_pb2.OUTCOME_ACCEPTED
+
+
+async def test_person_sets_a_field_and_pins_it(database_url: str, db: asyncpg.Connection) -> None:
+    games = await make_games(db, units=2)
+    unit = games.units[0]
+    async with running_command(database_url) as client:
+        answer = await client.submit(
+            command_id="c-1", code="units.set_fields", unit_id=unit,
+            payload={"fields": {"venue": "Toyota Stadium", "status": "DELAYED"}},
+        )
+    assert answer.outcome == ACCEPTED, answer.reason
+    assert {c.field for c in answer.changes} == {"venue", "status"}
+    row = await db.fetchrow("SELECT venue, status, pinned, changed_seq FROM unit WHERE id = $1", unit)
+    assert row["venue"] == "Toyota Stadium"
+    assert row["status"] == "DELAYED"
+    assert sorted(row["pinned"]) == ["status", "venue"]
+    assert row["changed_seq"] == answer.seq
+
+
+async def test_batch_writes_changes_and_key_state(database_url: str, db: asyncpg.Connection) -> None:
+    games = await make_games(db, units=3)
+    run_id = await make_run(db, games)
+    rows = [
+        unit_row(0, games.units[0], status="RUNNING", sides=[{"order": 1, "score": "1"}]),
+        unit_row(1, games.units[1], venue="Nagoya Stadium"),  # the same as ours: unchanged
+    ]
+    async with running_command(database_url) as client:
+        answer = await client.batch(import_batch(run_id, 0, rows))
+    assert answer.outcome == ACCEPTED, answer.reason
+    outcomes = [command_pb2.RowOutcome.Name(r.outcome) for r in answer.rows]
+    assert outcomes == ["ROW_OUTCOME_ACCEPTED", "ROW_OUTCOME_UNCHANGED"]
+    assert answer.batch_done == 1
+    states = {
+        r["subject_key"]: r
+        for r in await db.fetch("SELECT * FROM integration_key_state ORDER BY subject_key")
+    }
+    seqs = dict(await db.fetch("SELECT id::text, changed_seq FROM unit"))
+    for row, unit in zip(answer.rows, games.units[:2], strict=True):
+        state = states[f"key-{unit}"]
+        assert state["applied_seq"] == seqs[unit] == row.applied_seq
+        assert state["last_seen_run"] is not None and str(state["last_seen_run"]) == run_id
+        assert state["missing_runs"] == 0
+        assert state["last_hash"] is not None
+    assert await db.fetchval("SELECT batch_done FROM integration_run WHERE id = $1", run_id) == 1
+    assert await db.fetchval("SELECT score FROM unit_competitor WHERE unit_id = $1 AND sort_order = 1",
+                             games.units[0]) == "1"
