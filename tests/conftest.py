@@ -1,15 +1,16 @@
-"""Test servers: real PostgreSQL and Redis (the dev stack's own, unless OMNIUM_* point elsewhere)."""
+"""Test servers: real PostgreSQL and Redis (the private dev stack, unless OMNIUM_* say where)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import asyncpg
 import pytest
-from omnium_db import apply_migrations
+from omnium_db import apply_migrations, init_connection
 
 from tests.support.servers import Servers
 
@@ -20,11 +21,12 @@ REPO = Path(__file__).resolve().parent.parent
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     """PostgreSQL and Redis for the whole run.
 
-    With OMNIUM_TEST_DATABASE_URL and OMNIUM_TEST_REDIS_URL set, those servers are used;
-    otherwise a private pair is started from the machine's binaries and stopped at the end.
+    With OMNIUM_DATABASE_URL and OMNIUM_REDIS_URL set, those servers are used (each test
+    gets its own database on that server); otherwise a private pair is started from the
+    machine's binaries and stopped at the end.
     """
-    database_url = os.environ.get("OMNIUM_TEST_DATABASE_URL")
-    redis_url = os.environ.get("OMNIUM_TEST_REDIS_URL")
+    database_url = os.environ.get("OMNIUM_DATABASE_URL")
+    redis_url = os.environ.get("OMNIUM_REDIS_URL")
     if database_url and redis_url:
         yield Servers(database_url, redis_url)
         return
@@ -33,6 +35,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     data_dir = tmp_path_factory.mktemp("stack")
     with running_stack(data_dir, pg_port=0, redis_port=0, fsync=False) as stack:
         yield Servers(stack.database_url, stack.redis_url)
+    # As root, PostgreSQL's files may live in a fallback folder its own user can reach.
+    shutil.rmtree(stack.postgres.fallback_home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -70,6 +74,7 @@ async def database_url(servers: Servers, template_database: str) -> AsyncIterato
 async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     """A plain connection to the test's database, for setting up and checking."""
     conn = await asyncpg.connect(database_url)
+    await init_connection(conn)
     try:
         yield conn
     finally:

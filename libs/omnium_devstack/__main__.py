@@ -1,0 +1,128 @@
+"""Command line for the dev stack: python -m omnium_devstack {ensure,up,down,status,env}."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from omnium_devstack.binaries import MissingBinaries, ensure_binaries
+from omnium_devstack.stack import PortInUse, Stack, StackError
+
+DEFAULT_DATA_DIR = Path(".omnium/dev")
+DEFAULT_PG_PORT = 55432
+DEFAULT_REDIS_PORT = 56379
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m omnium_devstack",
+        description="Private PostgreSQL and Redis for omnium development.",
+    )
+    parser.add_argument(
+        "command",
+        choices=["ensure", "up", "down", "status", "env", "run"],
+        help="ensure: install/find binaries; up: start both; down: stop both; "
+        "status: what runs where; env: print the env file written by `up`; "
+        "run: both servers, the schema and every service (make run)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help="folder for the servers' data (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--pg-port",
+        type=int,
+        default=DEFAULT_PG_PORT,
+        help="PostgreSQL port, 0 for any free one (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--redis-port",
+        type=int,
+        default=DEFAULT_REDIS_PORT,
+        help="Redis port, 0 for any free one (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--fsync",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="PostgreSQL fsync (default: on); --no-fsync is faster and loses data on a crash",
+    )
+    return parser
+
+
+def _stack(args: argparse.Namespace) -> Stack:
+    return Stack(
+        args.data_dir,
+        args.pg_port,
+        args.redis_port,
+        args.fsync,
+        pg_port_setting="--pg-port",
+        redis_port_setting="--redis-port",
+    )
+
+
+def _write_env(stack: Stack) -> str:
+    text = "".join(f"{key}={value}\n" for key, value in stack.env().items())
+    stack.env_file.write_text(text)
+    return text
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="omnium-devstack: %(message)s", stream=sys.stderr
+    )
+    stack = _stack(args)
+    if args.command == "ensure":
+        binaries = ensure_binaries(install=True)
+        print(f"postgres: {binaries.postgres.bindir}")
+        print(f"redis-server: {binaries.redis_server}")
+        return 0
+    if args.command == "run":
+        from omnium_devstack.games_day import run_games_day
+
+        return run_games_day(args.data_dir, args.pg_port, args.redis_port)
+    if args.command == "up":
+        stack.start()
+        sys.stdout.write(_write_env(stack))
+        return 0
+    if args.command == "down":
+        stack.stop()
+        stack.env_file.unlink(missing_ok=True)
+        return 0
+    if args.command == "status":
+        print("\n".join(stack.describe()))
+        running = stack.postgres.running() is not None and stack.redis.running() is not None
+        return 0 if running else 1
+    # env
+    try:
+        sys.stdout.write(stack.env_file.read_text())
+    except FileNotFoundError:
+        print(
+            f"no {stack.env_file}: start the stack with `python -m omnium_devstack up` first",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return run(argv)
+    except (MissingBinaries, PortInUse) as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except StackError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""Locate (and, as root on Debian, install) the PostgreSQL and Redis server binaries."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+# initdb/pg_ctl/postgres must come from one installation: mixing major versions
+# produces clusters the server refuses to open.
+_PG_SERVER_TOOLS = ("initdb", "pg_ctl", "postgres")
+
+PG_MISSING = (
+    "PostgreSQL's server (initdb, pg_ctl, postgres) is not on this machine: install the Debian "
+    "package 'postgresql' (sudo apt-get install postgresql), or set OMNIUM_DATABASE_URL to a "
+    "server you have."
+)
+PSQL_MISSING = (
+    "PostgreSQL's client (psql) is not on this machine: install the Debian package "
+    "'postgresql-client' (sudo apt-get install postgresql-client), or set OMNIUM_DATABASE_URL "
+    "to a server you have."
+)
+REDIS_MISSING = (
+    "Redis's server (redis-server) is not on this machine: install the Debian package "
+    "'redis-server' (sudo apt-get install redis-server), or set OMNIUM_REDIS_URL to a server "
+    "you have."
+)
+
+
+class MissingBinaries(RuntimeError):
+    """Raised when a server binary is absent; the message says what to install."""
+
+    def __init__(self, message: str, packages: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.packages = packages
+
+
+@dataclass(frozen=True)
+class PostgresBinaries:
+    bindir: Path
+    initdb: Path
+    pg_ctl: Path
+    postgres: Path
+    psql: Path
+
+
+@dataclass(frozen=True)
+class Binaries:
+    postgres: PostgresBinaries
+    redis_server: Path
+
+
+def _complete_dir(bindir: Path) -> bool:
+    tools = [bindir / name for name in _PG_SERVER_TOOLS]
+    return all(p.is_file() and os.access(p, os.X_OK) for p in tools)
+
+
+def _pg_config_bindir() -> Path | None:
+    pg_config = shutil.which("pg_config")
+    if pg_config is None:
+        return None
+    try:
+        out = subprocess.run(
+            [pg_config, "--bindir"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = out.stdout.strip()
+    return Path(text) if out.returncode == 0 and text else None
+
+
+def _version_key(path: str) -> tuple[int, ...]:
+    version = Path(path).parent.name
+    return tuple(int(part) for part in re.findall(r"\d+", version)) or (0,)
+
+
+def _debian_bindirs() -> list[Path]:
+    found = glob.glob("/usr/lib/postgresql/*/bin")
+    return [Path(p) for p in sorted(found, key=_version_key, reverse=True)]
+
+
+def _server_dirs() -> list[Path]:
+    """Directories holding all server tools: PATH, `pg_config --bindir`, newest Debian dir."""
+    candidates: list[Path] = []
+    on_path = {name: shutil.which(name) for name in _PG_SERVER_TOOLS}
+    if all(on_path.values()):
+        initdb = Path(str(on_path["initdb"]))
+        # PATH entries are often symlinks (/usr/local/bin/initdb -> .../15/bin/initdb);
+        # the real directory is where the matching psql lives.
+        candidates.extend([initdb.resolve().parent, initdb.parent])
+    pg_config_dir = _pg_config_bindir()
+    if pg_config_dir is not None:
+        candidates.append(pg_config_dir)
+    candidates.extend(_debian_bindirs())
+    return [d for d in dict.fromkeys(candidates) if _complete_dir(d)]
+
+
+def find_postgres() -> PostgresBinaries | None:
+    for bindir in _server_dirs():
+        psql = bindir / "psql"
+        if not (psql.is_file() and os.access(psql, os.X_OK)):
+            which_psql = shutil.which("psql")
+            if which_psql is None:
+                continue
+            psql = Path(which_psql)
+        return PostgresBinaries(
+            bindir=bindir,
+            initdb=bindir / "initdb",
+            pg_ctl=bindir / "pg_ctl",
+            postgres=bindir / "postgres",
+            psql=psql,
+        )
+    return None
+
+
+def find_redis_server() -> Path | None:
+    found = shutil.which("redis-server")
+    return Path(found) if found else None
+
+
+def _problems() -> tuple[list[str], list[str]]:
+    messages: list[str] = []
+    packages: list[str] = []
+    if not _server_dirs():
+        messages.append(PG_MISSING)
+        packages.append("postgresql")
+    elif find_postgres() is None:
+        messages.append(PSQL_MISSING)
+        packages.append("postgresql-client")
+    if find_redis_server() is None:
+        messages.append(REDIS_MISSING)
+        packages.append("redis-server")
+    return messages, packages
+
+
+def _apt_install(apt_get: str, packages: list[str]) -> None:
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    print(f"omnium-devstack: running: {apt_get} update", flush=True)
+    subprocess.run([apt_get, "update"], env=env, check=True)
+    install = [apt_get, "install", "-y", "--no-install-recommends", *packages]
+    print(
+        f"omnium-devstack: running: DEBIAN_FRONTEND=noninteractive {' '.join(install)}",
+        flush=True,
+    )
+    subprocess.run(install, env=env, check=True)
+
+
+def ensure_binaries(install: bool = False) -> Binaries:
+    """Return the binaries, installing missing ones with apt-get only if asked and root."""
+    messages, packages = _problems()
+    apt_get = shutil.which("apt-get")
+    if messages and install and os.geteuid() == 0 and apt_get:
+        try:
+            _apt_install(apt_get, packages)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise MissingBinaries(
+                f"installing {' '.join(packages)} with apt-get failed ({exc}). "
+                + " ".join(messages),
+                tuple(packages),
+            ) from exc
+        messages, packages = _problems()
+    pg = find_postgres()
+    redis = find_redis_server()
+    if messages or pg is None or redis is None:
+        raise MissingBinaries(" ".join(messages), tuple(packages))
+    return Binaries(postgres=pg, redis_server=redis)

@@ -1,0 +1,324 @@
+"""Integration tests for omnium_devstack: real PostgreSQL/Redis servers and the service launcher."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from omnium_devstack import PortInUse, Stack, binaries, running_stack
+from omnium_devstack import __main__ as devstack_cli
+from omnium_devstack.binaries import find_postgres, find_redis_server
+from omnium_devstack.launcher import ServiceSpec, run_services
+from omnium_devstack.stack import free_port
+
+pytestmark = pytest.mark.skipif(
+    find_postgres() is None or find_redis_server() is None,
+    reason="needs PostgreSQL and Redis server binaries (python -m omnium_devstack ensure)",
+)
+
+LIBS = Path(__file__).resolve().parents[2] / "libs"
+
+
+def _alive(pid: int) -> bool:
+    """Independent of the library's check: zombies under a non-reaping init count as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except OSError:
+        return True
+    return state not in ("Z", "X")
+
+
+def _wait_gone(pid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _ping(port: int) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"*1\r\n$4\r\nPING\r\n")
+        return sock.recv(64)
+
+
+def _select_one(database_url: str) -> str:
+    binaries = find_postgres()
+    assert binaries is not None
+    out = subprocess.run(
+        [str(binaries.psql), "-X", "-tA", "-c", "SELECT 1", database_url],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+@pytest.fixture
+def data_dirs() -> Iterator[Callable[[bool], Path]]:
+    """Makes data dirs; afterwards stops whatever still runs there and removes fallbacks."""
+    made: list[Path] = []
+    scratch: list[Path] = []
+
+    def make(reachable: bool) -> Path:
+        # mkdtemp folders are 0700, so PostgreSQL's OS user cannot enter them when we are root.
+        parent = Path(tempfile.mkdtemp(prefix="omnium-devstack-test-"))
+        scratch.append(parent)
+        if reachable:
+            parent.chmod(0o755)
+        made.append(parent / "dev")
+        return made[-1]
+
+    yield make
+    for data_dir in made:
+        stack = Stack(data_dir)
+        try:
+            stack.stop()
+        finally:
+            shutil.rmtree(stack.postgres.fallback_home, ignore_errors=True)
+    for parent in scratch:
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+@pytest.mark.parametrize("reachable", [True, False], ids=["open-parent", "closed-parent"])
+def test_stack_starts_serves_stops_and_restarts(
+    data_dirs: Callable[[bool], Path], reachable: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="omnium_devstack")
+    data_dir = data_dirs(reachable)
+
+    with running_stack(data_dir, pg_port=0, redis_port=0, fsync=False) as stack:
+        assert stack.database_url.startswith("postgresql://postgres@127.0.0.1:")
+        assert stack.database_url.endswith("/omnium")
+        assert stack.redis_url == f"redis://127.0.0.1:{stack.redis.port}/0"
+        assert _select_one(stack.database_url) == "1"
+        assert _ping(stack.redis.port).startswith(b"+PONG")
+        pg_pid, redis_pid = stack.postgres.pid, stack.redis.pid
+        pg_port, redis_port = stack.postgres.port, stack.redis.port
+        home = stack.postgres.home
+    assert pg_pid is not None
+    assert redis_pid is not None
+
+    if os.geteuid() == 0 and not reachable:
+        assert home == stack.postgres.fallback_home
+        assert "cannot reach" in caplog.text
+    else:
+        assert home == data_dir.resolve()
+    assert _wait_gone(pg_pid), "postgres still running"
+    assert _wait_gone(redis_pid), "redis still running"
+    assert _port_free(pg_port)
+    assert _port_free(redis_port)
+
+    # Same data dir again: the cluster from the first run is reused, no second initdb.
+    caplog.clear()
+    started = time.monotonic()
+    with running_stack(data_dir, fsync=False) as again:
+        assert _select_one(again.database_url) == "1"
+        assert _ping(again.redis.port).startswith(b"+PONG")
+        assert again.postgres.home == home
+    assert "creating a cluster" not in caplog.text
+    assert time.monotonic() - started < 20
+
+
+def test_running_servers_are_reused_and_left_running(
+    data_dirs: Callable[[bool], Path],
+) -> None:
+    data_dir = data_dirs(True)
+    owner = Stack(data_dir, fsync=False)
+    owner.start()
+    pg_pid = owner.postgres.pid
+    try:
+        with running_stack(data_dir, fsync=False) as guest:
+            assert not guest.postgres.started
+            assert not guest.redis.started
+            assert guest.database_url == owner.database_url
+            assert guest.redis_url == owner.redis_url
+        assert pg_pid is not None
+        assert _alive(pg_pid), "the guest stopped a server it did not start"
+        assert _ping(owner.redis.port).startswith(b"+PONG")
+    finally:
+        owner.stop()
+    assert pg_pid is not None
+    assert _wait_gone(pg_pid)
+
+
+def test_taken_port_is_a_clear_error(data_dirs: Callable[[bool], Path]) -> None:
+    data_dir = data_dirs(True)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+
+        with pytest.raises(PortInUse) as pg_error:
+            Stack(data_dir, pg_port=port, fsync=False).start()
+        assert f"port {port}" in str(pg_error.value)
+        assert "pg_port" in str(pg_error.value)
+
+        with pytest.raises(PortInUse) as redis_error:
+            Stack(data_dir, redis_port=port, fsync=False).start()
+        assert "redis_port" in str(redis_error.value)
+        # The Redis port is checked before PostgreSQL starts, so nothing was left running.
+        assert Stack(data_dir).postgres.running() is None
+
+        args = ["up", "--data-dir", str(data_dir), "--pg-port", str(port), "--redis-port", "0"]
+        cli = subprocess.run(
+            [sys.executable, "-m", "omnium_devstack", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(LIBS)},
+            check=False,
+        )
+    assert cli.returncode == 2, cli.stderr
+    assert f"port {port}" in cli.stderr
+    assert "--pg-port" in cli.stderr
+    assert "Traceback" not in cli.stderr
+
+
+TINY_SERVICE = textwrap.dedent(
+    """
+    import os, socket, sys, time
+
+    with open(os.environ["TINY_PIDFILE"], "w") as f:
+        f.write(str(os.getpid()))
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", int(os.environ["TINY_PORT"])))
+    server.listen()
+    print("listening", flush=True)
+    if os.environ.get("TINY_EXIT_AFTER"):
+        time.sleep(float(os.environ["TINY_EXIT_AFTER"]))
+        sys.exit(3)
+    while True:
+        conn, _ = server.accept()
+        conn.close()
+    """
+)
+
+
+def _tiny_specs(tmp_path: Path, exit_after: str = "") -> list[ServiceSpec]:
+    (tmp_path / "tinysvc.py").write_text(TINY_SERVICE)
+    specs = []
+    for name, nice, extra in [("alpha", 0, {}), ("beta", 5, {"TINY_EXIT_AFTER": exit_after})]:
+        port = free_port()
+        env = {"TINY_PORT": str(port), "TINY_PIDFILE": str(tmp_path / f"{name}.pid"), **extra}
+        url = f"http://127.0.0.1:{port}"
+        specs.append(ServiceSpec(name, "tinysvc", [("http", url)], nice, env))
+    return specs
+
+
+async def _pids_when_listening(tmp_path: Path, specs: list[ServiceSpec]) -> list[int]:
+    deadline = time.monotonic() + 30
+    for spec in specs:
+        port = int(spec.env["TINY_PORT"])
+        while True:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                assert time.monotonic() < deadline, f"{spec.name} never listened"
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            await writer.wait_closed()
+            break
+    return [int((tmp_path / f"{s.name}.pid").read_text()) for s in specs]
+
+
+def _nice(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[16])
+
+
+async def test_launcher_stops_children_on_sigterm(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    specs = _tiny_specs(tmp_path)
+    task = asyncio.create_task(run_services(specs, {"PYTHONPATH": str(tmp_path)}, ready_timeout=30))
+    pids = await _pids_when_listening(tmp_path, specs)
+    assert _nice(pids[1]) == min(_nice(os.getpid()) + 5, 19)
+    # The table comes once every port answers; give the launcher's own probe a moment.
+    for _ in range(100):
+        if "alpha  http" in capsys.readouterr().out:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        pytest.fail("no ready table printed")
+    assert not task.done()
+
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert await asyncio.wait_for(task, timeout=30) == 0
+    for pid in pids:
+        assert _wait_gone(pid), f"child {pid} survived"
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+async def test_launcher_stops_the_rest_when_one_exits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    specs = _tiny_specs(tmp_path, exit_after="1")
+    code = await asyncio.wait_for(
+        run_services(specs, {"PYTHONPATH": str(tmp_path)}, ready_timeout=30), timeout=60
+    )
+    assert code != 0
+    assert "beta exited with code 3" in capsys.readouterr().err
+    alpha = int((tmp_path / "alpha.pid").read_text())
+    assert _wait_gone(alpha)
+
+
+async def test_launcher_cleans_up_when_cancelled(tmp_path: Path) -> None:
+    specs = _tiny_specs(tmp_path)
+    task = asyncio.create_task(run_services(specs, {"PYTHONPATH": str(tmp_path)}, ready_timeout=30))
+    pids = await _pids_when_listening(tmp_path, specs)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for pid in pids:
+        assert _wait_gone(pid)
+
+
+def test_missing_binaries_name_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(binaries, "_server_dirs", list)
+    monkeypatch.setattr(binaries, "find_redis_server", lambda: None)
+
+    with pytest.raises(binaries.MissingBinaries) as error:
+        binaries.ensure_binaries(install=False)
+    message = str(error.value)
+    assert "install the Debian package 'postgresql'" in message
+    assert "OMNIUM_DATABASE_URL" in message
+    assert "install the Debian package 'redis-server'" in message
+    assert error.value.packages == ("postgresql", "redis-server")
+
+    assert devstack_cli.main(["up", "--data-dir", str(tmp_path / "dev")]) == 2
+    err = capsys.readouterr().err
+    assert "sudo apt-get install postgresql" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "dev").exists()
