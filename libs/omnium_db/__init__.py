@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from omnium_db._migrations import MIGRATIONS_DIR, MigrationError, applied_versions, apply_migrations
-from omnium_db._pool import Road, create_pool
+from omnium_db._pool import Road, create_pool, init_connection
 from omnium_db._queries import Queries
 
 __all__ = [
@@ -14,4 +14,5 @@ __all__ = [
     "applied_versions",
     "apply_migrations",
     "create_pool",
+    "init_connection",
 ]

@@ -44,7 +44,7 @@ def server_settings(settings: Settings, road: Road, application_name: str) -> di
     }
 
 
-async def _init_connection(conn: asyncpg.Connection) -> None:
+async def init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
@@ -69,7 +69,7 @@ async def create_pool(
         min_size=1,
         max_size=max_size,
         server_settings=server_settings(settings, road, f"{application_name}:{road.value}"),
-        init=_init_connection,
+        init=init_connection,
         **kwargs,
     )
     assert pool is not None

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from omnium_grpc._auth import BearerTokenInterceptor, TokenClientInterceptor
+from omnium_grpc._auth import BearerTokenInterceptor, token_interceptors
 from omnium_grpc._client import open_channel
 from omnium_grpc._server import GrpcServer, wait_for_signal
 
 __all__ = [
     "BearerTokenInterceptor",
     "GrpcServer",
-    "TokenClientInterceptor",
     "open_channel",
+    "token_interceptors",
     "wait_for_signal",
 ]

@@ -96,17 +96,47 @@ class _TokenMetadata:
         return details._replace(metadata=metadata)
 
 
-class TokenClientInterceptor(
-    aio.UnaryUnaryClientInterceptor,  # type: ignore[misc]
-    aio.UnaryStreamClientInterceptor,  # type: ignore[misc]
-):
-    """Adds this process's bearer token to every call it makes."""
-
-    def __init__(self, token: str) -> None:
-        self._metadata = _TokenMetadata(token)
+class _UnaryUnary(aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    def __init__(self, metadata: _TokenMetadata) -> None:
+        self._metadata = metadata
 
     async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
         return await continuation(self._metadata.add(details), request)
 
+
+class _UnaryStream(aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
+    def __init__(self, metadata: _TokenMetadata) -> None:
+        self._metadata = metadata
+
     async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
         return await continuation(self._metadata.add(details), request)
+
+
+class _StreamUnary(aio.StreamUnaryClientInterceptor):  # type: ignore[misc]
+    def __init__(self, metadata: _TokenMetadata) -> None:
+        self._metadata = metadata
+
+    async def intercept_stream_unary(self, continuation: Any, details: Any, requests: Any) -> Any:
+        return await continuation(self._metadata.add(details), requests)
+
+
+class _StreamStream(aio.StreamStreamClientInterceptor):  # type: ignore[misc]
+    def __init__(self, metadata: _TokenMetadata) -> None:
+        self._metadata = metadata
+
+    async def intercept_stream_stream(self, continuation: Any, details: Any, requests: Any) -> Any:
+        return await continuation(self._metadata.add(details), requests)
+
+
+def token_interceptors(token: str) -> list[Any]:
+    """Interceptors that add this process's bearer token to every kind of call.
+
+    grpc.aio files each interceptor under one call kind only, so each kind gets its own.
+    """
+    metadata = _TokenMetadata(token)
+    return [
+        _UnaryUnary(metadata),
+        _UnaryStream(metadata),
+        _StreamUnary(metadata),
+        _StreamStream(metadata),
+    ]

@@ -8,7 +8,7 @@ from grpc import aio
 from omnium_settings import Settings
 from omnium_telemetry import grpc_client_interceptors
 
-from omnium_grpc._auth import TokenClientInterceptor
+from omnium_grpc._auth import token_interceptors
 
 
 def channel_options(settings: Settings) -> list[tuple[str, Any]]:
@@ -24,7 +24,7 @@ def open_channel(address: str, settings: Settings, token: str | None = None) -> 
     interceptors: list[Any] = list(grpc_client_interceptors(settings))
     token = token if token is not None else settings.grpc_token
     if token:
-        interceptors.append(TokenClientInterceptor(token))
+        interceptors.extend(token_interceptors(token))
     return aio.insecure_channel(
         address, options=channel_options(settings), interceptors=interceptors or None
     )

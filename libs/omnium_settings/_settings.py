@@ -168,7 +168,8 @@ class Settings:
             )
         if bool(self.grpc_tls_cert_file) != bool(self.grpc_tls_key_file):
             raise SettingsError(
-                "Set both OMNIUM_GRPC_TLS_CERT_FILE and OMNIUM_GRPC_TLS_KEY_FILE for TLS, or neither."
+                "Set both OMNIUM_GRPC_TLS_CERT_FILE and OMNIUM_GRPC_TLS_KEY_FILE for TLS, "
+                "or neither."
             )
 
     def require_database_url(self) -> str:

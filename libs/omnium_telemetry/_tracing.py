@@ -50,7 +50,7 @@ def grpc_server_interceptors(settings: Settings) -> list[Any]:
         return []
     from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
-    return [aio_server_interceptor()]
+    return [aio_server_interceptor()]  # type: ignore[no-untyped-call]
 
 
 def grpc_client_interceptors(settings: Settings) -> list[Any]:
@@ -58,7 +58,7 @@ def grpc_client_interceptors(settings: Settings) -> list[Any]:
         return []
     from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
-    return list(aio_client_interceptors())
+    return list(aio_client_interceptors())  # type: ignore[no-untyped-call]
 
 
 def aiohttp_middlewares(settings: Settings) -> list[Any]:

@@ -16,19 +16,25 @@ async def test_person_sets_a_field_and_pins_it(database_url: str, db: asyncpg.Co
     unit = games.units[0]
     async with running_command(database_url) as client:
         answer = await client.submit(
-            command_id="c-1", code="units.set_fields", unit_id=unit,
+            command_id="c-1",
+            code="units.set_fields",
+            unit_id=unit,
             payload={"fields": {"venue": "Toyota Stadium", "status": "DELAYED"}},
         )
     assert answer.outcome == ACCEPTED, answer.reason
     assert {c.field for c in answer.changes} == {"venue", "status"}
-    row = await db.fetchrow("SELECT venue, status, pinned, changed_seq FROM unit WHERE id = $1", unit)
+    row = await db.fetchrow(
+        "SELECT venue, status, pinned, changed_seq FROM unit WHERE id = $1", unit
+    )
     assert row["venue"] == "Toyota Stadium"
     assert row["status"] == "DELAYED"
     assert sorted(row["pinned"]) == ["status", "venue"]
     assert row["changed_seq"] == answer.seq
 
 
-async def test_batch_writes_changes_and_key_state(database_url: str, db: asyncpg.Connection) -> None:
+async def test_batch_writes_changes_and_key_state(
+    database_url: str, db: asyncpg.Connection
+) -> None:
     games = await make_games(db, units=3)
     run_id = await make_run(db, games)
     rows = [
@@ -53,5 +59,10 @@ async def test_batch_writes_changes_and_key_state(database_url: str, db: asyncpg
         assert state["missing_runs"] == 0
         assert state["last_hash"] is not None
     assert await db.fetchval("SELECT batch_done FROM integration_run WHERE id = $1", run_id) == 1
-    assert await db.fetchval("SELECT score FROM unit_competitor WHERE unit_id = $1 AND sort_order = 1",
-                             games.units[0]) == "1"
+    assert (
+        await db.fetchval(
+            "SELECT score FROM unit_competitor WHERE unit_id = $1 AND sort_order = 1",
+            games.units[0],
+        )
+        == "1"
+    )

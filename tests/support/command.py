@@ -52,7 +52,9 @@ async def running_command(database_url: str, **overrides: Any) -> AsyncIterator[
     port = await app.start(0, migrate=False)
     channel = open_channel(f"127.0.0.1:{port}", settings)
     try:
-        yield CommandClient(app, port, channel, command_pb2_grpc.CommandServiceStub(channel), settings)
+        yield CommandClient(
+            app, port, channel, command_pb2_grpc.CommandServiceStub(channel), settings
+        )
     finally:
         await channel.close()
         await app.stop(grace=1)
@@ -87,8 +89,13 @@ def command(
 
 
 def unit_row(
-    position: int, unit_id: str, *, key: str | None = None, hash_: bytes | None = None,
-    sides: list[dict[str, Any]] | None = None, **fields: Any,
+    position: int,
+    unit_id: str,
+    *,
+    key: str | None = None,
+    hash_: bytes | None = None,
+    sides: list[dict[str, Any]] | None = None,
+    **fields: Any,
 ) -> command_pb2.BatchRow:
     values = command_pb2.UnitValues(**fields)
     for side in sides or []:
@@ -103,8 +110,12 @@ def unit_row(
 
 
 def import_batch(
-    run_id: str, batch_no: int, rows: list[command_pb2.BatchRow], *,
-    integration: str = "scout-fbl", event_code: str = "AG2026",
+    run_id: str,
+    batch_no: int,
+    rows: list[command_pb2.BatchRow],
+    *,
+    integration: str = "scout-fbl",
+    event_code: str = "AG2026",
 ) -> command_pb2.ImportBatch:
     return command_pb2.ImportBatch(
         command_id=f"{run_id}:{batch_no}",

@@ -194,19 +194,22 @@ def parse_command(cmd: command_pb2.Command) -> Request:
     )
 
 
+def _present(message: Any, kind: Kind) -> dict[str, Any]:
+    """The kind's fields that the message sets: an unset optional field is not compared."""
+    return {name: getattr(message, name) for name in kind.fields if message.HasField(name)}
+
+
 def _unit_values(
     values: command_pb2.UnitValues,
 ) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
-    raw = {name: getattr(values, name) for name in UNIT.fields if values.HasField(name)}
-    fields = UNIT.clean(raw)
+    fields = UNIT.clean(_present(values, UNIT))
     sides: dict[int, dict[str, Any]] = {}
     for side in values.sides:
         if side.order < 1:
             raise BadValue(f"a side has order {side.order}; orders start at 1")
         if side.order in sides:
             raise BadValue(f"side {side.order} is listed twice")
-        raw_side = {name: getattr(side, name) for name in SIDE.fields if side.HasField(name)}
-        sides[side.order] = SIDE.clean(raw_side, prefix=f"sides[{side.order}].")
+        sides[side.order] = SIDE.clean(_present(side, SIDE), prefix=f"sides[{side.order}].")
     return fields, sides
 
 
@@ -296,7 +299,7 @@ def _row_intent(row: command_pb2.BatchRow, ref: RowRef) -> Intent:
         noc = values.noc.upper()
         if len(noc) != 3 or not noc.isalpha():
             raise BadValue(f"noc {values.noc!r} is not a three-letter NOC code")
-        raw = {name: getattr(values, name) for name in MEDAL_ROW.fields if values.HasField(name)}
+        raw = _present(values, MEDAL_ROW)
         return Intent(
             "medal_row", ref_code=f"{row.subject.code}:{noc}", fields=MEDAL_ROW.clean(raw), row=ref
         )

@@ -42,7 +42,7 @@ class Outcome:
     changes: list[dict[str, Any]]
     kept: list[dict[str, Any]]
     applied_seq: int | None
-    row_outcome: int = Row.ROW_OUTCOME_UNCHANGED
+    row_outcome: command_pb2.RowOutcome.ValueType = Row.ROW_OUTCOME_UNCHANGED
     reason: str = ""
 
 

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 from omnium.command.v1 import command_pb2
@@ -41,6 +41,9 @@ _TRY_AGAIN: dict[type[BaseException], str] = {
     OSError: "the database cannot be reached",
     TimeoutError: "the command took longer than its time limit",
 }
+
+
+_AnswerT = TypeVar("_AnswerT", command_pb2.Answer, command_pb2.BatchAnswer)
 
 
 class _Repeat(Exception):
@@ -314,8 +317,8 @@ class Road:
                 )
 
     async def _repeat(
-        self, pool: asyncpg.Pool, request: Request, repeat: _Repeat, answer: Any
-    ) -> Any:
+        self, pool: asyncpg.Pool, request: Request, repeat: _Repeat, answer: _AnswerT
+    ) -> _AnswerT:
         stored, stored_hash = repeat.answer, repeat.request_hash
         if stored is None:
             async with pool.acquire() as conn:
@@ -335,4 +338,3 @@ class Road:
         answer.ParseFromString(stored)
         answer.outcome = command_pb2.OUTCOME_DUPLICATE
         return answer
-

@@ -1,0 +1,91 @@
+"""Turning gRPC messages into road requests, before any database is touched."""
+
+from __future__ import annotations
+
+import pytest
+from google.protobuf import struct_pb2
+from omnium.command.v1 import command_pb2
+from omnium.common.v1 import actor_pb2
+from omnium_command._parse import Refusal, parse_batch, parse_command, request_hash
+
+RUN = "6f1c2d7e-0000-4000-8000-000000000001"
+UNIT = "6f1c2d7e-0000-4000-8000-0000000000aa"
+
+
+def _cmd(**payload: object) -> command_pb2.Command:
+    struct = struct_pb2.Struct()
+    struct.update(payload)
+    return command_pb2.Command(
+        command_id="c1",
+        code="units.set_fields",
+        payload=struct,
+        subject=command_pb2.Subject(kind="unit", id=UNIT),
+        actor=actor_pb2.Actor(kind=actor_pb2.Actor.KIND_PERSON, name="Ana", screen="s"),
+    )
+
+
+def test_set_fields_becomes_one_pinning_intent() -> None:
+    request = parse_command(_cmd(fields={"status": "delayed"}, sides=[{"order": 2, "score": "3"}]))
+    (intent,) = request.intents
+    assert intent.fields == {"status": "DELAYED"}
+    assert intent.sides == {2: {"score": "3"}}
+    assert request.pins
+
+
+def test_the_sender_is_not_part_of_what_makes_a_command_the_same() -> None:
+    a = _cmd(fields={"status": "DELAYED"})
+    b = _cmd(fields={"status": "DELAYED"})
+    b.actor.screen = "another-tab"
+    b.command_id = "c2"
+    assert request_hash(a) == request_hash(b)
+    c = _cmd(fields={"status": "RUNNING"})
+    assert request_hash(a) != request_hash(c)
+
+
+def test_a_subject_of_the_wrong_kind_is_refused() -> None:
+    cmd = _cmd(fields={"status": "DELAYED"})
+    cmd.subject.kind = "competitor"
+    with pytest.raises(Refusal, match="acts on a unit, but its subject is a competitor"):
+        parse_command(cmd)
+
+
+def _batch(rows: list[command_pb2.BatchRow]) -> command_pb2.ImportBatch:
+    return command_pb2.ImportBatch(
+        command_id=f"{RUN}:0",
+        integration_code="scout",
+        run_id=RUN,
+        batch_no=0,
+        event_code="AG2026",
+        rows=rows,
+    )
+
+
+def test_batch_rows_with_bad_values_are_refused_one_by_one() -> None:
+    good = command_pb2.BatchRow(
+        position=0,
+        key="a",
+        subject=command_pb2.Subject(id=UNIT),
+        unit=command_pb2.UnitValues(status="RUNNING"),
+    )
+    bad_time = command_pb2.BatchRow(
+        position=1,
+        key="b",
+        subject=command_pb2.Subject(code="X"),
+        unit=command_pb2.UnitValues(start_at="noon"),
+    )
+    twice = command_pb2.BatchRow(
+        position=2,
+        key="a",
+        subject=command_pb2.Subject(code="Y"),
+        unit=command_pb2.UnitValues(status="RUNNING"),
+    )
+    empty = command_pb2.BatchRow(position=3, key="d", subject=command_pb2.Subject(code="Z"))
+    request = parse_batch(_batch([good, bad_time, twice, empty]), max_units=25)
+    assert [i.row.position for i in request.intents if i.row] == [0]
+    reasons = {pos: reason for pos, (_, _, reason) in request.refused_rows.items()}
+    assert "is not a date and time" in reasons[1]
+    assert "key 'a' is also row 0" in reasons[2]
+    assert "carries no values" in reasons[3]
+    assert request.actor.kind == actor_pb2.Actor.KIND_INTEGRATION
+    assert request.actor.name == "integration:scout"
+    assert not request.pins
