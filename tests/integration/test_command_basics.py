@@ -66,3 +66,16 @@ async def test_batch_writes_changes_and_key_state(
         )
         == "1"
     )
+
+
+async def test_each_road_has_its_own_limits_and_commits_durably(database_url: str) -> None:
+    async with running_command(database_url) as client:
+        people, imports, _reader = client.app.pools
+        async with people.acquire() as conn:
+            assert await conn.fetchval("SHOW synchronous_commit") == "on"
+            assert await conn.fetchval("SHOW statement_timeout") == "10s"
+        async with imports.acquire() as conn:
+            assert await conn.fetchval("SHOW synchronous_commit") == "on"
+            assert await conn.fetchval("SHOW lock_timeout") == "5s"
+            assert await conn.fetchval("SHOW statement_timeout") == "30s"
+            assert await conn.fetchval("SHOW idle_in_transaction_session_timeout") == "30s"

@@ -1,0 +1,61 @@
+"""Traces cross gRPC (client to command service) and aiohttp, in one trace."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import asyncpg
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from omnium.command.v1 import command_pb2
+from omnium_settings import Settings
+from omnium_telemetry import aiohttp_middlewares, setup_tracing, shutdown_tracing
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from tests.support.command import running_command
+from tests.support.games import make_games
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    setup_tracing("omnium-test", Settings.from_env({}), exporter=exporter)
+    try:
+        yield exporter
+    finally:
+        shutdown_tracing()
+
+
+async def test_a_grpc_call_is_one_trace_from_client_to_server(
+    database_url: str, db: asyncpg.Connection, spans: InMemorySpanExporter
+) -> None:
+    games = await make_games(db, units=1)
+    async with running_command(database_url) as client:
+        answer = await client.submit(
+            command_id="traced",
+            code="results.set_status",
+            unit_id=games.units[0],
+            payload={"status": "RUNNING"},
+        )
+    assert answer.outcome == command_pb2.OUTCOME_ACCEPTED
+    submit = [s for s in spans.get_finished_spans() if s.name.endswith("CommandService/Submit")]
+    server = next(s for s in submit if s.kind == SpanKind.SERVER)
+    caller = next(s for s in submit if s.kind == SpanKind.CLIENT)
+    assert server.context.trace_id == caller.context.trace_id
+    assert server.parent is not None and server.parent.span_id == caller.context.span_id
+
+
+async def test_aiohttp_requests_are_traced(spans: InMemorySpanExporter) -> None:
+    async def hello(request: web.Request) -> web.Response:
+        return web.Response(text="hi")
+
+    app = web.Application(middlewares=aiohttp_middlewares(Settings.from_env({})))
+    app.router.add_get("/hello", hello)
+    async with TestClient(TestServer(app)) as http:
+        response = await http.get("/hello")
+        assert response.status == 200
+    served = [s for s in spans.get_finished_spans() if s.kind == SpanKind.SERVER]
+    assert served and served[0].attributes is not None
+    assert "/hello" in str(served[0].name) + str(dict(served[0].attributes))
