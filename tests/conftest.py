@@ -10,8 +10,8 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from omnium_db import apply_migrations, init_connection
 
+from omnium_db import apply_migrations, init_connection
 from tests.support.servers import Servers
 
 REPO = Path(__file__).resolve().parent.parent

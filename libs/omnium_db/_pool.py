@@ -7,6 +7,7 @@ from enum import Enum
 from typing import Any
 
 import asyncpg
+
 from omnium_settings import Settings
 
 
@@ -49,6 +50,14 @@ async def init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def _reset(conn: asyncpg.Connection) -> None:
+    # asyncpg's default reset costs a round trip per release (UNLISTEN *, RESET ALL, ...).
+    # Our units of work leave no session state behind; only an unfinished transaction, from a
+    # cancelled caller, must not reach the next user of the connection.
+    if conn.is_in_transaction():
+        await conn.execute("ROLLBACK")
+
+
 async def create_pool(
     settings: Settings,
     road: Road,
@@ -70,6 +79,7 @@ async def create_pool(
         max_size=max_size,
         server_settings=server_settings(settings, road, f"{application_name}:{road.value}"),
         init=init_connection,
+        reset=_reset,
         **kwargs,
     )
     assert pool is not None

@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import asyncpg
-from omnium_db import apply_migrations
-from omnium_settings import Settings
 
+from omnium_db import apply_migrations
 from omnium_devstack.launcher import ServiceSpec, run_services
 from omnium_devstack.stack import Stack
+from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
 

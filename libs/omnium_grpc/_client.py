@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from grpc import aio
-from omnium_settings import Settings
-from omnium_telemetry import grpc_client_interceptors
 
 from omnium_grpc._auth import token_interceptors
+from omnium_settings import Settings
+from omnium_telemetry import grpc_client_interceptors
 
 
 def channel_options(settings: Settings) -> list[tuple[str, Any]]:

@@ -14,11 +14,11 @@ from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
-from omnium_settings import Settings, SettingsError
-from omnium_telemetry import grpc_server_interceptors
 
 from omnium_grpc._auth import BearerTokenInterceptor
 from omnium_grpc._client import channel_options
+from omnium_settings import Settings, SettingsError
+from omnium_telemetry import grpc_server_interceptors
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
-from omnium_settings import Settings
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -16,6 +15,8 @@ from opentelemetry.sdk.trace.export import (
     SpanExporter,
 )
 from opentelemetry.trace import SpanKind
+
+from omnium_settings import Settings
 
 # The process's provider, once set up; None means tracing is off and no interceptor is added.
 _provider: TracerProvider | None = None

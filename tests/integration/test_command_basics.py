@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncpg
-from omnium.command.v1 import command_pb2
 
+from omnium.command.v1 import command_pb2
 from tests.support.command import import_batch, running_command, unit_row
 from tests.support.games import make_games, make_run
 

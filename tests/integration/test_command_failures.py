@@ -8,9 +8,9 @@ from typing import Any
 import asyncpg
 import grpc
 import pytest
+
 from omnium.command.v1 import command_pb2
 from omnium.common.v1 import actor_pb2
-
 from tests.support.command import import_batch, running_command, unit_row
 from tests.support.games import EVENT, make_games, make_run
 
@@ -222,3 +222,35 @@ async def test_a_failure_mid_command_leaves_nothing(
         )
     assert answer.outcome == OUT.OUTCOME_ACCEPTED
     assert await db.fetchval("SELECT count(*) FROM unit WHERE status = 'RUNNING'") == 1
+
+
+async def test_one_unit_named_by_id_and_by_code_in_one_batch(
+    database_url: str, db: asyncpg.Connection
+) -> None:
+    games = await make_games(db, units=1)
+    unit = games.units[0]
+    run_id = await make_run(db, games)
+    by_code = command_pb2.BatchRow(
+        position=1,
+        key="by-code",
+        hash=b"h" * 32,
+        subject=command_pb2.Subject(kind="unit", code=games.unit_codes[unit]),
+        unit=command_pb2.UnitValues(status="CANCELLED"),
+    )
+    async with running_command(database_url) as client:
+        answer = await client.batch(
+            import_batch(run_id, 0, [unit_row(0, unit, status="RUNNING"), by_code])
+        )
+    assert [R.Name(r.outcome) for r in answer.rows] == [
+        "ROW_OUTCOME_ACCEPTED",
+        "ROW_OUTCOME_REFUSED",
+    ]
+    assert "same unit as row 0" in answer.rows[1].reason
+    assert await db.fetchval("SELECT status FROM unit") == "RUNNING"
+    assert await db.fetchval("SELECT count(*) FROM domain_event") == 1
+    assert (
+        await db.fetchval(
+            "SELECT last_hash FROM integration_key_state WHERE subject_key = 'by-code'"
+        )
+        is None
+    )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import asyncpg
-from omnium.command.v1 import command_pb2
 
+from omnium.command.v1 import command_pb2
 from tests.support.command import command, import_batch, running_command, unit_row
 from tests.support.games import make_games, make_run
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import asyncpg
-from omnium.command.v1 import command_pb2
 
+from omnium.command.v1 import command_pb2
 from tests.support.command import import_batch, running_command, unit_row
 from tests.support.games import make_games, make_run
 
@@ -106,3 +106,36 @@ async def test_a_persons_command_has_a_time_limit(
     assert answer.outcome == OUT.OUTCOME_TRY_AGAIN
     assert await db.fetchval("SELECT status FROM unit") == "SCHEDULED"
     assert await db.fetchval("SELECT count(*) FROM command") == 0
+
+
+async def test_a_write_committed_while_we_waited_is_read_before_the_diff(
+    database_url: str, db: asyncpg.Connection
+) -> None:
+    """Lost update guard: the values compared are the ones current after our locks."""
+    games = await make_games(db, units=1)
+    unit = games.units[0]
+    run_id = await make_run(db, games)
+    async with running_command(database_url) as client:
+        other = await asyncpg.connect(database_url)
+        try:
+            tx = other.transaction()
+            await tx.start()
+            # Another writer changes the unit (and bumps its changed_seq, as every writer does).
+            await other.execute(
+                "UPDATE unit SET status = 'RUNNING', changed_seq = nextval('change_seq') "
+                "WHERE id = $1",
+                unit,
+            )
+            # Scout still says SCHEDULED, which is what our batch would have seen before.
+            call = asyncio.ensure_future(
+                client.batch(import_batch(run_id, 0, [unit_row(0, unit, status="SCHEDULED")]))
+            )
+            await asyncio.sleep(0.3)
+            assert not call.done()
+            await tx.commit()
+            answer = await asyncio.wait_for(call, 10)
+        finally:
+            await other.close()
+    assert answer.rows[0].outcome == command_pb2.ROW_OUTCOME_ACCEPTED
+    assert list(answer.rows[0].changed_fields) == ["status"]
+    assert await db.fetchval("SELECT status FROM unit") == "SCHEDULED"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import asyncpg
+
 from omnium.command.v1 import command_pb2
 from omnium.common.v1 import actor_pb2
-
 from tests.support.command import import_batch, person, running_command, unit_row
 from tests.support.games import EVENT, make_games, make_run
 

@@ -13,9 +13,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium_grpc import open_channel
-
 from tests.support.command import TOKEN, command, running_command
 from tests.support.games import make_games
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from omnium_devstack import PortInUse, Stack, binaries, running_stack
 from omnium_devstack import __main__ as devstack_cli
 from omnium_devstack.binaries import find_postgres, find_redis_server

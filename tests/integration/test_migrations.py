@@ -6,6 +6,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+
 from omnium_db import MIGRATIONS_DIR, MigrationError, applied_versions, apply_migrations
 
 EXPECTED_TABLES = {

@@ -8,12 +8,12 @@ import asyncpg
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from omnium.command.v1 import command_pb2
-from omnium_settings import Settings
-from omnium_telemetry import aiohttp_middlewares, setup_tracing, shutdown_tracing
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from omnium.command.v1 import command_pb2
+from omnium_settings import Settings
+from omnium_telemetry import aiohttp_middlewares, setup_tracing, shutdown_tracing
 from tests.support.command import running_command
 from tests.support.games import make_games
 

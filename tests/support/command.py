@@ -9,6 +9,7 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2
 from grpc import aio
+
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium_command import CommandApp

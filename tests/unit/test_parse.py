@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from google.protobuf import struct_pb2
+
 from omnium.command.v1 import command_pb2
 from omnium.common.v1 import actor_pb2
 from omnium_command._parse import Refusal, parse_batch, parse_command, request_hash

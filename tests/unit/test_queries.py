@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from omnium_command._road import QUERIES
 from omnium_db import Queries
 from omnium_db._migrations import MigrationError, load_migrations

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+
 from omnium_command._records import MEDAL_ROW, SIDE, UNIT, BadValue, diff
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from omnium_settings import Settings, SettingsError, describe_settings
 
 

@@ -6,11 +6,10 @@ import asyncio
 import logging
 import sys
 
+from omnium_command import CommandApp
 from omnium_grpc import wait_for_signal
 from omnium_settings import Settings, SettingsError
 from omnium_telemetry import setup_tracing, shutdown_tracing
-
-from omnium_command import CommandApp
 
 
 async def main(settings: Settings) -> None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import logging
 
 import asyncpg
+
 from omnium.command.v1 import command_pb2, command_pb2_grpc
+from omnium_command._road import Road
+from omnium_command._service import CommandService
 from omnium_db import Road as PoolRoad
 from omnium_db import apply_migrations, create_pool
 from omnium_grpc import GrpcServer
 from omnium_settings import Settings
-
-from omnium_command._road import Road
-from omnium_command._service import CommandService
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = command_pb2.DESCRIPTOR.services_by_name["CommandService"].full_name

@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from google.protobuf import json_format
+
 from omnium.command.v1 import command_pb2
 from omnium.common.v1 import actor_pb2
-
 from omnium_command._intent import BatchContext, Intent, Request, RowRef
 from omnium_command._records import COMPETITOR, MEDAL_ROW, SIDE, UNIT, BadValue, Kind
 
@@ -196,7 +196,11 @@ def parse_command(cmd: command_pb2.Command) -> Request:
 
 def _present(message: Any, kind: Kind) -> dict[str, Any]:
     """The kind's fields that the message sets: an unset optional field is not compared."""
-    return {name: getattr(message, name) for name in kind.fields if message.HasField(name)}
+    return {
+        descriptor.name: value
+        for descriptor, value in message.ListFields()
+        if descriptor.name in kind.fields
+    }
 
 
 def _unit_values(

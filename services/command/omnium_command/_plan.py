@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
-from omnium.command.v1 import command_pb2
 
+from omnium.command.v1 import command_pb2
 from omnium_command._intent import Intent, Request
 from omnium_command._parse import Refusal
 from omnium_command._records import FieldDiff, as_json, diff
@@ -42,7 +42,7 @@ class Outcome:
     changes: list[dict[str, Any]]
     kept: list[dict[str, Any]]
     applied_seq: int | None
-    row_outcome: command_pb2.RowOutcome.ValueType = Row.ROW_OUTCOME_UNCHANGED
+    row_outcome: command_pb2.RowOutcome.ValueType = command_pb2.ROW_OUTCOME_UNCHANGED
     reason: str = ""
 
 
@@ -69,12 +69,52 @@ def _entry(kind: str, subject_id: str, code: str, name: str, old: Any, new: Any)
     }
 
 
-def _pins(current: list[str], fields: Mapping[str, Any], unpin: set[str], pins: bool) -> list[str]:
-    pinned = set(current)
-    if pins:
-        pinned |= set(fields)
-    pinned -= unpin
-    return sorted(pinned)
+def _pins(
+    current: list[str], fields: Mapping[str, Any], unpin: set[str], pins: bool
+) -> list[str] | None:
+    """The record's pin list after this command, or None when it stays as it is."""
+    if not (pins and fields) and not unpin:
+        return None
+    added = set(fields).difference(current) if pins else set()
+    removed = unpin.intersection(current)
+    if not added and not removed:
+        return None
+    return sorted(set(current).union(added).difference(removed))
+
+
+# The columns of read_state's row arrays, in order.
+_UNIT = (
+    "id",
+    "code",
+    "event_id",
+    "name",
+    "phase",
+    "start_at",
+    "venue",
+    "status",
+    "pinned",
+    "changed_seq",
+)
+_SIDE = ("unit_id", "id", "order", "competitor_id", "score", "result", "rank", "medal", "pinned")
+_COMPETITOR = ("id", "code", "event_id", "name", "noc", "pinned", "changed_seq")
+_MEDAL_ROW = (
+    "id",
+    "event_id",
+    "gold",
+    "silver",
+    "bronze",
+    "total",
+    "rank",
+    "pinned",
+    "changed_seq",
+)
+
+
+def _units(units: Any, sides: Any) -> dict[str, dict[str, Any]]:
+    by_id = {u[0]: {**dict(zip(_UNIT, u, strict=True)), "sides": []} for u in units}
+    for side in sides:
+        by_id[side[0]]["sides"].append(dict(zip(_SIDE, side, strict=True)))
+    return by_id
 
 
 class Planner:
@@ -86,17 +126,35 @@ class Planner:
         self.request = request
         self.locked = locked
         self.seq: int = state["seq"]
-        self.units = {u["id"]: u for u in state["units"]}
-        self.competitors = {c["id"]: c for c in state["competitors"]}
-        self.medal_rows = {m["id"]: m for m in state["medal_rows"]}
-        self.known_competitors = set(state["known_competitors"])
+        self.units = _units(state["units"] or (), state["sides"] or ())
+        self.competitors = {
+            c[0]: dict(zip(_COMPETITOR, c, strict=True)) for c in state["competitors"] or ()
+        }
+        self.medal_rows = {
+            m[0]: dict(zip(_MEDAL_ROW, m, strict=True)) for m in state["medal_rows"] or ()
+        }
+        self.known_competitors = set(state["known_competitors"] or ())
         self.event_id: str | None = state["event_id"]
-        disciplines = state["disciplines"] or {}
-        self.disciplines: dict[str, str] = disciplines.get("codes", {})
+        self.disciplines: dict[str, str] = dict(state["disciplines"] or ())
         self.writes = Writes()
 
     def plan(self) -> Plan:
-        outcomes = [(intent, self._one(intent)) for intent in self.request.intents]
+        outcomes: list[tuple[Intent, Outcome]] = []
+        named: dict[tuple[str, str], int] = {}
+        for intent in self.request.intents:
+            locked = self.locked.get(intent.kind, {})
+            subject = locked.get(intent.ref_id or "") or locked.get(intent.ref_code or "")
+            if subject is not None and intent.row is not None:
+                # One row by id and another by code can still name the same record.
+                first = named.setdefault((intent.kind, subject), intent.row.position)
+                if first != intent.row.position:
+                    reason = f"it names the same {intent.kind} as row {first} of this batch"
+                    refused = Outcome(
+                        subject, [], [], None, command_pb2.ROW_OUTCOME_REFUSED, reason
+                    )
+                    outcomes.append((intent, refused))
+                    continue
+            outcomes.append((intent, self._one(intent)))
         first = next((o.subject_id for _, o in outcomes if o.subject_id), None)
         return Plan(self.writes, outcomes, self.event_id, first)
 
@@ -106,7 +164,7 @@ class Planner:
         reason = f"there is no {what} {ref}{where}"
         if intent.row is None:
             raise Refusal(reason + ": check the id or code")
-        return Outcome(None, [], [], None, Row.ROW_OUTCOME_NOT_PLACED, reason)
+        return Outcome(None, [], [], None, command_pb2.ROW_OUTCOME_NOT_PLACED, reason)
 
     def _one(self, intent: Intent) -> Outcome:
         locked = self.locked.get(intent.kind, {})
@@ -123,9 +181,9 @@ class Planner:
 
     def _finish(self, outcome: Outcome) -> Outcome:
         if outcome.changes:
-            outcome.row_outcome = Row.ROW_OUTCOME_ACCEPTED
+            outcome.row_outcome = command_pb2.ROW_OUTCOME_ACCEPTED
         elif outcome.kept:
-            outcome.row_outcome = Row.ROW_OUTCOME_KEPT_BY_HAND
+            outcome.row_outcome = command_pb2.ROW_OUTCOME_KEPT_BY_HAND
         self.writes.diff.extend(outcome.changes)
         self.writes.diff.extend({**k, "kept_by_hand": True} for k in outcome.kept)
         return outcome
@@ -141,7 +199,7 @@ class Planner:
             )
             if intent.row is None:
                 raise Refusal(reason)
-            return Outcome(unit_id, [], [], None, Row.ROW_OUTCOME_HELD, reason)
+            return Outcome(unit_id, [], [], None, command_pb2.ROW_OUTCOME_HELD, reason)
         respect = not request.pins
         unit_diff = diff(unit, intent.fields, unit["pinned"], respect_pins=respect)
         changes = [
@@ -152,7 +210,7 @@ class Planner:
         ]
         unpin_unit = {name for name in intent.unpin if not name.startswith("sides[")}
         pinned = _pins(unit["pinned"], intent.fields, unpin_unit, request.pins)
-        touched = pinned != sorted(unit["pinned"])
+        touched = pinned is not None
 
         sides = {side["order"]: side for side in unit["sides"]}
         orders = set(intent.sides) | {
@@ -185,7 +243,7 @@ class Planner:
                 continue
             side_diff: FieldDiff = diff(side, fields, side["pinned"], respect_pins=respect)
             side_pinned = _pins(side["pinned"], fields, unpin, request.pins)
-            side_pins_changed = side_pinned != sorted(side["pinned"])
+            side_pins_changed = side_pinned is not None
             changes.extend(
                 _entry("unit", unit_id, code, label + f, o, n)
                 for f, (o, n) in side_diff.changes.items()
@@ -199,7 +257,7 @@ class Planner:
                     {
                         "id": side["id"],
                         "set": {f: as_json(n) for f, (_, n) in side_diff.changes.items()},
-                        "pinned": side_pinned if side_pins_changed else None,
+                        "pinned": side_pinned,
                     }
                 )
                 touched = True
@@ -211,7 +269,7 @@ class Planner:
                 {
                     "id": unit_id,
                     "set": {f: as_json(n) for f, (_, n) in unit_diff.changes.items()},
-                    "pinned": pinned if pinned != sorted(unit["pinned"]) else None,
+                    "pinned": pinned,
                 }
             )
             applied_seq = self.seq
@@ -242,14 +300,14 @@ class Planner:
         changes = [_entry("competitor", cid, code, f, o, n) for f, (o, n) in d.changes.items()]
         kept = [_entry("competitor", cid, code, f, o, n) for f, (o, n) in d.kept_by_hand.items()]
         pinned = _pins(competitor["pinned"], intent.fields, set(intent.unpin), request.pins)
-        pins_changed = pinned != sorted(competitor["pinned"])
+        pins_changed = pinned is not None
         applied_seq: int = competitor["changed_seq"]
         if d.changes or pins_changed:
             self.writes.competitor_updates.append(
                 {
                     "id": cid,
                     "set": {f: as_json(n) for f, (_, n) in d.changes.items()},
-                    "pinned": pinned if pins_changed else None,
+                    "pinned": pinned,
                 }
             )
             applied_seq = self.seq
@@ -283,7 +341,7 @@ class Planner:
                 reason = f"there is no discipline {scope} in {request.event_code}"
                 if intent.row is None:
                     raise Refusal(reason)
-                return Outcome(None, [], [], None, Row.ROW_OUTCOME_NOT_PLACED, reason)
+                return Outcome(None, [], [], None, command_pb2.ROW_OUTCOME_NOT_PLACED, reason)
             new_id = str(uuid.uuid4())
             self.writes.medal_inserts.append(
                 {
@@ -306,14 +364,14 @@ class Planner:
             _entry("medal_row", medal_id, code, f, o, n) for f, (o, n) in d.kept_by_hand.items()
         ]
         pinned = _pins(row["pinned"], intent.fields, set(), request.pins)
-        pins_changed = pinned != sorted(row["pinned"])
+        pins_changed = pinned is not None
         applied_seq: int = row["changed_seq"]
         if d.changes or pins_changed:
             self.writes.medal_updates.append(
                 {
                     "id": medal_id,
                     "set": {f: n for f, (_, n) in d.changes.items()},
-                    "pinned": pinned if pins_changed else None,
+                    "pinned": pinned,
                 }
             )
             applied_seq = self.seq

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
-from omnium.command.v1 import command_pb2
-from omnium_db import Queries
-from omnium_settings import Settings
 
+from omnium.command.v1 import command_pb2
 from omnium_command._intent import Request
 from omnium_command._parse import Refusal
 from omnium_command._plan import Plan, Planner, field_changes, now_timestamp
+from omnium_db import Queries
+from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -114,18 +114,11 @@ class Road:
 
     async def _apply(self, pool: asyncpg.Pool, request: Request, answer: Any) -> None:
         async with pool.acquire() as conn, conn.transaction():
-            locked = await self._lock(conn, request)
-            state = await conn.fetchrow(
-                QUERIES["read_state"],
-                request.command_id,
-                list(locked.get("unit", {}).values()),
-                list(locked.get("competitor", {}).values()),
-                list(locked.get("medal_row", {}).values()),
-                sorted({c for i in request.intents for c in i.referenced_competitors()}),
-                request.event_code or None,
-                request.batch.integration_code if request.batch else None,
-                request.batch.run_id if request.batch else None,
-            )
+            if all(intent.kind == "unit" for intent in request.intents):
+                locked, state = await self._lock_and_read_units(conn, request)
+            else:
+                locked = await self._lock(conn, request)
+                state = await self._read(conn, request, locked)
             if state["previous_answer"] is not None:
                 raise _Repeat(state["previous_answer"], state["previous_hash"])
             run_batch_done = self._check_batch(request, state)
@@ -138,6 +131,49 @@ class Road:
             if result["recorded"] == 0:
                 # Another copy of this command committed while we ran: keep its write, not ours.
                 raise _Repeat(None, None)
+
+    async def _lock_and_read_units(
+        self, conn: asyncpg.Connection, request: Request
+    ) -> tuple[dict[str, dict[str, str]], asyncpg.Record]:
+        batch = request.batch
+        state = await conn.fetchrow(
+            QUERIES["lock_and_read_units"],
+            [i.ref_id for i in request.intents if i.ref_id],
+            [i.ref_code for i in request.intents if i.ref_code],
+            request.event_code or None,
+            request.command_id,
+            sorted({c for i in request.intents for c in i.referenced_competitors()}),
+            batch.integration_code if batch else None,
+            batch.run_id if batch else None,
+        )
+        refs: dict[str, str] = {}
+        newest: dict[str, int] = {}
+        for unit_id, code, changed_seq in state["locked"] or ():
+            refs[unit_id] = refs[code] = unit_id
+            newest[unit_id] = changed_seq
+        locked = {"unit": refs}
+        as_read = {unit[0]: unit[-1] for unit in state["units"] or ()}
+        if as_read != newest:
+            # Another writer committed to these units while we waited for their locks.
+            state = await self._read(conn, request, locked)
+        return locked, state
+
+    async def _read(
+        self, conn: asyncpg.Connection, request: Request, locked: dict[str, dict[str, str]]
+    ) -> asyncpg.Record:
+        batch = request.batch
+        return await conn.fetchrow(
+            QUERIES["read_state"],
+            request.command_id,
+            list(set(locked.get("unit", {}).values())),
+            list(set(locked.get("competitor", {}).values())),
+            list(set(locked.get("medal_row", {}).values())),
+            sorted({c for i in request.intents for c in i.referenced_competitors()}),
+            request.event_code or None,
+            batch.integration_code if batch else None,
+            batch.run_id if batch else None,
+            any(i.kind == "medal_row" for i in request.intents),
+        )
 
     async def _lock(self, conn: asyncpg.Connection, request: Request) -> dict[str, dict[str, str]]:
         locked: dict[str, dict[str, str]] = {}
@@ -166,17 +202,18 @@ class Road:
             return 0
         if state["integration_id"] is None:
             raise Refusal(f"there is no integration {batch.integration_code!r}")
-        run = state["run"]
-        if run is None or run["integration_id"] != state["integration_id"]:
+        if state["run_integration_id"] != state["integration_id"]:
             raise Refusal(
                 f"run {batch.run_id} of {batch.integration_code} is not recorded; record the run "
                 "(status received) before sending its batches"
             )
-        if run["status"] in _FINISHED_RUNS:
-            raise Refusal(f"run {batch.run_id} is already {run['status']}; it takes no new batches")
+        if state["run_status"] in _FINISHED_RUNS:
+            raise Refusal(
+                f"run {batch.run_id} is already {state['run_status']}; it takes no new batches"
+            )
         if state["event_id"] is None:
             raise Refusal(f"there is no event {request.event_code!r}")
-        done: int = run.get("batch_done", 0)
+        done: int = state["run_batch_done"]
         return done
 
     def _render(
@@ -196,7 +233,10 @@ class Road:
         for position, (key, _hash, reason) in request.refused_rows.items():
             rows.append(
                 command_pb2.RowAnswer(
-                    position=position, key=key, outcome=Row.ROW_OUTCOME_REFUSED, reason=reason
+                    position=position,
+                    key=key,
+                    outcome=command_pb2.ROW_OUTCOME_REFUSED,
+                    reason=reason,
                 )
             )
         for intent, outcome in plan.outcomes:
@@ -286,9 +326,9 @@ class Road:
             row = intent.row
             assert row is not None
             placed = outcome.row_outcome in (
-                Row.ROW_OUTCOME_ACCEPTED,
-                Row.ROW_OUTCOME_UNCHANGED,
-                Row.ROW_OUTCOME_KEPT_BY_HAND,
+                command_pb2.ROW_OUTCOME_ACCEPTED,
+                command_pb2.ROW_OUTCOME_UNCHANGED,
+                command_pb2.ROW_OUTCOME_KEPT_BY_HAND,
             )
             writes.key_states.append(
                 {
@@ -299,7 +339,7 @@ class Road:
                     "applied_seq": outcome.applied_seq if placed else None,
                 }
             )
-            if outcome.row_outcome != Row.ROW_OUTCOME_UNCHANGED:
+            if outcome.row_outcome != command_pb2.ROW_OUTCOME_UNCHANGED:
                 writes.row_log.append(
                     {
                         "position": row.position,

@@ -10,14 +10,14 @@ import asyncpg
 import grpc
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from grpc import aio
+
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
-from omnium_settings import Settings
-
 from omnium_command._intent import ACTOR_KIND_NAMES
 from omnium_command._parse import Refusal, parse_batch, parse_command
 from omnium_command._plan import field_changes
 from omnium_command._road import QUERIES, Road
+from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
 _KIND_BY_NAME = {name: kind for kind, name in ACTOR_KIND_NAMES.items()}

@@ -29,39 +29,77 @@ SELECT m.id::text AS id, coalesce(d.code, '') || ':' || m.noc AS code
 
 -- name: read_state
 -- Read after the locks, in a new statement, so it sees what the writer before us committed.
+-- Records come back as typed row arrays (no JSON to build and parse).
 SELECT
-  (SELECT c.answer FROM command c WHERE c.command_id = $1) AS previous_answer,
-  (SELECT c.request_hash FROM command c WHERE c.command_id = $1) AS previous_hash,
+  c.answer AS previous_answer,
+  c.request_hash AS previous_hash,
   nextval('change_seq') AS seq,
-  (SELECT coalesce(jsonb_agg(jsonb_build_object(
-            'id', u.id, 'code', u.code, 'event_id', u.event_id,
-            'name', u.name, 'phase', u.phase, 'start_at', u.start_at, 'venue', u.venue,
-            'status', u.status, 'pinned', u.pinned, 'changed_seq', u.changed_seq,
-            'sides', (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                         'id', s.id, 'order', s.sort_order, 'competitor_id', s.competitor_id,
-                         'score', s.score, 'result', s.result, 'rank', s.rank, 'medal', s.medal,
-                         'pinned', s.pinned)), '[]')
-                        FROM unit_competitor s WHERE s.unit_id = u.id))), '[]')
+  (SELECT array_agg(ROW(u.id::text, u.code, u.event_id::text, u.name, u.phase, u.start_at,
+                        u.venue, u.status, u.pinned, u.changed_seq))
      FROM unit u WHERE u.id = ANY($2::uuid[])) AS units,
-  (SELECT coalesce(jsonb_agg(jsonb_build_object(
-            'id', c.id, 'code', c.code, 'event_id', c.event_id, 'name', c.name, 'noc', c.noc,
-            'pinned', c.pinned, 'changed_seq', c.changed_seq)), '[]')
-     FROM competitor c WHERE c.id = ANY($3::uuid[])) AS competitors,
-  (SELECT coalesce(jsonb_agg(jsonb_build_object(
-            'id', m.id, 'event_id', m.event_id, 'gold', m.gold, 'silver', m.silver,
-            'bronze', m.bronze, 'total', m.total, 'rank', m.rank, 'pinned', m.pinned,
-            'changed_seq', m.changed_seq)), '[]')
+  (SELECT array_agg(ROW(s.unit_id::text, s.id::text, s.sort_order, s.competitor_id::text,
+                        s.score, s.result, s.rank, s.medal, s.pinned))
+     FROM unit_competitor s WHERE s.unit_id = ANY($2::uuid[])) AS sides,
+  (SELECT array_agg(ROW(x.id::text, x.code, x.event_id::text, x.name, x.noc, x.pinned,
+                        x.changed_seq))
+     FROM competitor x WHERE x.id = ANY($3::uuid[])) AS competitors,
+  (SELECT array_agg(ROW(m.id::text, m.event_id::text, m.gold, m.silver, m.bronze, m.total,
+                        m.rank, m.pinned, m.changed_seq))
      FROM medal_row m WHERE m.id = ANY($4::uuid[])) AS medal_rows,
-  (SELECT coalesce(array_agg(c.id::text), '{}') FROM competitor c
-    WHERE c.id = ANY($5::uuid[])) AS known_competitors,
-  (SELECT e.id::text FROM event e WHERE e.code = $6) AS event_id,
-  (SELECT jsonb_build_object('codes', jsonb_object_agg(d.code, d.id))
-     FROM discipline d WHERE d.event_id = (SELECT e.id FROM event e WHERE e.code = $6)
-  ) AS disciplines,
-  (SELECT i.id::text FROM integration i WHERE i.code = $7) AS integration_id,
-  (SELECT jsonb_build_object('integration_id', r.integration_id, 'status', r.status,
-                          'batch_done', r.batch_done)
-     FROM integration_run r WHERE r.id = $8::uuid) AS run;
+  (SELECT array_agg(k.id::text) FROM competitor k WHERE k.id = ANY($5::uuid[]))
+    AS known_competitors,
+  e.id::text AS event_id,
+  (SELECT array_agg(ROW(d.code, d.id::text)) FROM discipline d
+    WHERE $9::boolean AND d.event_id = e.id) AS disciplines,
+  i.id::text AS integration_id,
+  r.integration_id::text AS run_integration_id,
+  r.status AS run_status,
+  r.batch_done AS run_batch_done
+FROM (SELECT 1) AS one
+LEFT JOIN command c ON c.command_id = $1
+LEFT JOIN event e ON e.code = $6
+LEFT JOIN integration i ON i.code = $7
+LEFT JOIN integration_run r ON r.id = $8::uuid;
+
+-- name: lock_and_read_units
+-- The common case, units only, in one round trip: lock (sorted by id), then read. The reads use
+-- the statement's snapshot, taken before any wait for a lock; the road compares each unit's
+-- changed_seq as read with the one locked (the newest) and reads again if another writer
+-- committed in between. A repeat committed meanwhile is caught when the command row is written.
+WITH locked AS MATERIALIZED (
+  SELECT u.id, u.code, u.changed_seq
+    FROM unit u
+   WHERE u.id = ANY($1::uuid[])
+      OR (u.code = ANY($2::text[]) AND u.event_id = (SELECT e.id FROM event e WHERE e.code = $3))
+   ORDER BY u.id
+     FOR NO KEY UPDATE OF u
+)
+SELECT
+  (SELECT array_agg(ROW(l.id::text, l.code, l.changed_seq)) FROM locked l) AS locked,
+  c.answer AS previous_answer,
+  c.request_hash AS previous_hash,
+  nextval('change_seq') AS seq,
+  (SELECT array_agg(ROW(u.id::text, u.code, u.event_id::text, u.name, u.phase, u.start_at,
+                        u.venue, u.status, u.pinned, u.changed_seq))
+     FROM unit u WHERE u.id IN (SELECT l.id FROM locked l)) AS units,
+  (SELECT array_agg(ROW(s.unit_id::text, s.id::text, s.sort_order, s.competitor_id::text,
+                        s.score, s.result, s.rank, s.medal, s.pinned))
+     FROM unit_competitor s WHERE s.unit_id IN (SELECT l.id FROM locked l)) AS sides,
+  NULL::record[] AS competitors,
+  NULL::record[] AS medal_rows,
+  (SELECT array_agg(k.id::text) FROM competitor k WHERE k.id = ANY($5::uuid[]))
+    AS known_competitors,
+  e.id::text AS event_id,
+  NULL::record[] AS disciplines,
+  i.id::text AS integration_id,
+  r.integration_id::text AS run_integration_id,
+  r.status AS run_status,
+  r.batch_done AS run_batch_done
+FROM (SELECT 1) AS one
+LEFT JOIN command c ON c.command_id = $4
+LEFT JOIN event e ON e.code = $3
+LEFT JOIN integration i ON i.code = $6
+LEFT JOIN integration_run r ON r.id = $7::uuid;
 
 -- name: write
 -- Every write of one command in one statement: one round trip however much changed.
