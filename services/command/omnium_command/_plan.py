@@ -99,6 +99,7 @@ _SIDE = ("unit_id", "id", "order", "competitor_id", "score", "result", "rank", "
 _COMPETITOR = ("id", "code", "event_id", "name", "noc", "pinned", "changed_seq")
 _MEDAL_ROW = (
     "id",
+    "ref",
     "event_id",
     "gold",
     "silver",
@@ -213,18 +214,20 @@ class Planner:
         touched = pinned is not None
 
         sides = {side["order"]: side for side in unit["sides"]}
-        orders = set(intent.sides) | {
-            int(name[6 : name.index("]")]) for name in intent.unpin if name.startswith("sides[")
-        }
+        orders = set(intent.sides)
+        if intent.unpin:
+            orders |= {
+                int(name[6 : name.index("]")]) for name in intent.unpin if name.startswith("sides[")
+            }
         for order in sorted(orders):
             fields = intent.sides.get(order, {})
-            unpin = {
-                name.split(".", 1)[1]
-                for name in intent.unpin
-                if name.startswith(f"sides[{order}].")
-            }
-            side = sides.get(order)
             label = f"sides[{order}]."
+            unpin = (
+                {name[len(label) :] for name in intent.unpin if name.startswith(label)}
+                if intent.unpin
+                else set()
+            )
+            side = sides.get(order)
             if side is None:
                 if not fields:
                     continue

@@ -28,40 +28,49 @@ class BadValue(ValueError):
     """A value a person or a feed sent that cannot be stored; the message says why."""
 
 
-Check = Callable[[str, Any], Any]
+# A check takes a value and returns it cleaned, or raises BadValue with what is wrong. The
+# message leaves out the field's name: Kind.clean puts it in front, only when it fails.
+Check = Callable[[Any], Any]
 
 
 def text(*, required: bool, max_length: int) -> Check:
-    def check(field: str, value: Any) -> Any:
+    def check(value: Any) -> Any:
         if value is None:
             if required:
-                raise BadValue(f"{field} cannot be empty")
+                raise BadValue("cannot be empty")
             return None
         if not isinstance(value, str):
-            raise BadValue(f"{field} must be text, not {type(value).__name__}")
+            raise BadValue(f"must be text, not {type(value).__name__}")
         value = value.strip()
         if required and not value:
-            raise BadValue(f"{field} cannot be empty")
+            raise BadValue("cannot be empty")
         if len(value) > max_length:
-            raise BadValue(f"{field} is {len(value)} characters long; at most {max_length} fit")
+            raise BadValue(f"is {len(value)} characters long; at most {max_length} fit")
         return value
 
     return check
 
 
 def one_of(choices: tuple[str, ...], *, required: bool) -> Check:
-    def check(field: str, value: Any) -> Any:
+    allowed = frozenset(choices)
+    listed = ", ".join(choices)
+
+    def check(value: Any) -> Any:
         if value is None and not required:
             return None
-        if not isinstance(value, str) or value.upper() not in choices:
-            raise BadValue(f"{field} {value!r} is not one of {', '.join(choices)}")
-        return value.upper()
+        if isinstance(value, str):
+            if value in allowed:
+                return value
+            upper = value.upper()
+            if upper in allowed:
+                return upper
+        raise BadValue(f"{value!r} is not one of {listed}")
 
     return check
 
 
 def whole(*, minimum: int, required: bool) -> Check:
-    def check(field: str, value: Any) -> Any:
+    def check(value: Any) -> Any:
         if value is None and not required:
             return None
         if isinstance(value, float) and value.is_integer():
@@ -69,15 +78,15 @@ def whole(*, minimum: int, required: bool) -> Check:
         if isinstance(value, str) and value.strip().isdigit():
             value = int(value.strip())
         if not isinstance(value, int) or isinstance(value, bool):
-            raise BadValue(f"{field} must be a whole number, not {value!r}")
+            raise BadValue(f"must be a whole number, not {value!r}")
         if value < minimum:
-            raise BadValue(f"{field} must be {minimum} or more, not {value}")
+            raise BadValue(f"must be {minimum} or more, not {value}")
         return value
 
     return check
 
 
-def moment(field: str, value: Any) -> Any:
+def moment(value: Any) -> Any:
     if value is None:
         return None
     if isinstance(value, datetime):
@@ -87,28 +96,28 @@ def moment(field: str, value: Any) -> Any:
             parsed = datetime.fromisoformat(value.strip())
         except ValueError:
             raise BadValue(
-                f"{field} {value!r} is not a date and time; send ISO 8601 with an offset, "
+                f"{value!r} is not a date and time; send ISO 8601 with an offset, "
                 "e.g. 2026-09-20T09:30:00+09:00"
             ) from None
     else:
-        raise BadValue(f"{field} must be an ISO 8601 date and time, not {value!r}")
+        raise BadValue(f"must be an ISO 8601 date and time, not {value!r}")
     if parsed.tzinfo is None:
-        raise BadValue(f"{field} {value!r} has no time zone offset; add one, e.g. +09:00")
+        raise BadValue(f"{value!r} has no time zone offset; add one, e.g. +09:00")
     return parsed
 
 
-def reference(field: str, value: Any) -> Any:
+def reference(value: Any) -> Any:
     if value is None:
         return None
     try:
         return str(uuid.UUID(str(value)))
     except ValueError:
-        raise BadValue(f"{field} {value!r} is not an id (a UUID)") from None
+        raise BadValue(f"{value!r} is not an id (a UUID)") from None
 
 
-def noc(field: str, value: Any) -> Any:
+def noc(value: Any) -> Any:
     if not isinstance(value, str) or len(value) != 3 or not value.isalpha():
-        raise BadValue(f"{field} {value!r} is not a three-letter NOC code such as KOR")
+        raise BadValue(f"{value!r} is not a three-letter NOC code such as KOR")
     return value.upper()
 
 
@@ -128,7 +137,10 @@ class Kind:
                     f"{prefix}{field} is not a field of a {self.name}; "
                     f"it has {', '.join(self.fields)}"
                 )
-            cleaned[field] = check(prefix + field, value)
+            try:
+                cleaned[field] = check(value)
+            except BadValue as exc:
+                raise BadValue(f"{prefix}{field} {exc}") from None
         return cleaned
 
     def check_names(self, names: Collection[str], *, prefix: str = "") -> None:

@@ -21,11 +21,16 @@ log = logging.getLogger(__name__)
 
 QUERIES = Queries.load(Path(__file__).with_name("sql"))
 Row = command_pb2.RowOutcome
-_LOCK_ORDER = ("unit", "competitor", "medal_row")
 _FINISHED_RUNS = frozenset({"done", "failed", "scout_failed", "older"})
+
+
+class _Busy(Exception):
+    """Nothing was written; the sender should try again."""
+
 
 # Failures that leave nothing written and go away on their own: the sender tries again.
 _TRY_AGAIN: dict[type[BaseException], str] = {
+    _Busy: "other writers kept changing the same records",
     asyncpg.LockNotAvailableError: "a record it needs was locked by another writer for too long",
     asyncpg.DeadlockDetectedError: "it crossed another writer's locks",
     asyncpg.SerializationError: "another writer changed the same records at the same moment",
@@ -44,6 +49,24 @@ _TRY_AGAIN: dict[type[BaseException], str] = {
 
 
 _AnswerT = TypeVar("_AnswerT", command_pb2.Answer, command_pb2.BatchAnswer)
+
+
+def _refs(state: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """How each record was named (id, code or medal row ref) -> its id, per kind."""
+    refs: dict[str, dict[str, str]] = {"unit": {}, "competitor": {}, "medal_row": {}}
+    for row in state["units"] or ():
+        refs["unit"][row[0]] = refs["unit"][row[1]] = row[0]
+    for row in state["competitors"] or ():
+        refs["competitor"][row[0]] = refs["competitor"][row[1]] = row[0]
+    for row in state["medal_rows"] or ():
+        refs["medal_row"][row[1]] = row[0]
+    return refs
+
+
+def _guard(rows: Any, id_column: int, seq_column: int) -> tuple[list[str], list[int]]:
+    """The ids read and the changed_seq each had: the write locks them and checks them."""
+    rows = rows or ()
+    return [row[id_column] for row in rows], [row[seq_column] for row in rows]
 
 
 class _Repeat(Exception):
@@ -113,88 +136,69 @@ class Road:
     # -- the transaction ------------------------------------------------------------------
 
     async def _apply(self, pool: asyncpg.Pool, request: Request, answer: Any) -> None:
-        async with pool.acquire() as conn, conn.transaction():
-            if all(intent.kind == "unit" for intent in request.intents):
-                locked, state = await self._lock_and_read_units(conn, request)
-            else:
-                locked = await self._lock(conn, request)
-                state = await self._read(conn, request, locked)
-            if state["previous_answer"] is not None:
-                raise _Repeat(state["previous_answer"], state["previous_hash"])
-            run_batch_done = self._check_batch(request, state)
-            plan = Planner(request, locked, state).plan()
-            self._render(request, plan, state["seq"], answer, run_batch_done)
-            stored = answer.SerializeToString()
-            result = await conn.fetchrow(
-                QUERIES["write"], *self._write_args(request, plan, state, stored)
-            )
-            if result["recorded"] == 0:
-                # Another copy of this command committed while we ran: keep its write, not ours.
-                raise _Repeat(None, None)
+        async with pool.acquire() as conn:
+            # Two round trips when nobody else writes the same records, which is nearly always.
+            state = await self._read(conn, request)
+            if await self._plan_and_write(conn, request, state, answer):
+                return
+            # Someone did: lock first, then read and write under the locks.
+            async with conn.transaction():
+                await conn.fetchrow(
+                    QUERIES["lock"],
+                    *(_guard(state[kind], 0, 0)[0] for kind in ("units", "competitors")),
+                    _guard(state["medal_rows"], 0, 0)[0],
+                )
+                state = await self._read(conn, request)
+                if not await self._plan_and_write(conn, request, state, answer):
+                    raise _Busy("a record it names changed while it held the locks")
 
-    async def _lock_and_read_units(
-        self, conn: asyncpg.Connection, request: Request
-    ) -> tuple[dict[str, dict[str, str]], asyncpg.Record]:
-        batch = request.batch
-        state = await conn.fetchrow(
-            QUERIES["lock_and_read_units"],
-            [i.ref_id for i in request.intents if i.ref_id],
-            [i.ref_code for i in request.intents if i.ref_code],
-            request.event_code or None,
-            request.command_id,
-            sorted({c for i in request.intents for c in i.referenced_competitors()}),
-            batch.integration_code if batch else None,
-            batch.run_id if batch else None,
+    async def _plan_and_write(
+        self, conn: asyncpg.Connection, request: Request, state: asyncpg.Record, answer: Any
+    ) -> bool:
+        """Diff against `state` and write; False when a record changed since `state` was read."""
+        if state["previous_answer"] is not None:
+            raise _Repeat(state["previous_answer"], state["previous_hash"])
+        run_batch_done = self._check_batch(request, state)
+        plan = Planner(request, _refs(state), state).plan()
+        answer.Clear()
+        answer.command_id = request.command_id
+        self._render(request, plan, state["seq"], answer, run_batch_done)
+        stored = answer.SerializeToString()
+        result = await conn.fetchrow(
+            QUERIES["write"], *self._write_args(request, plan, state, stored)
         )
-        refs: dict[str, str] = {}
-        newest: dict[str, int] = {}
-        for unit_id, code, changed_seq in state["locked"] or ():
-            refs[unit_id] = refs[code] = unit_id
-            newest[unit_id] = changed_seq
-        locked = {"unit": refs}
-        as_read = {unit[0]: unit[-1] for unit in state["units"] or ()}
-        if as_read != newest:
-            # Another writer committed to these units while we waited for their locks.
-            state = await self._read(conn, request, locked)
-        return locked, state
+        if not result["current"]:
+            return False
+        if not result["recorded"]:
+            # Another copy of this command committed while we ran: its write stands.
+            raise _Repeat(None, None)
+        return True
 
-    async def _read(
-        self, conn: asyncpg.Connection, request: Request, locked: dict[str, dict[str, str]]
-    ) -> asyncpg.Record:
+    async def _read(self, conn: asyncpg.Connection, request: Request) -> asyncpg.Record:
         batch = request.batch
+        by_kind: dict[str, tuple[list[str], list[str]]] = {
+            kind: ([], []) for kind in ("unit", "competitor", "medal_row")
+        }
+        for intent in request.intents:
+            ids, codes = by_kind[intent.kind]
+            if intent.ref_id:
+                ids.append(intent.ref_id)
+            elif intent.ref_code:
+                codes.append(intent.ref_code)
         return await conn.fetchrow(
-            QUERIES["read_state"],
+            QUERIES["read"],
             request.command_id,
-            list(set(locked.get("unit", {}).values())),
-            list(set(locked.get("competitor", {}).values())),
-            list(set(locked.get("medal_row", {}).values())),
-            sorted({c for i in request.intents for c in i.referenced_competitors()}),
+            by_kind["unit"][0],
+            by_kind["unit"][1],
             request.event_code or None,
+            by_kind["competitor"][0],
+            by_kind["competitor"][1],
+            by_kind["medal_row"][1],
+            sorted({c for i in request.intents for c in i.referenced_competitors()}),
             batch.integration_code if batch else None,
             batch.run_id if batch else None,
             any(i.kind == "medal_row" for i in request.intents),
         )
-
-    async def _lock(self, conn: asyncpg.Connection, request: Request) -> dict[str, dict[str, str]]:
-        locked: dict[str, dict[str, str]] = {}
-        for kind in _LOCK_ORDER:
-            intents = [i for i in request.intents if i.kind == kind]
-            if not intents:
-                continue
-            codes = [i.ref_code for i in intents if i.ref_code]
-            if kind == "medal_row":
-                rows = await conn.fetch(QUERIES["lock_medal_rows"], request.event_code, codes)
-            else:
-                ids = [i.ref_id for i in intents if i.ref_id]
-                rows = await conn.fetch(
-                    QUERIES[f"lock_{kind}s"], ids, codes, request.event_code or None
-                )
-            refs: dict[str, str] = {}
-            for row in rows:
-                refs[row["id"]] = row["id"]
-                refs[row["code"]] = row["id"]
-            locked[kind] = refs
-        return locked
 
     def _check_batch(self, request: Request, state: Mapping[str, Any]) -> int:
         batch = request.batch
@@ -297,6 +301,9 @@ class Road:
             writes.key_states,
             writes.row_log,
             batch.batch_no if batch else None,
+            *_guard(state["units"], 0, 9),
+            *_guard(state["competitors"], 0, 6),
+            *_guard(state["medal_rows"], 0, 9),
         ]
 
     def _batch_rows(self, request: Request, plan: Plan) -> None:

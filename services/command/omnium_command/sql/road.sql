@@ -1,109 +1,114 @@
--- The one road's statements. Each command is: lock, read, write, in one transaction.
+-- The one road's statements. A command is two statements: read, then write.
+--
+-- The read takes no lock. The write is one statement, so one transaction: it takes the locks
+-- (sorted by id, FOR NO KEY UPDATE), checks that every record still has the changed_seq the
+-- read saw (so the diff was made against current values), records the command id (a repeat
+-- writes nothing) and only then writes. If a record changed in between, it writes nothing
+-- and the road does it again the careful way: locks first (in a transaction), then read and
+-- write, which cannot be overtaken.
 
--- name: lock_units
--- Match locks, sorted by id, so two writers over the same units always lock in the same order.
-SELECT u.id::text AS id, u.code
-  FROM unit u
- WHERE u.id = ANY($1::uuid[])
-    OR (u.code = ANY($2::text[]) AND u.event_id = (SELECT e.id FROM event e WHERE e.code = $3))
- ORDER BY u.id
-   FOR NO KEY UPDATE OF u;
-
--- name: lock_competitors
-SELECT c.id::text AS id, c.code
-  FROM competitor c
- WHERE c.id = ANY($1::uuid[])
-    OR (c.code = ANY($2::text[]) AND c.event_id = (SELECT e.id FROM event e WHERE e.code = $3))
- ORDER BY c.id
-   FOR NO KEY UPDATE OF c;
-
--- name: lock_medal_rows
--- $2: "<discipline code or empty>:<noc>" for each row; empty discipline = the whole Games table.
-SELECT m.id::text AS id, coalesce(d.code, '') || ':' || m.noc AS code
-  FROM medal_row m
-  LEFT JOIN discipline d ON d.id = m.discipline_id
- WHERE m.event_id = (SELECT e.id FROM event e WHERE e.code = $1)
-   AND coalesce(d.code, '') || ':' || m.noc = ANY($2::text[])
- ORDER BY m.id
-   FOR NO KEY UPDATE OF m;
-
--- name: read_state
--- Read after the locks, in a new statement, so it sees what the writer before us committed.
--- Records come back as typed row arrays (no JSON to build and parse).
+-- name: read
+WITH
+units AS MATERIALIZED (
+  SELECT u.* FROM unit u
+   WHERE u.id = ANY($2::uuid[])
+      OR (u.code = ANY($3::text[]) AND u.event_id = (SELECT e.id FROM event e WHERE e.code = $4))
+),
+competitors AS MATERIALIZED (
+  SELECT c.* FROM competitor c
+   WHERE c.id = ANY($5::uuid[])
+      OR (c.code = ANY($6::text[]) AND c.event_id = (SELECT e.id FROM event e WHERE e.code = $4))
+),
+-- $7: "<discipline code or empty>:<noc>" per row; an empty discipline is the whole Games table.
+medal_rows AS MATERIALIZED (
+  SELECT m.*, coalesce(d.code, '') || ':' || m.noc AS ref
+    FROM medal_row m
+    LEFT JOIN discipline d ON d.id = m.discipline_id
+   WHERE cardinality($7::text[]) > 0
+     AND m.event_id = (SELECT e.id FROM event e WHERE e.code = $4)
+     AND coalesce(d.code, '') || ':' || m.noc = ANY($7::text[])
+)
 SELECT
   c.answer AS previous_answer,
   c.request_hash AS previous_hash,
   nextval('change_seq') AS seq,
   (SELECT array_agg(ROW(u.id::text, u.code, u.event_id::text, u.name, u.phase, u.start_at,
                         u.venue, u.status, u.pinned, u.changed_seq))
-     FROM unit u WHERE u.id = ANY($2::uuid[])) AS units,
+     FROM units u) AS units,
   (SELECT array_agg(ROW(s.unit_id::text, s.id::text, s.sort_order, s.competitor_id::text,
                         s.score, s.result, s.rank, s.medal, s.pinned))
-     FROM unit_competitor s WHERE s.unit_id = ANY($2::uuid[])) AS sides,
+     FROM unit_competitor s WHERE s.unit_id IN (SELECT u.id FROM units u)) AS sides,
   (SELECT array_agg(ROW(x.id::text, x.code, x.event_id::text, x.name, x.noc, x.pinned,
                         x.changed_seq))
-     FROM competitor x WHERE x.id = ANY($3::uuid[])) AS competitors,
-  (SELECT array_agg(ROW(m.id::text, m.event_id::text, m.gold, m.silver, m.bronze, m.total,
-                        m.rank, m.pinned, m.changed_seq))
-     FROM medal_row m WHERE m.id = ANY($4::uuid[])) AS medal_rows,
-  (SELECT array_agg(k.id::text) FROM competitor k WHERE k.id = ANY($5::uuid[]))
+     FROM competitors x) AS competitors,
+  (SELECT array_agg(ROW(m.id::text, m.ref, m.event_id::text, m.gold, m.silver, m.bronze,
+                        m.total, m.rank, m.pinned, m.changed_seq))
+     FROM medal_rows m) AS medal_rows,
+  (SELECT array_agg(k.id::text) FROM competitor k WHERE k.id = ANY($8::uuid[]))
     AS known_competitors,
   e.id::text AS event_id,
   (SELECT array_agg(ROW(d.code, d.id::text)) FROM discipline d
-    WHERE $9::boolean AND d.event_id = e.id) AS disciplines,
+    WHERE $11::boolean AND d.event_id = e.id) AS disciplines,
   i.id::text AS integration_id,
   r.integration_id::text AS run_integration_id,
   r.status AS run_status,
   r.batch_done AS run_batch_done
 FROM (SELECT 1) AS one
 LEFT JOIN command c ON c.command_id = $1
-LEFT JOIN event e ON e.code = $6
-LEFT JOIN integration i ON i.code = $7
-LEFT JOIN integration_run r ON r.id = $8::uuid;
+LEFT JOIN event e ON e.code = $4
+LEFT JOIN integration i ON i.code = $9
+LEFT JOIN integration_run r ON r.id = $10::uuid;
 
--- name: lock_and_read_units
--- The common case, units only, in one round trip: lock (sorted by id), then read. The reads use
--- the statement's snapshot, taken before any wait for a lock; the road compares each unit's
--- changed_seq as read with the one locked (the newest) and reads again if another writer
--- committed in between. A repeat committed meanwhile is caught when the command row is written.
-WITH locked AS MATERIALIZED (
-  SELECT u.id, u.code, u.changed_seq
-    FROM unit u
-   WHERE u.id = ANY($1::uuid[])
-      OR (u.code = ANY($2::text[]) AND u.event_id = (SELECT e.id FROM event e WHERE e.code = $3))
-   ORDER BY u.id
-     FOR NO KEY UPDATE OF u
-)
-SELECT
-  (SELECT array_agg(ROW(l.id::text, l.code, l.changed_seq)) FROM locked l) AS locked,
-  c.answer AS previous_answer,
-  c.request_hash AS previous_hash,
-  nextval('change_seq') AS seq,
-  (SELECT array_agg(ROW(u.id::text, u.code, u.event_id::text, u.name, u.phase, u.start_at,
-                        u.venue, u.status, u.pinned, u.changed_seq))
-     FROM unit u WHERE u.id IN (SELECT l.id FROM locked l)) AS units,
-  (SELECT array_agg(ROW(s.unit_id::text, s.id::text, s.sort_order, s.competitor_id::text,
-                        s.score, s.result, s.rank, s.medal, s.pinned))
-     FROM unit_competitor s WHERE s.unit_id IN (SELECT l.id FROM locked l)) AS sides,
-  NULL::record[] AS competitors,
-  NULL::record[] AS medal_rows,
-  (SELECT array_agg(k.id::text) FROM competitor k WHERE k.id = ANY($5::uuid[]))
-    AS known_competitors,
-  e.id::text AS event_id,
-  NULL::record[] AS disciplines,
-  i.id::text AS integration_id,
-  r.integration_id::text AS run_integration_id,
-  r.status AS run_status,
-  r.batch_done AS run_batch_done
-FROM (SELECT 1) AS one
-LEFT JOIN command c ON c.command_id = $4
-LEFT JOIN event e ON e.code = $3
-LEFT JOIN integration i ON i.code = $6
-LEFT JOIN integration_run r ON r.id = $7::uuid;
+-- name: lock
+-- Under contention the road takes the locks first, in a transaction, then reads and writes.
+-- Same order as the write's: units, competitors, medal rows, each sorted by id.
+WITH
+u AS MATERIALIZED (SELECT x.id FROM unit x WHERE x.id = ANY($1::uuid[])
+                    ORDER BY x.id FOR NO KEY UPDATE OF x),
+c AS MATERIALIZED (SELECT x.id FROM competitor x WHERE x.id = ANY($2::uuid[])
+                    ORDER BY x.id FOR NO KEY UPDATE OF x),
+m AS MATERIALIZED (SELECT x.id FROM medal_row x WHERE x.id = ANY($3::uuid[])
+                    ORDER BY x.id FOR NO KEY UPDATE OF x)
+SELECT (SELECT count(*) FROM u) AS units, (SELECT count(*) FROM c) AS competitors,
+       (SELECT count(*) FROM m) AS medal_rows;
 
 -- name: write
--- Every write of one command in one statement: one round trip however much changed.
+-- Every write of one command in one statement: one round trip, one transaction.
 WITH
+unit_locks AS MATERIALIZED (
+  SELECT u.id, u.changed_seq FROM unit u
+   WHERE u.id = ANY($20::uuid[]) ORDER BY u.id FOR NO KEY UPDATE OF u
+),
+competitor_locks AS MATERIALIZED (
+  SELECT c.id, c.changed_seq FROM competitor c
+   WHERE c.id = ANY($22::uuid[]) ORDER BY c.id FOR NO KEY UPDATE OF c
+),
+medal_locks AS MATERIALIZED (
+  SELECT m.id, m.changed_seq FROM medal_row m
+   WHERE m.id = ANY($24::uuid[]) ORDER BY m.id FOR NO KEY UPDATE OF m
+),
+-- Locked rows show their newest version: equal to what the read saw, or the diff is stale.
+guard AS MATERIALIZED (
+  SELECT (SELECT count(*) FROM unit_locks l
+            JOIN unnest($20::uuid[], $21::bigint[]) AS v(id, seq)
+              ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($20::uuid[])
+     AND (SELECT count(*) FROM competitor_locks l
+            JOIN unnest($22::uuid[], $23::bigint[]) AS v(id, seq)
+              ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($22::uuid[])
+     AND (SELECT count(*) FROM medal_locks l
+            JOIN unnest($24::uuid[], $25::bigint[]) AS v(id, seq)
+              ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($24::uuid[])
+     AS current
+),
+-- The command id first: every other write below happens only if this row was written.
+recorded AS (
+  INSERT INTO command (command_id, code, source_code, request_hash, outcome, answer, seq)
+  SELECT $9, $10, $12, $13, 'accepted', $14, $1
+   WHERE (SELECT g.current FROM guard g)
+  ON CONFLICT (command_id) DO NOTHING
+  RETURNING 1
+),
+go AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM recorded) AS go),
 unit_updates AS (
   UPDATE unit u SET
     name       = CASE WHEN v.set ? 'name' THEN v.set->>'name' ELSE u.name END,
@@ -116,7 +121,7 @@ unit_updates AS (
     changed_seq = $1,
     updated_at = now()
   FROM jsonb_to_recordset($2::jsonb) AS v(id uuid, set jsonb, pinned text[])
-  WHERE u.id = v.id
+  WHERE u.id = v.id AND (SELECT go FROM go)
   RETURNING u.id
 ),
 side_updates AS (
@@ -130,7 +135,7 @@ side_updates AS (
     pinned = coalesce(v.pinned, s.pinned),
     changed_seq = $1
   FROM jsonb_to_recordset($3::jsonb) AS v(id uuid, set jsonb, pinned text[])
-  WHERE s.id = v.id
+  WHERE s.id = v.id AND (SELECT go FROM go)
   RETURNING s.id
 ),
 side_inserts AS (
@@ -140,6 +145,7 @@ side_inserts AS (
          coalesce(v.pinned, '{}'), $1
     FROM jsonb_to_recordset($4::jsonb) AS v(unit_id uuid, sort_order int, competitor_id uuid,
          score text, result text, rank int, medal text, pinned text[])
+   WHERE (SELECT go FROM go)
   RETURNING id
 ),
 medal_updates AS (
@@ -152,7 +158,7 @@ medal_updates AS (
     pinned = coalesce(v.pinned, m.pinned),
     changed_seq = $1
   FROM jsonb_to_recordset($5::jsonb) AS v(id uuid, set jsonb, pinned text[])
-  WHERE m.id = v.id
+  WHERE m.id = v.id AND (SELECT go FROM go)
   RETURNING m.id
 ),
 medal_inserts AS (
@@ -162,6 +168,7 @@ medal_inserts AS (
          coalesce(v.bronze, 0), coalesce(v.total, 0), v.rank, $1
     FROM jsonb_to_recordset($6::jsonb) AS v(id uuid, event_id uuid, discipline_id uuid,
          noc text, gold int, silver int, bronze int, total int, rank int)
+   WHERE (SELECT go FROM go)
   RETURNING id
 ),
 competitor_updates AS (
@@ -171,7 +178,7 @@ competitor_updates AS (
     pinned = coalesce(v.pinned, c.pinned),
     changed_seq = $1
   FROM jsonb_to_recordset($7::jsonb) AS v(id uuid, set jsonb, pinned text[])
-  WHERE c.id = v.id
+  WHERE c.id = v.id AND (SELECT go FROM go)
   RETURNING c.id
 ),
 timeline AS (
@@ -183,6 +190,7 @@ timeline AS (
     FROM jsonb_to_record($8::jsonb) AS t(event_id uuid, subject_kind text, subject_id uuid,
          unit_ids uuid[], actor_kind text, actor_name text, source_code text, screen text,
          payload jsonb, diff jsonb)
+   WHERE (SELECT go FROM go)
   RETURNING id
 ),
 outbox AS (
@@ -191,6 +199,7 @@ outbox AS (
   SELECT v.event_id, v.kind, v.subject_kind, v.subject_id, v.unit_id, $1, $9, v.payload
     FROM jsonb_to_recordset($11::jsonb) AS v(event_id uuid, kind text, subject_kind text,
          subject_id uuid, unit_id uuid, payload jsonb)
+   WHERE (SELECT go FROM go)
   RETURNING id
 ),
 key_states AS (
@@ -200,6 +209,7 @@ key_states AS (
          $16::uuid, 0
     FROM jsonb_to_recordset($17::jsonb) AS v(key text, kind text, subject_id uuid, hash text,
          applied_seq bigint)
+   WHERE (SELECT go FROM go)
   ON CONFLICT (integration_id, subject_key) DO UPDATE SET
     subject_kind  = EXCLUDED.subject_kind,
     subject_id    = coalesce(EXCLUDED.subject_id, k.subject_id),
@@ -218,20 +228,16 @@ row_log AS (
          coalesce(v.kept, '[]')
     FROM jsonb_to_recordset($18::jsonb) AS v(position int, key text, kind text, subject_id uuid,
          hash text, outcome text, reason text, diff jsonb, kept jsonb)
+   WHERE (SELECT go FROM go)
   RETURNING 1
 ),
 run AS (
   UPDATE integration_run r SET
     batch_done = r.batch_done + 1,
     status = CASE WHEN r.status = 'received' THEN 'applying' ELSE r.status END
-  WHERE r.id = $16::uuid
+  WHERE r.id = $16::uuid AND (SELECT go FROM go)
   RETURNING r.batch_done
-),
-recorded AS (
-  INSERT INTO command (command_id, code, source_code, request_hash, outcome, answer, seq)
-  VALUES ($9, $10, $12, $13, 'accepted', $14, $1)
-  ON CONFLICT (command_id) DO NOTHING
-  RETURNING 1
 )
-SELECT (SELECT count(*) FROM recorded) AS recorded,
+SELECT (SELECT g.current FROM guard g) AS current,
+       (SELECT go FROM go) AS recorded,
        (SELECT batch_done FROM run) AS batch_done;
