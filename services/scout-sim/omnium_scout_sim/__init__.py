@@ -1,0 +1,28 @@
+"""A Scout simulator: Scout's HTTP API and doorbell, for omnium's demo and tests, not production."""
+
+from __future__ import annotations
+
+from omnium_scout_sim._doorbell import SIGNATURE_HEADER, Delivery, DoorbellTarget, sign
+from omnium_scout_sim._faults import MALFORMED_PAGES
+from omnium_scout_sim._games import Games, NotFound, SimulatorError
+from omnium_scout_sim._replay import Replay, ReplaySettings
+from omnium_scout_sim._runs import Run
+from omnium_scout_sim._simulator import DEFAULT_SEED, Limits, ScoutSimulator, SimulatorConfig
+
+__all__ = [
+    "DEFAULT_SEED",
+    "MALFORMED_PAGES",
+    "SIGNATURE_HEADER",
+    "Delivery",
+    "DoorbellTarget",
+    "Games",
+    "Limits",
+    "NotFound",
+    "Replay",
+    "ReplaySettings",
+    "Run",
+    "ScoutSimulator",
+    "SimulatorConfig",
+    "SimulatorError",
+    "sign",
+]
