@@ -147,17 +147,17 @@ class Planner:
             subject = locked.get(intent.ref_id or "") or locked.get(intent.ref_code or "")
             if subject is not None and intent.row is not None:
                 # One row by id and another by code can still name the same record.
-                first = named.setdefault((intent.kind, subject), intent.row.position)
-                if first != intent.row.position:
-                    reason = f"it names the same {intent.kind} as row {first} of this batch"
+                earlier = named.setdefault((intent.kind, subject), intent.row.position)
+                if earlier != intent.row.position:
+                    reason = f"it names the same {intent.kind} as row {earlier} of this batch"
                     refused = Outcome(
                         subject, [], [], None, command_pb2.ROW_OUTCOME_REFUSED, reason
                     )
                     outcomes.append((intent, refused))
                     continue
             outcomes.append((intent, self._one(intent)))
-        first = next((o.subject_id for _, o in outcomes if o.subject_id), None)
-        return Plan(self.writes, outcomes, self.event_id, first)
+        subject_id = next((o.subject_id for _, o in outcomes if o.subject_id), None)
+        return Plan(self.writes, outcomes, self.event_id, subject_id)
 
     def _missing(self, intent: Intent, what: str) -> Outcome:
         ref = intent.ref_id or intent.ref_code
