@@ -79,3 +79,61 @@ async def test_each_road_has_its_own_limits_and_commits_durably(database_url: st
             assert await conn.fetchval("SHOW lock_timeout") == "5s"
             assert await conn.fetchval("SHOW statement_timeout") == "30s"
             assert await conn.fetchval("SHOW idle_in_transaction_session_timeout") == "30s"
+
+
+async def test_a_schedule_batch_creates_the_units_it_names(
+    database_url: str, db: asyncpg.Connection
+) -> None:
+    games = await make_games(db, units=1)
+    run_id = await make_run(db, games)
+    new_code = "FBLMEVENT-------------FNL-00000099"
+    rows = [
+        command_pb2.BatchRow(
+            position=0,
+            key="SC-99",
+            hash=b"a" * 32,
+            subject=command_pb2.Subject(kind="unit", code=new_code),
+            unit=command_pb2.UnitValues(
+                name="Final",
+                discipline_code="FBL",
+                status="SCHEDULED",
+                start_at="2026-10-04T19:00:00+09:00",
+                venue="Toyota Stadium",
+                sides=[
+                    command_pb2.SideValues(order=1, competitor_id=games.competitors["KOR"]),
+                    command_pb2.SideValues(order=2, competitor_id=games.competitors["JPN"]),
+                ],
+            ),
+        ),
+        command_pb2.BatchRow(
+            position=1,
+            key="SC-98",
+            hash=b"b" * 32,
+            subject=command_pb2.Subject(kind="unit", code="FBLMEVENT-------------FNL-00000098"),
+            unit=command_pb2.UnitValues(name="Semi", discipline_code="XXX"),
+        ),
+    ]
+    async with running_command(database_url) as client:
+        answer = await client.batch(_with_create(import_batch(run_id, 0, rows)))
+        again = await client.batch(import_batch(run_id, 1, rows[:1]))
+    created, bad = answer.rows
+    assert created.outcome == command_pb2.ROW_OUTCOME_ACCEPTED, created.reason
+    assert bad.outcome == command_pb2.ROW_OUTCOME_NOT_PLACED
+    assert "no discipline 'XXX'" in bad.reason
+    unit = await db.fetchrow(
+        "SELECT id::text, name, venue, changed_seq FROM unit WHERE code = $1", new_code
+    )
+    assert unit["id"] == created.subject_id and unit["name"] == "Final"
+    assert unit["changed_seq"] == created.applied_seq
+    assert (
+        await db.fetchval("SELECT count(*) FROM unit_competitor WHERE unit_id = $1", unit["id"])
+        == 2
+    )
+    assert await db.fetchval("SELECT kind FROM domain_event") == "unit.created"
+    # Without create_units the same kind of row is only placed on a unit we have.
+    assert again.rows[0].outcome == command_pb2.ROW_OUTCOME_UNCHANGED
+
+
+def _with_create(batch: command_pb2.ImportBatch) -> command_pb2.ImportBatch:
+    batch.create_units = True
+    return batch

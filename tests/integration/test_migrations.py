@@ -26,6 +26,9 @@ EXPECTED_TABLES = {
     "integration_row",
     "integration_key_state",
     "schema_version",
+    "integration_version",
+    "integration_job",
+    "integration_lookup",
 }
 PINNABLE = {"competitor", "unit", "unit_competitor", "entry", "medal_row"}
 

@@ -42,6 +42,8 @@ class Intent:
     # Unit fields, or "sides[N].field", to unpin.
     unpin: frozenset[str] = frozenset()
     row: RowRef | None = None
+    # Only for a unit an import batch may create: its ODF discipline code.
+    discipline_code: str | None = None
 
     def referenced_competitors(self) -> set[str]:
         return {side["competitor_id"] for side in self.sides.values() if side.get("competitor_id")}
@@ -52,6 +54,7 @@ class BatchContext:
     integration_code: str
     run_id: str
     batch_no: int
+    create_units: bool = False
 
 
 @dataclass(slots=True)

@@ -278,7 +278,9 @@ def parse_batch(batch: command_pb2.ImportBatch, *, max_units: int) -> Request:
             "rows": len(batch.rows),
         },
         subject_kind="integration_run",
-        batch=BatchContext(batch.integration_code, run_id, batch.batch_no),
+        batch=BatchContext(
+            batch.integration_code, run_id, batch.batch_no, create_units=batch.create_units
+        ),
         refused_rows=refused,
     )
 
@@ -297,6 +299,9 @@ def _row_intent(row: command_pb2.BatchRow, ref: RowRef) -> Intent:
             fields=fields,
             sides=sides,
             row=ref,
+            discipline_code=(
+                row.unit.discipline_code if row.unit.HasField("discipline_code") else None
+            ),
         )
     if which == "medal_row":
         values = row.medal_row

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ class Writes:
     """The parameters of the one write statement."""
 
     unit_updates: list[dict[str, Any]] = field(default_factory=list)
+    unit_inserts: list[dict[str, Any]] = field(default_factory=list)
     side_updates: list[dict[str, Any]] = field(default_factory=list)
     side_inserts: list[dict[str, Any]] = field(default_factory=list)
     medal_updates: list[dict[str, Any]] = field(default_factory=list)
@@ -82,7 +84,9 @@ def _pins(
     return sorted(set(current).union(added).difference(removed))
 
 
-# The columns of read_state's row arrays, in order.
+_UNIT_CODE = re.compile(r"^[A-Z0-9-]{34}$")
+
+# The columns of the read's row arrays, in order.
 _UNIT = (
     "id",
     "code",
@@ -172,6 +176,9 @@ class Planner:
         subject_id = locked.get(intent.ref_id or "") or locked.get(intent.ref_code or "")
         if intent.kind == "unit":
             if subject_id is None:
+                batch = self.request.batch
+                if batch is not None and batch.create_units and intent.ref_code:
+                    return self._new_unit(intent)
                 return self._missing(intent, "unit")
             return self._unit(intent, self.units[subject_id])
         if intent.kind == "competitor":
@@ -294,6 +301,67 @@ class Planner:
                 }
             )
         return self._finish(Outcome(unit_id, changes, kept, applied_seq))
+
+    def _new_unit(self, intent: Intent) -> Outcome:
+        """A schedule row naming a unit we do not have yet: create it, with its sides."""
+        code = intent.ref_code or ""
+        event = self.request.event_code
+        problem = None
+        if not _UNIT_CODE.match(code):
+            problem = f"cannot create unit {code!r}: a unit code is 34 characters of A-Z, 0-9, -"
+        elif self.event_id is None:
+            problem = f"cannot create unit {code}: there is no event {event}"
+        elif not intent.fields.get("name"):
+            problem = f"cannot create unit {code}: the row has no name"
+        elif intent.discipline_code not in self.disciplines:
+            problem = (
+                f"cannot create unit {code}: there is no discipline "
+                f"{intent.discipline_code!r} in {event}"
+            )
+        if problem is not None:
+            return Outcome(None, [], [], None, command_pb2.ROW_OUTCOME_NOT_PLACED, problem)
+        unit_id = str(uuid.uuid4())
+        fields = intent.fields
+        self.writes.unit_inserts.append(
+            {
+                "id": unit_id,
+                "event_id": self.event_id,
+                "discipline_id": self.disciplines[intent.discipline_code or ""],
+                "code": code,
+                **{f: as_json(v) for f, v in fields.items()},
+            }
+        )
+        changes = [_entry("unit", unit_id, code, f, None, v) for f, v in fields.items()]
+        for order, side in sorted(intent.sides.items()):
+            self.writes.side_inserts.append(
+                {
+                    "unit_id": unit_id,
+                    "sort_order": order,
+                    **{f: as_json(v) for f, v in side.items()},
+                    "pinned": [],
+                }
+            )
+            changes.extend(
+                _entry("unit", unit_id, code, f"sides[{order}].{f}", None, v)
+                for f, v in side.items()
+            )
+        self.writes.unit_ids.append(unit_id)
+        self.writes.outbox.append(
+            {
+                "event_id": self.event_id,
+                "kind": "unit.created",
+                "subject_kind": "unit",
+                "subject_id": unit_id,
+                "unit_id": unit_id,
+                "payload": {
+                    "code": code,
+                    "changes": [
+                        {"field": c["field"], "old": None, "new": c["new"]} for c in changes
+                    ],
+                },
+            }
+        )
+        return self._finish(Outcome(unit_id, changes, [], self.seq))
 
     def _competitor(self, intent: Intent, competitor: Mapping[str, Any]) -> Outcome:
         request = self.request

@@ -197,7 +197,8 @@ class Road:
             sorted({c for i in request.intents for c in i.referenced_competitors()}),
             batch.integration_code if batch else None,
             batch.run_id if batch else None,
-            any(i.kind == "medal_row" for i in request.intents),
+            any(i.kind == "medal_row" for i in request.intents)
+            or bool(batch and batch.create_units),
         )
 
     def _check_batch(self, request: Request, state: Mapping[str, Any]) -> int:
@@ -304,6 +305,7 @@ class Road:
             *_guard(state["units"], 0, 9),
             *_guard(state["competitors"], 0, 6),
             *_guard(state["medal_rows"], 0, 9),
+            writes.unit_inserts,
         ]
 
     def _batch_rows(self, request: Request, plan: Plan) -> None:

@@ -109,6 +109,16 @@ recorded AS (
   RETURNING 1
 ),
 go AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM recorded) AS go),
+unit_inserts AS (
+  INSERT INTO unit (id, event_id, discipline_id, code, name, phase, start_at, venue, status,
+                    changed_seq)
+  SELECT v.id, v.event_id, v.discipline_id, v.code, v.name, coalesce(v.phase, ''),
+         v.start_at, v.venue, coalesce(v.status, 'SCHEDULED'), $1
+    FROM jsonb_to_recordset($26::jsonb) AS v(id uuid, event_id uuid, discipline_id uuid,
+         code text, name text, phase text, start_at timestamptz, venue text, status text)
+   WHERE (SELECT go FROM go)
+  RETURNING id
+),
 unit_updates AS (
   UPDATE unit u SET
     name       = CASE WHEN v.set ? 'name' THEN v.set->>'name' ELSE u.name END,
