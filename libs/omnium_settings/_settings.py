@@ -83,6 +83,8 @@ class Settings:
         600, "Default: check an integration not heard from for this long."
     )
     lease_renew_seconds: float = _setting(10.0, "A running import job renews its lease this often.")
+    imports_workers: int = _setting(2, "Import jobs one imports process runs at once.")
+    imports_poll_seconds: float = _setting(5.0, "Queue poll when no NOTIFY arrives.")
     lease_expire_seconds: float = _setting(60.0, "A job not renewed for this long is freed.")
     scout_page_size: int = _setting(500, "Rows per page read from Scout.")
     scout_max_rows: int = _setting(50_000, "Most rows in one Scout run.")

@@ -48,6 +48,12 @@ CREATE UNIQUE INDEX integration_job_one_pull_per_run
   ON integration_job (integration_id, scout_run_id) WHERE kind = 'pull';
 CREATE INDEX integration_job_open ON integration_job (status, created_at)
   WHERE status IN ('queued', 'running');
+-- One run per integration at a time, across every copy of the imports process.
+CREATE UNIQUE INDEX integration_job_one_running
+  ON integration_job (integration_id) WHERE status = 'running';
+-- The scheduler queues at most one check per integration, however many copies run it.
+CREATE UNIQUE INDEX integration_job_one_open_check
+  ON integration_job (integration_id) WHERE kind = 'check' AND status IN ('queued', 'running');
 
 -- Scout's ids for things, mapped to ours (the mapping's "look up" step).
 CREATE TABLE integration_lookup (

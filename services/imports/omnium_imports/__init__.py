@@ -1,0 +1,30 @@
+"""The imports service: Scout's doorbell, the import queue and the agreed run."""
+
+from __future__ import annotations
+
+from omnium_imports._app import ImportsApp
+from omnium_imports._pipeline import Pipeline, RunResult
+from omnium_imports._queue import Job
+from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
+from omnium_imports._setup import (
+    IntegrationSpec,
+    add_lookups,
+    load_reference,
+    mapping_file,
+    register_integration,
+)
+
+__all__ = [
+    "ImportsApp",
+    "IntegrationSpec",
+    "Job",
+    "Pipeline",
+    "RunResult",
+    "ScoutClient",
+    "ScoutError",
+    "ScoutRun",
+    "add_lookups",
+    "load_reference",
+    "mapping_file",
+    "register_integration",
+]

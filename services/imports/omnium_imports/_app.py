@@ -1,0 +1,102 @@
+"""The imports process: the doorbell, the workers, the scheduler, and a clean stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import asyncpg
+from aiohttp import web
+
+from omnium.command.v1 import command_pb2_grpc
+from omnium_db import Road, create_pool
+from omnium_grpc import open_channel
+from omnium_imports import _queue
+from omnium_imports._doorbell import doorbell_app
+from omnium_imports._pipeline import Pipeline
+from omnium_imports._scout import ScoutClient
+from omnium_imports._worker import Worker, run_scheduler
+from omnium_settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class ImportsApp:
+    """Everything one imports process holds. `start()`, then `stop()`."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.stopping = asyncio.Event()
+        self.workers: list[Worker] = []
+        self.tasks: list[asyncio.Task[None]] = []
+        self.pool: asyncpg.Pool | None = None
+        self.listener: asyncpg.Connection | None = None
+        self.runner: web.AppRunner | None = None
+        self.scout: ScoutClient | None = None
+        self.channel = open_channel(settings.command_address, settings)
+        self.doorbell_port = 0
+
+    async def start(
+        self,
+        doorbell_port: int | None = None,
+        *,
+        workers: int | None = None,
+        scheduler: bool = True,
+    ) -> int:
+        settings = self.settings
+        self.pool = await create_pool(settings, Road.IMPORTS, application_name="imports")
+        self.scout = ScoutClient(settings)
+        pipeline = Pipeline(
+            settings, self.pool, self.scout, command_pb2_grpc.CommandServiceStub(self.channel)
+        )
+        count = settings.imports_workers if workers is None else workers
+        self.workers = [Worker(settings, self.pool, pipeline, n) for n in range(count)]
+        if self.workers:
+            self.listener = await asyncpg.connect(settings.require_database_url())
+            await self.listener.add_listener(_queue.JOB_CHANNEL, self._wake)
+        self.tasks = [asyncio.create_task(w.run(self.stopping)) for w in self.workers]
+        if scheduler:
+            self.tasks.append(
+                asyncio.create_task(run_scheduler(settings, self.pool, self.stopping))
+            )
+        self.runner = web.AppRunner(doorbell_app(settings, self.pool), access_log=None)
+        await self.runner.setup()
+        port = settings.doorbell_port if doorbell_port is None else doorbell_port
+        site = web.TCPSite(self.runner, settings.bind_host, port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        self.doorbell_port = sockets[0].getsockname()[1] if sockets else port
+        log.info(
+            "imports: doorbell on http://%s:%s, %s workers",
+            settings.bind_host,
+            self.doorbell_port,
+            count,
+        )
+        return self.doorbell_port
+
+    def _wake(self, *args: object) -> None:
+        for worker in self.workers:
+            worker.wake.set()
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop taking doorbells and jobs; a run cut short resumes elsewhere after its lease."""
+        self.stopping.set()
+        if self.runner is not None:
+            await self.runner.cleanup()
+        grace = self.settings.grpc_grace_seconds if grace is None else grace
+        if self.tasks:
+            _, pending = await asyncio.wait(self.tasks, timeout=grace)
+            for task in pending:
+                task.cancel()
+            for task in pending:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if self.listener is not None:
+            await self.listener.close()
+        if self.scout is not None:
+            await self.scout.close()
+        await self.channel.close()
+        if self.pool is not None:
+            await self.pool.close()

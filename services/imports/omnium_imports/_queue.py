@@ -1,0 +1,85 @@
+"""The import queue: enqueue, claim with SKIP LOCKED, renew the lease, finish."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+
+from omnium_db import Queries
+
+QUERIES = Queries.load(Path(__file__).with_name("sql"))
+JOB_CHANNEL = "omnium_import_job"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: int
+    integration_id: str
+    kind: str  # "pull": a run Scout named; "check": Scout's newest run
+    scout_run_id: str | None
+    via: str
+    attempts: int
+    run_id: str | None  # our run, when an earlier attempt recorded it
+
+
+async def enqueue_pull(
+    conn: asyncpg.Connection, integration_id: str, scout_run_id: str, via: str
+) -> int | None:
+    """The new job's id, or None when this Scout run was queued before."""
+    job_id: int | None = await conn.fetchval(
+        QUERIES["enqueue_pull"], integration_id, scout_run_id, via
+    )
+    if job_id is not None:
+        await conn.execute("SELECT pg_notify($1, $2)", JOB_CHANNEL, str(job_id))
+    return job_id
+
+
+async def enqueue_check(conn: asyncpg.Connection, integration_id: str, via: str) -> int | None:
+    job_id: int | None = await conn.fetchval(QUERIES["enqueue_check"], integration_id, via)
+    if job_id is not None:
+        await conn.execute("SELECT pg_notify($1, $2)", JOB_CHANNEL, str(job_id))
+    return job_id
+
+
+async def claim(conn: asyncpg.Connection, worker: str, lease_seconds: float) -> Job | None:
+    try:
+        row = await conn.fetchrow(QUERIES["claim"], worker, lease_seconds)
+    except asyncpg.UniqueViolationError:
+        # Another worker started a job of the same integration this instant.
+        return None
+    return None if row is None else Job(**dict(row))
+
+
+async def renew(conn: asyncpg.Connection, job: Job, worker: str, lease_seconds: float) -> bool:
+    return await conn.fetchval(QUERIES["renew"], job.id, worker, lease_seconds) is not None
+
+
+async def finish(
+    conn: asyncpg.Connection,
+    job: Job,
+    worker: str,
+    *,
+    failed: bool,
+    error: str | None = None,
+    run_id: str | None = None,
+) -> bool:
+    status = "failed" if failed else "done"
+    done = await conn.fetchval(QUERIES["finish"], job.id, worker, status, error, run_id)
+    return done is not None
+
+
+async def attach_run(conn: asyncpg.Connection, job: Job, run_id: str) -> None:
+    await conn.execute(QUERIES["attach_run"], job.id, run_id)
+
+
+async def queue_quiet_integrations(conn: asyncpg.Connection) -> list[int]:
+    """One check job for each integration not heard from for its check_seconds."""
+    queued: list[int] = []
+    async with conn.transaction():
+        for row in await conn.fetch(QUERIES["quiet_integrations"]):
+            job_id = await enqueue_check(conn, row["id"], "scheduler")
+            if job_id is not None:
+                queued.append(job_id)
+    return queued

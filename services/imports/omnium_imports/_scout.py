@@ -1,0 +1,155 @@
+"""Reading Scout over HTTP (DESIGN §6): runs and pages, with timeouts, tries and limits."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from omnium_settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class ScoutError(Exception):
+    """Scout could not be read, or sent something we cannot use. The message says which."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScoutRun:
+    id: str
+    job: str
+    status: str  # "passed" or "failed", as Scout reported it
+    reason: str | None
+    row_count: int
+    finished_at: datetime | None
+    build: str  # "all", "day" or "page"
+    day: str | None
+
+    @classmethod
+    def from_json(cls, data: Any) -> ScoutRun:
+        if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+            raise ScoutError(f"Scout sent a run without an id: {str(data)[:200]}")
+        status = data.get("status")
+        if status not in ("passed", "failed"):
+            raise ScoutError(
+                f"Scout's run {data['id']} has status {status!r}, not passed or failed"
+            )
+        finished = data.get("finishedAt")
+        try:
+            finished_at = datetime.fromisoformat(finished) if finished else None
+        except (TypeError, ValueError):
+            raise ScoutError(f"Scout's run {data['id']} has finishedAt {finished!r}") from None
+        row_count = data.get("rowCount")
+        if not isinstance(row_count, int) or row_count < 0:
+            raise ScoutError(f"Scout's run {data['id']} has rowCount {row_count!r}")
+        build = data.get("build") or "all"
+        if build not in ("all", "day", "page"):
+            raise ScoutError(f"Scout's run {data['id']} has build {build!r}")
+        return cls(
+            id=data["id"],
+            job=str(data.get("job") or ""),
+            status=status,
+            reason=data.get("reason"),
+            row_count=row_count,
+            finished_at=finished_at,
+            build=build,
+            day=data.get("day"),
+        )
+
+
+class ScoutClient:
+    """One per process; its HTTP connections are reused across runs and integrations."""
+
+    def __init__(self, settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None):
+        self.settings = settings
+        timeout = httpx.Timeout(
+            settings.scout_timeout_seconds, connect=settings.scout_connect_timeout_seconds
+        )
+        self._http = httpx.AsyncClient(timeout=timeout, transport=transport)
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def newest_run(self, base_url: str, job: str) -> ScoutRun | None:
+        """Scout's newest run of the job, whatever its status: a failed one must be seen."""
+        data = await self._get_json(f"{_base(base_url)}/v1/jobs/{job}/runs", {"limit": "1"})
+        runs = data.get("runs") if isinstance(data, dict) else None
+        if not isinstance(runs, list):
+            raise ScoutError(f"Scout's list of runs of job {job} has no 'runs' list")
+        return ScoutRun.from_json(runs[0]) if runs else None
+
+    async def run(self, base_url: str, run_id: str) -> ScoutRun:
+        return ScoutRun.from_json(await self._get_json(f"{_base(base_url)}/v1/runs/{run_id}"))
+
+    async def items(self, base_url: str, run: ScoutRun) -> list[Any]:
+        """Every row of the run, page by page, with no database transaction open."""
+        page, limit = self.settings.scout_page_size, self.settings.scout_max_rows
+        if run.row_count > limit:
+            raise ScoutError(
+                f"Scout's run {run.id} has {run.row_count:,} rows; at most {limit:,} are read. "
+                "Nothing from this run was written."
+            )
+        rows: list[Any] = []
+        offset = 0
+        while True:
+            data = await self._get_json(
+                f"{_base(base_url)}/v1/runs/{run.id}/items",
+                {"offset": str(offset), "limit": str(page)},
+            )
+            items = data.get("items") if isinstance(data, dict) else None
+            if not isinstance(items, list):
+                raise ScoutError(
+                    f"Scout's page at offset {offset} of run {run.id} has no 'items' list. "
+                    "Nothing from this run was written."
+                )
+            rows.extend(items)
+            if len(rows) > limit:
+                raise ScoutError(
+                    f"Scout's run {run.id} has more than {limit:,} rows; stopped reading. "
+                    "Nothing from this run was written."
+                )
+            if len(items) < page:
+                break
+            offset += len(items)
+        if len(rows) != run.row_count:
+            raise ScoutError(
+                f"Scout said run {run.id} has {run.row_count:,} rows but sent {len(rows):,}. "
+                "Nothing from this run was written."
+            )
+        return rows
+
+    async def _get_json(self, url: str, params: dict[str, str] | None = None) -> Any:
+        tries = self.settings.scout_tries
+        wait = self.settings.scout_retry_base_seconds
+        for attempt in range(1, tries + 1):
+            try:
+                response = await self._http.get(url, params=params)
+            except httpx.HTTPError as exc:
+                problem = f"{type(exc).__name__} ({exc})" if str(exc) else type(exc).__name__
+            else:
+                if response.status_code == 200:
+                    try:
+                        return response.json()
+                    except (json.JSONDecodeError, UnicodeDecodeError):
+                        raise ScoutError(
+                            f"Scout's answer from {url} is not JSON. "
+                            "Nothing from this run was written."
+                        ) from None
+                problem = f"HTTP {response.status_code}"
+                if response.status_code < 500 and response.status_code != 429:
+                    raise ScoutError(f"Scout answered {problem} for {url}; asking again won't help")
+            if attempt < tries:
+                log.info("Scout %s for %s; trying again in %.1f s", problem, url, wait)
+                await asyncio.sleep(wait)
+                wait *= 2
+        raise ScoutError(f"Scout answered {problem} for {url}, {tries} times in a row")
+
+
+def _base(url: str) -> str:
+    return url.rstrip("/")

@@ -1,0 +1,134 @@
+"""Workers take jobs from the queue and hold their lease while the run goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+
+import asyncpg
+
+from omnium_imports import _queue
+from omnium_imports._pipeline import Pipeline, RunResult
+from omnium_settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class LeaseLost(Exception):
+    """Another worker took the job after our lease ran out; we must not touch it again."""
+
+
+class Worker:
+    """Claims one job at a time. Several run per process, and many processes share the queue."""
+
+    def __init__(self, settings: Settings, pool: asyncpg.Pool, pipeline: Pipeline, n: int) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.pipeline = pipeline
+        self.name = f"{socket.gethostname()}:{os.getpid()}:{n}"
+        self.wake = asyncio.Event()
+        self.results: list[RunResult] = []  # kept short; the tests and the log read it
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                async with self.pool.acquire() as conn:
+                    job = await _queue.claim(conn, self.name, self.settings.lease_expire_seconds)
+            except (OSError, asyncpg.PostgresError) as exc:
+                log.warning("%s: cannot read the queue (%s); trying again", self.name, exc)
+                job = None
+            if job is None:
+                self.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.settings.imports_poll_seconds):
+                        await _first(self.wake.wait(), stop.wait())
+                continue
+            await self.work(job)
+
+    async def work(self, job: _queue.Job) -> RunResult | None:
+        log.info(
+            "%s: job %s (%s, %s) of integration %s",
+            self.name,
+            job.id,
+            job.kind,
+            job.via,
+            job.integration_id,
+        )
+        task = asyncio.ensure_future(self.pipeline.run_job(job))
+        renewing = asyncio.ensure_future(self._renew(job, task))
+        try:
+            result = await task
+        except asyncio.CancelledError:
+            if renewing.done() and isinstance(renewing.exception(), LeaseLost):
+                log.warning(
+                    "%s: lost the lease of job %s; another worker carries on", self.name, job.id
+                )
+                return None
+            raise
+        except Exception as exc:
+            log.exception("%s: job %s failed", self.name, job.id)
+            result = RunResult("failed", reason=f"something went wrong on our side: {exc}")
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError, LeaseLost):
+                await renewing
+        self.results = [*self.results[-99:], result]
+        async with self.pool.acquire() as conn:
+            await _queue.finish(
+                conn,
+                job,
+                self.name,
+                failed=result.status == "failed",
+                error=result.reason,
+                run_id=result.run_id,
+            )
+        log.info(
+            "%s: job %s %s%s",
+            self.name,
+            job.id,
+            result.status,
+            f" ({result.reason})" if result.reason else "",
+        )
+        return result
+
+    async def _renew(self, job: _queue.Job, task: asyncio.Future[RunResult]) -> None:
+        while True:
+            await asyncio.sleep(self.settings.lease_renew_seconds)
+            try:
+                async with self.pool.acquire() as conn:
+                    held = await _queue.renew(
+                        conn, job, self.name, self.settings.lease_expire_seconds
+                    )
+            except (OSError, asyncpg.PostgresError) as exc:
+                log.warning("%s: could not renew job %s (%s)", self.name, job.id, exc)
+                continue
+            if not held:
+                task.cancel()
+                raise LeaseLost(job.id)
+
+
+async def _first(*waits: object) -> None:
+    tasks = [asyncio.ensure_future(w) for w in waits]  # type: ignore[call-overload]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def run_scheduler(settings: Settings, pool: asyncpg.Pool, stop: asyncio.Event) -> None:
+    """Every scheduler_seconds, a check for each integration not heard from for its interval."""
+    while not stop.is_set():
+        try:
+            async with pool.acquire() as conn:
+                queued = await _queue.queue_quiet_integrations(conn)
+            if queued:
+                log.info("scheduler: queued checks %s", queued)
+        except (OSError, asyncpg.PostgresError) as exc:
+            log.warning("scheduler: cannot reach the database (%s)", exc)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(settings.scheduler_seconds):
+                await stop.wait()

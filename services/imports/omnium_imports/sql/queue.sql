@@ -1,0 +1,67 @@
+-- The import queue: jobs claimed with SKIP LOCKED, held by a lease the worker renews.
+
+-- name: enqueue_pull
+-- A doorbell rung twice for one Scout run queues one job (unique index); the second gets null.
+INSERT INTO integration_job (integration_id, kind, scout_run_id, via)
+VALUES ($1::uuid, 'pull', $2, $3)
+ON CONFLICT (integration_id, scout_run_id) WHERE kind = 'pull' DO NOTHING
+RETURNING id;
+
+-- name: enqueue_check
+INSERT INTO integration_job (integration_id, kind, via)
+VALUES ($1::uuid, 'check', $2)
+ON CONFLICT (integration_id) WHERE kind = 'check' AND status IN ('queued', 'running') DO NOTHING
+RETURNING id;
+
+-- name: claim
+-- The oldest job that is queued, or running with a lease that ran out (its worker died), of an
+-- integration that has no other job running. The unique index on running jobs settles a race
+-- between two workers claiming two jobs of one integration: the loser gets a unique violation.
+WITH candidate AS (
+  SELECT j.id
+    FROM integration_job j
+   WHERE (j.status = 'queued' OR (j.status = 'running' AND j.lease_until < now()))
+     AND NOT EXISTS (
+           SELECT 1 FROM integration_job r
+            WHERE r.integration_id = j.integration_id AND r.status = 'running'
+              AND r.lease_until >= now() AND r.id <> j.id)
+   ORDER BY j.created_at, j.id
+   LIMIT 1
+     FOR UPDATE SKIP LOCKED
+)
+UPDATE integration_job j
+   SET status = 'running',
+       attempts = j.attempts + 1,
+       lease_until = now() + make_interval(secs => $2),
+       worker = $1,
+       started_at = coalesce(j.started_at, now())
+  FROM candidate c
+ WHERE j.id = c.id
+RETURNING j.id, j.integration_id::text AS integration_id, j.kind, j.scout_run_id, j.via,
+          j.attempts, j.run_id::text AS run_id;
+
+-- name: renew
+-- Zero rows: the lease ran out and another worker took the job; this worker must stop.
+UPDATE integration_job
+   SET lease_until = now() + make_interval(secs => $3)
+ WHERE id = $1 AND worker = $2 AND status = 'running'
+RETURNING id;
+
+-- name: finish
+UPDATE integration_job
+   SET status = $3, error = $4, run_id = coalesce($5::uuid, run_id), finished_at = now(),
+       lease_until = NULL
+ WHERE id = $1 AND worker = $2
+RETURNING id;
+
+-- name: attach_run
+UPDATE integration_job SET run_id = $2::uuid WHERE id = $1;
+
+-- name: quiet_integrations
+-- The scheduler: integrations that are on and have not been heard from for their interval.
+UPDATE integration i
+   SET last_heard_at = now()
+ WHERE i.state = 'on'
+   AND (i.last_heard_at IS NULL
+        OR i.last_heard_at < now() - make_interval(secs => i.check_seconds))
+RETURNING i.id::text;

@@ -1,0 +1,77 @@
+-- Runs, recorded first in short transactions of their own, and what the pipeline reads.
+
+-- name: integration
+SELECT i.id::text AS id, i.code, i.state, i.target, i.scout_base_url, i.scout_job,
+       i.creates_units, i.current_version, e.code AS event_code, e.time_zone,
+       v.spec
+  FROM integration i
+  JOIN event e ON e.id = i.event_id
+  LEFT JOIN integration_version v
+         ON v.integration_id = i.id AND v.version = i.current_version
+ WHERE i.id = $1::uuid;
+
+-- name: lookups
+SELECT kind, external_id, our_id::text AS our_id
+  FROM integration_lookup
+ WHERE integration_id = $1::uuid;
+
+-- name: unit_ids_by_code
+SELECT u.code, u.id::text AS id
+  FROM unit u
+ WHERE u.event_id = (SELECT i.event_id FROM integration i WHERE i.id = $1::uuid)
+   AND u.code = ANY($2::text[]);
+
+-- name: find_run
+SELECT id::text AS id, status, batch_done
+  FROM integration_run
+ WHERE integration_id = $1::uuid AND scout_run_id = $2;
+
+-- name: record_run
+-- The run is on record from here on, whatever happens next. A run that failed on our side
+-- before (Scout unreachable, say) is taken up again by a later attempt.
+INSERT INTO integration_run AS r (integration_id, scout_run_id, status, scout_status, build, day,
+                                  row_count, scout_finished_at, version, job_id, reason,
+                                  started_at, finished_at)
+VALUES ($1::uuid, $2, $3, $4, $5, $6::date, $7, $8, $9, $10, $11, now(),
+        CASE WHEN $3 IN ('received') THEN NULL ELSE now() END)
+ON CONFLICT (integration_id, scout_run_id) DO UPDATE SET
+  status = CASE WHEN r.status = 'failed' OR EXCLUDED.status <> 'received' THEN EXCLUDED.status
+                ELSE r.status END,
+  reason = CASE WHEN r.status = 'failed' OR EXCLUDED.status <> 'received' THEN EXCLUDED.reason
+                ELSE r.reason END,
+  row_count = EXCLUDED.row_count,
+  version = EXCLUDED.version,
+  job_id = EXCLUDED.job_id,
+  finished_at = CASE WHEN EXCLUDED.status <> 'received' THEN now() ELSE NULL END
+RETURNING r.id::text AS id, r.status, r.batch_done;
+
+-- name: newer_applied_run
+-- A run older than one already applied must not take the data back in time.
+SELECT scout_run_id
+  FROM integration_run
+ WHERE integration_id = $1::uuid AND status IN ('done', 'partly_done')
+   AND scout_finished_at > $2 AND (build = 'all' OR build = $3)
+ ORDER BY scout_finished_at DESC
+ LIMIT 1;
+
+-- name: set_batches
+UPDATE integration_run
+   SET batch_total = $2,
+       status = CASE WHEN status = 'received' THEN 'applying' ELSE status END
+ WHERE id = $1::uuid;
+
+-- name: finish_run
+UPDATE integration_run
+   SET status = $2, reason = $3, outcomes = $4::jsonb, finished_at = now()
+ WHERE id = $1::uuid;
+
+-- name: forget_mapping_rows
+-- A resumed run logs its mapping outcomes again: the earlier attempt's go first.
+DELETE FROM integration_row WHERE run_id = $1::uuid AND batch_no IS NULL;
+
+-- name: log_mapping_rows
+INSERT INTO integration_row (run_id, integration_id, position, subject_key, subject_kind,
+                             row_hash, outcome, reason)
+SELECT $1::uuid, $2::uuid, v.position, v.key, $3, v.hash, v.outcome, v.reason
+  FROM unnest($4::int[], $5::text[], $6::bytea[], $7::text[], $8::text[])
+       AS v(position, key, hash, outcome, reason);

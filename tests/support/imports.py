@@ -1,0 +1,149 @@
+"""A Games day for import tests: command service, imports, the Scout simulator, all real."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from omnium_db import init_connection
+from omnium_imports import (
+    ImportsApp,
+    IntegrationSpec,
+    add_lookups,
+    load_reference,
+    mapping_file,
+    register_integration,
+)
+from omnium_scout_sim import DoorbellTarget, ScoutSimulator, SimulatorConfig
+from tests.support.command import CommandClient, running_command, settings_for
+
+SECRET = "doorbell-secret-1"
+SCHEDULE = "scout-schedule"
+MEDALS = "scout-medals"
+FINISHED = ("done", "partly_done", "failed", "scout_failed", "older", "paused_by_guard")
+
+
+@dataclass(slots=True)
+class GamesDay:
+    database_url: str
+    command: CommandClient
+    imports: ImportsApp
+    sim: ScoutSimulator
+    db: asyncpg.Connection
+    schedule_id: str
+    medals_id: str
+
+    @property
+    def doorbell_url(self) -> str:
+        return f"http://127.0.0.1:{self.imports.doorbell_port}"
+
+    async def wait_for_run(self, scout_run_id: str, seconds: float = 60) -> asyncpg.Record:
+        """Our run of that Scout run, once it has finished."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            row = await self.db.fetchrow(
+                "SELECT id::text, status, reason, batch_total, batch_done, outcomes, row_count "
+                "FROM integration_run WHERE scout_run_id = $1",
+                scout_run_id,
+            )
+            if row is not None and row["status"] in FINISHED:
+                return row
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"run {scout_run_id} did not finish within {seconds} s: {row}")
+
+    async def jobs_idle(self, seconds: float = 30) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            busy = await self.db.fetchval(
+                "SELECT count(*) FROM integration_job WHERE status IN ('queued', 'running')"
+            )
+            if busy == 0:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError("the import queue did not empty")
+
+
+def sign(body: bytes, secret: str = SECRET) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def import_settings(database_url: str, command_port: int, **overrides: Any) -> Any:
+    defaults: dict[str, Any] = {
+        "command_address": f"127.0.0.1:{command_port}",
+        "scout_retry_base_seconds": 0.01,
+        "lease_renew_seconds": 0.5,
+        "lease_expire_seconds": 3.0,
+        "imports_poll_seconds": 0.2,
+        "grpc_deadline_seconds": 30.0,
+    }
+    return settings_for(database_url, **(defaults | overrides))
+
+
+@asynccontextmanager
+async def games_day(
+    database_url: str,
+    *,
+    command_settings: dict[str, Any] | None = None,
+    import_overrides: dict[str, Any] | None = None,
+    workers: int = 1,
+) -> AsyncIterator[GamesDay]:
+    async with running_command(database_url, **(command_settings or {})) as command:
+        imports = ImportsApp(
+            import_settings(database_url, command.port, **(import_overrides or {}))
+        )
+        port = await imports.start(0, workers=workers, scheduler=False)
+        url = f"http://127.0.0.1:{port}"
+        sim = ScoutSimulator(
+            SimulatorConfig(
+                doorbells={
+                    "schedule": DoorbellTarget(url, SCHEDULE, SECRET),
+                    "medals": DoorbellTarget(url, MEDALS, SECRET),
+                }
+            )
+        )
+        await sim.start()
+        db = await asyncpg.connect(database_url)
+        await init_connection(db)
+        try:
+            ours = await load_reference(db, sim.reference())
+            schedule_id = await register_integration(
+                db,
+                IntegrationSpec(
+                    code=SCHEDULE,
+                    event_code="AG2026",
+                    name="Scout: schedule and results",
+                    target="unit",
+                    base_url=sim.base_url,
+                    job="schedule",
+                    secret=SECRET,
+                    mapping=mapping_file("scout_units"),
+                    creates_units=True,
+                ),
+            )
+            medals_id = await register_integration(
+                db,
+                IntegrationSpec(
+                    code=MEDALS,
+                    event_code="AG2026",
+                    name="Scout: medal table",
+                    target="medal_row",
+                    base_url=sim.base_url,
+                    job="medals",
+                    secret=SECRET,
+                    mapping=mapping_file("scout_medals"),
+                ),
+            )
+            await add_lookups(db, schedule_id, "competitor", ours)
+            yield GamesDay(database_url, command, imports, sim, db, schedule_id, medals_id)
+        finally:
+            await sim.stop()
+            await imports.stop(grace=2)
+            await db.close()

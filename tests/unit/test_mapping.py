@@ -1,0 +1,875 @@
+"""The no-code mapping: every op, spec checks, key and hash, and the defaults on Scout's rows."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import random
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from omnium_imports.mapping import (
+    OPS,
+    MappedRow,
+    MappingContext,
+    MappingSpecError,
+    MappingVersion,
+    load_default,
+    read_path,
+)
+from omnium_scout_sim import ScoutSimulator
+
+TOKYO = MappingContext("Asia/Tokyo", {})
+Step = dict[str, Any]
+OUR_STATUSES = {
+    "SCHEDULED",
+    "DELAYED",
+    "GETTING_READY",
+    "RUNNING",
+    "INTERRUPTED",
+    "UNOFFICIAL",
+    "OFFICIAL",
+    "PROTESTED",
+    "POSTPONED",
+    "RESCHEDULED",
+    "CANCELLED",
+}
+
+
+def version(*steps: Mapping[str, Any], **top: Any) -> MappingVersion:
+    return MappingVersion.parse({"target": "unit", "steps": list(steps), **top})
+
+
+def one(
+    steps: Sequence[Mapping[str, Any]],
+    row: Mapping[str, Any],
+    context: MappingContext = TOKYO,
+) -> MappedRow:
+    return version(*steps).map_row(0, {"externalId": "SC-000123", **row}, context)
+
+
+def our_id(external_id: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, external_id))
+
+
+# -- read, rename, set, default ----------------------------------------------------------------
+
+
+def test_read_follows_dot_paths_and_list_indices() -> None:
+    row = {"competitors": [{"name": "KIM Minjun"}, {"name": "LEE Ji-ho"}], "venue": None}
+    mapped = one(
+        [
+            {"op": "read", "path": "competitors.1.name", "to": "second"},
+            {"op": "read", "path": "venue", "to": "venue"},
+            {"op": "read", "path": "competitors.5.name", "to": "sixth"},
+            {"op": "read", "path": "venue.name", "to": "venue_name"},
+        ],
+        row,
+    )
+    assert mapped.outcome == "ok"
+    # Null is kept as null; a missing value leaves the field out, so it is not compared.
+    assert mapped.value == {"second": "LEE Ji-ho", "venue": None}
+    assert read_path(row, "competitors.0.name") == "KIM Minjun"
+    assert read_path(row, "competitors.x") is None
+
+
+def test_read_required_makes_a_missing_value_a_problem() -> None:
+    mapped = one([{"op": "read", "path": "rsc", "to": "code", "required": True}], {})
+    assert mapped.outcome == "problem"
+    assert mapped.reason.startswith("the row has no rsc, which this mapping needs")
+
+
+def test_read_copies_lists_so_scouts_row_is_never_changed() -> None:
+    row = {"externalId": "SC-1", "tags": ["a"]}
+    mapped = version({"op": "read", "path": "tags", "to": "tags"}).map_row(0, row, TOKYO)
+    mapped.value["tags"].append("b")
+    assert row["tags"] == ["a"]
+
+
+def test_rename_moves_a_field_and_ignores_an_absent_one() -> None:
+    steps: list[Step] = [
+        {"op": "read", "path": "unitName", "to": "title"},
+        {"op": "rename", "from": "title", "to": "name"},
+        {"op": "rename", "from": "nothing", "to": "something"},
+    ]
+    assert one(steps, {"unitName": "Final"}).value == {"name": "Final"}
+
+
+def test_set_writes_a_constant_that_rows_do_not_share() -> None:
+    v = version({"op": "set", "to": "tags", "value": ["scout"]})
+    first, second = v.map_rows([{"externalId": "A"}, {"externalId": "B"}], TOKYO)
+    first.value["tags"].append("changed")
+    assert second.value == {"tags": ["scout"]}
+
+
+def test_default_fills_only_missing_or_null_fields() -> None:
+    steps: list[Step] = [
+        {"op": "read", "path": "venue", "to": "venue"},
+        {"op": "default", "field": "venue", "value": "to be announced"},
+    ]
+    assert one(steps, {}).value == {"venue": "to be announced"}
+    assert one(steps, {"venue": None}).value == {"venue": "to be announced"}
+    assert one(steps, {"venue": "Toyota Stadium"}).value == {"venue": "Toyota Stadium"}
+
+
+# -- map --------------------------------------------------------------------------------------
+
+
+STATUS: Step = {"op": "read", "path": "status", "to": "status"}
+
+
+def test_map_translates_values_through_the_table() -> None:
+    steps: list[Step] = [
+        STATUS,
+        {"op": "map", "field": "status", "table": {"FINISHED": "OFFICIAL"}},
+    ]
+    assert one(steps, {"status": "FINISHED"}).value == {"status": "OFFICIAL"}
+    # Null means "none yet", not a value to translate.
+    assert one(steps, {"status": None}).value == {"status": None}
+
+
+def test_map_what_to_do_with_a_value_not_in_the_table() -> None:
+    table = {"FINISHED": "OFFICIAL"}
+    keep: list[Step] = [STATUS, {"op": "map", "field": "status", "table": table, "unknown": "keep"}]
+    assert one(keep, {"status": "LIVE"}).value == {"status": "LIVE"}
+
+    use: list[Step] = [
+        STATUS,
+        {"op": "map", "field": "status", "table": table, "unknown": "use", "value": "RUNNING"},
+    ]
+    assert one(use, {"status": "LIVE"}).value == {"status": "RUNNING"}
+
+    problem: list[Step] = [STATUS, {"op": "map", "field": "status", "table": table}]
+    mapped = one(problem, {"status": "LIVE"})
+    assert mapped.outcome == "problem"
+    assert mapped.reason == (
+        "status 'LIVE' is not in the mapping's table (it knows FINISHED); "
+        "add it to the table, or ask Scout what it means"
+    )
+
+
+def test_map_looks_up_numbers_by_their_json_text() -> None:
+    steps: list[Step] = [
+        {"op": "read", "path": "rank", "to": "medal"},
+        {"op": "map", "field": "medal", "table": {"1": "GOLD"}, "unknown": "use", "value": None},
+    ]
+    assert one(steps, {"rank": 1}).value == {"medal": "GOLD"}
+    assert one(steps, {"rank": 4}).value == {"medal": None}
+
+
+# -- local_time -------------------------------------------------------------------------------
+
+
+START: Step = {"op": "read", "path": "startLocal", "to": "start_at"}
+LOCAL: Step = {"op": "local_time", "field": "start_at"}
+
+
+@pytest.mark.parametrize(
+    ("sent", "expected"),
+    [
+        ("2026-09-21T09:30:00", "2026-09-21T09:30:00+09:00"),
+        ("2026-09-21 21:05", "2026-09-21T21:05:00+09:00"),
+        # A time that already has an offset keeps its instant and its offset.
+        ("2026-09-21T00:30:00+00:00", "2026-09-21T00:30:00+00:00"),
+        ("2026-09-21T00:30:00.000Z", "2026-09-21T00:30:00+00:00"),
+        (None, None),
+    ],
+)
+def test_local_time_in_the_events_zone(sent: str | None, expected: str | None) -> None:
+    mapped = one([START, LOCAL], {"startLocal": sent})
+    assert mapped.outcome == "ok"
+    assert mapped.value == {"start_at": expected}
+
+
+@pytest.mark.parametrize(
+    ("sent", "reason"),
+    [
+        (
+            "2026-09-31T09:30:00",
+            "start_at '2026-09-31T09:30:00' is not a time like 2026-09-21T09:30:00; "
+            "check what Scout shows for it",
+        ),
+        ("half past nine", "start_at 'half past nine' is not a time like 2026-09-21T09:30:00"),
+        ("2026-09-21", "start_at '2026-09-21' has no time of day"),
+        (930, "start_at is a number (930), not a time like 2026-09-21T09:30:00"),
+    ],
+)
+def test_a_bad_time_is_a_problem_naming_the_field_and_value(sent: Any, reason: str) -> None:
+    mapped = one([START, LOCAL], {"startLocal": sent})
+    assert mapped.outcome == "problem"
+    assert mapped.reason.startswith(reason)
+
+
+def test_a_wall_clock_time_the_clocks_skip_is_a_problem() -> None:
+    berlin = MappingContext("Europe/Berlin", {})
+    skipped = one([START, LOCAL], {"startLocal": "2026-03-29T02:30:00"}, berlin)
+    assert skipped.outcome == "problem"
+    assert "does not exist in Europe/Berlin" in skipped.reason
+    summer = one([START, LOCAL], {"startLocal": "2026-03-29T03:30:00"}, berlin)
+    assert summer.value == {"start_at": "2026-03-29T03:30:00+02:00"}
+
+
+def test_the_context_refuses_a_time_zone_that_is_not_one() -> None:
+    with pytest.raises(ValueError, match="'Asia/Tokio' is not an IANA zone name"):
+        MappingContext("Asia/Tokio", {})
+
+
+# -- lookup -----------------------------------------------------------------------------------
+
+
+COMPETITORS: dict[str, dict[str, str]] = {
+    "competitor": {"SC-P-00001": "11111111-1111-1111-1111-111111111111"}
+}
+SIDES: Step = {
+    "op": "each",
+    "path": "competitors",
+    "to": "sides",
+    "steps": [
+        {"op": "read", "path": "order", "to": "order"},
+        {
+            "op": "lookup",
+            "path": "externalId",
+            "kind": "competitor",
+            "to": "competitor_id",
+            "describe": ["name", "noc"],
+        },
+    ],
+}
+
+
+def test_lookup_gives_our_id() -> None:
+    row = {"competitors": [{"externalId": "SC-P-00001", "order": 1}]}
+    mapped = one([SIDES], row, MappingContext("Asia/Tokyo", COMPETITORS))
+    assert mapped.outcome == "ok"
+    assert mapped.value == {
+        "sides": [{"order": 1, "competitor_id": "11111111-1111-1111-1111-111111111111"}]
+    }
+
+
+def test_an_unknown_competitor_holds_the_row_with_a_question() -> None:
+    row = {
+        "competitors": [
+            {"externalId": "SC-P-00001", "order": 1},
+            {"externalId": "SC-P-00123", "name": "KIM Minjun", "noc": "KOR", "order": 2},
+            {"externalId": "SC-P-00999", "order": 3},
+        ]
+    }
+    mapped = one([SIDES], row, MappingContext("Asia/Tokyo", COMPETITORS))
+    assert mapped.outcome == "held"
+    assert mapped.key == "SC-000123"
+    assert mapped.reason == (
+        "Scout names competitor SC-P-00123 (KIM Minjun, KOR) in unit SC-000123; we have no "
+        "such competitor. Add it, or map SC-P-00123 to one we have. "
+        "Scout names competitor SC-P-00999 in unit SC-000123; we have no such competitor. "
+        "Add it, or map SC-P-00999 to one we have."
+    )
+    # What could be mapped is there; the unknown ids are left out, never guessed.
+    assert [side.get("competitor_id") for side in mapped.value["sides"]] == [
+        "11111111-1111-1111-1111-111111111111",
+        None,
+        None,
+    ]
+
+
+def test_an_unknown_unit_is_held_or_left_out_as_the_step_says() -> None:
+    hold = {"op": "lookup", "path": "externalId", "kind": "unit", "to": "unit_id"}
+    held = one([hold], {})
+    assert held.outcome == "held"
+    assert held.reason == (
+        "Scout sends unit SC-000123; we have no such unit. Add it, or map SC-000123 to one we have."
+    )
+    leave_out = {**hold, "unknown": "leave_out"}
+    assert one([leave_out], {}).outcome == "ok"
+    assert one([leave_out], {}).value == {}
+    known = MappingContext("Asia/Tokyo", {"unit": {"SC-000123": "u-1"}})
+    assert one([leave_out], {}, known).value == {"unit_id": "u-1"}
+
+
+def test_a_row_with_no_id_to_look_up_is_a_problem() -> None:
+    mapped = one([SIDES], {"competitors": [{"order": 1, "name": "BYE"}]})
+    assert mapped.outcome == "problem"
+    assert mapped.reason == (
+        "competitors.0 has no externalId to find the competitor by; ask Scout to send it"
+    )
+
+
+# -- skip_if ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("step", "row", "reason"),
+    [
+        (
+            {"op": "skip_if", "path": "disciplineCode", "equals": "CRI"},
+            {"disciplineCode": "CRI"},
+            "disciplineCode is 'CRI', which this mapping skips",
+        ),
+        (
+            {"op": "skip_if", "path": "status", "in": ["CANCELLED", "POSTPONED"]},
+            {"status": "POSTPONED"},
+            "status is 'POSTPONED', one of those this mapping skips",
+        ),
+        (
+            {"op": "skip_if", "path": "rsc", "missing": True},
+            {"rsc": None},
+            "the row has no rsc, and this mapping skips such rows",
+        ),
+        (
+            {
+                "op": "skip_if",
+                "path": "phase",
+                "equals": "Exhibition",
+                "reason": "not a medal event",
+            },
+            {"phase": "Exhibition"},
+            "not a medal event",
+        ),
+    ],
+)
+def test_skip_if_skips_the_row_with_the_reason(
+    step: Mapping[str, Any], row: Mapping[str, Any], reason: str
+) -> None:
+    mapped = one([step, {"op": "set", "to": "after", "value": 1}], row)
+    assert (mapped.outcome, mapped.reason, mapped.key) == ("skipped", reason, "SC-000123")
+    assert "after" not in mapped.value
+
+
+def test_skip_if_lets_other_rows_through_and_can_test_an_output_field() -> None:
+    steps: list[Step] = [
+        STATUS,
+        {"op": "map", "field": "status", "table": {"ENDED": "OFFICIAL"}, "unknown": "keep"},
+        {"op": "skip_if", "field": "status", "equals": "OFFICIAL"},
+    ]
+    assert one(steps, {"status": "ENDED"}).outcome == "skipped"
+    assert one(steps, {"status": "RUNNING"}).outcome == "ok"
+    assert one(steps, {}).outcome == "ok"
+
+
+def test_skip_if_can_skip_a_keyless_row_rather_than_call_it_a_problem() -> None:
+    v = version({"op": "skip_if", "path": "externalId", "missing": True})
+    assert v.map_row(0, {"heading": "Day 3"}, TOKYO).outcome == "skipped"
+
+
+# -- template and integer ---------------------------------------------------------------------
+
+
+def test_template_builds_text_from_output_then_input() -> None:
+    steps: list[Step] = [
+        {"op": "read", "path": "phase", "to": "phase"},
+        {"op": "map", "field": "phase", "table": {"FNL": "Final"}, "unknown": "keep"},
+        {"op": "template", "to": "name", "template": "{event} {phase} {{{competitors.0.noc}}}"},
+    ]
+    row = {"event": "Men's 100m", "phase": "FNL", "competitors": [{"noc": "JPN"}]}
+    assert one(steps, row).value == {"phase": "Final", "name": "Men's 100m Final {JPN}"}
+
+
+def test_a_template_name_that_is_missing_makes_a_problem() -> None:
+    mapped = one([{"op": "template", "to": "name", "template": "{event} {phase}"}], {"event": "X"})
+    assert mapped.outcome == "problem"
+    assert mapped.reason.startswith("the template for name needs {phase}, but the row has no phase")
+
+
+@pytest.mark.parametrize(
+    ("sent", "expected"), [(3, 3), ("3", 3), (" 12 ", 12), (4.0, 4), ("2.0", 2), (None, None)]
+)
+def test_integer_makes_whole_numbers(sent: Any, expected: int | None) -> None:
+    steps: list[Step] = [
+        {"op": "read", "path": "rank", "to": "rank"},
+        {"op": "integer", "field": "rank"},
+    ]
+    assert one(steps, {"rank": sent}).value == {"rank": expected}
+
+
+@pytest.mark.parametrize("sent", ["3.5", "abc", 2.5, True, "", [1], float("nan")])
+def test_a_value_that_is_not_a_whole_number_is_a_problem(sent: Any) -> None:
+    steps: list[Step] = [
+        {"op": "read", "path": "rank", "to": "rank"},
+        {"op": "integer", "field": "rank"},
+    ]
+    mapped = one(steps, {"rank": sent})
+    assert mapped.outcome == "problem"
+    assert mapped.reason.startswith("rank ")
+    assert "is not a whole number; check what Scout shows for it" in mapped.reason
+
+
+# -- each -------------------------------------------------------------------------------------
+
+
+RANKS: Step = {
+    "op": "each",
+    "path": "competitors",
+    "to": "sides",
+    "steps": [
+        {"op": "skip_if", "path": "externalId", "equals": "BYE"},
+        {"op": "read", "path": "order", "to": "order"},
+        {"op": "read", "path": "rank", "to": "rank"},
+        {"op": "integer", "field": "rank"},
+    ],
+}
+
+
+def test_each_maps_every_element_and_skip_if_leaves_out_one() -> None:
+    row = {
+        "competitors": [
+            {"externalId": "A", "order": 1, "rank": "2"},
+            {"externalId": "BYE", "order": 2},
+            {"externalId": "B", "order": 3, "rank": 1},
+        ]
+    }
+    mapped = one([RANKS], row)
+    assert mapped.outcome == "ok"
+    assert mapped.value == {"sides": [{"order": 1, "rank": 2}, {"order": 3, "rank": 1}]}
+    assert one([RANKS], {}).value == {}
+    assert one([RANKS], {"competitors": []}).value == {"sides": []}
+
+
+@pytest.mark.parametrize(
+    ("competitors", "reason"),
+    [
+        ("KOR v JPN", "competitors is a text, not a list; check what Scout sends"),
+        ([{"order": 1}, "JPN"], "competitors.1 is a text, not an object"),
+        (
+            [{"order": 1, "rank": "first"}],
+            "in competitors.0, rank 'first' is not a whole number; check what Scout shows for it",
+        ),
+    ],
+)
+def test_a_bad_element_makes_a_problem_that_says_where(competitors: Any, reason: str) -> None:
+    mapped = one([RANKS], {"competitors": competitors})
+    assert (mapped.outcome, mapped.reason) == ("problem", reason)
+
+
+def test_each_nests() -> None:
+    step = {
+        "op": "each",
+        "path": "teams",
+        "to": "teams",
+        "steps": [
+            {
+                "op": "each",
+                "path": "players",
+                "to": "players",
+                "steps": [
+                    {"op": "read", "path": "bib", "to": "bib"},
+                    {"op": "integer", "field": "bib"},
+                ],
+            }
+        ],
+    }
+    row = {"teams": [{"players": [{"bib": "7"}]}, {"players": [{"bib": "x"}]}]}
+    mapped = one([step], row)
+    assert mapped.outcome == "problem"
+    assert mapped.reason.startswith("in teams.1.players.0, bib 'x' is not a whole number")
+    assert one([step], {"teams": [{"players": [{"bib": "7"}]}]}).value == {
+        "teams": [{"players": [{"bib": 7}]}]
+    }
+
+
+# -- key, hash and never raising --------------------------------------------------------------
+
+
+def test_the_key_comes_from_the_input_row() -> None:
+    v = version({"op": "set", "to": "x", "value": 1}, key_fields=["disciplineCode", "rsc"])
+    assert v.map_row(0, {"disciplineCode": "ATH", "rsc": "M100M"}, TOKYO).key == "ATH:M100M"
+    assert version({"op": "set", "to": "x", "value": 1}).key_of({"externalId": 42}) == "42"
+
+
+@pytest.mark.parametrize("row", [{}, {"externalId": None}, {"externalId": ""}])
+def test_a_row_with_no_key_is_a_problem(row: Mapping[str, Any]) -> None:
+    mapped = version({"op": "set", "to": "x", "value": 1}).map_row(3, row, TOKYO)
+    assert (mapped.key, mapped.outcome) == (None, "problem")
+    assert mapped.reason.startswith(
+        "the row has no externalId: it cannot be followed from run to run"
+    )
+
+
+def test_the_hash_is_sha256_of_the_sorted_mapped_value() -> None:
+    mapped = one([{"op": "read", "path": "venue", "to": "venue"}], {"venue": "Toyota Stadium"})
+    expected = hashlib.sha256(json.dumps({"venue": "Toyota Stadium"}).encode()).digest()
+    assert mapped.hash == expected
+
+
+def test_same_value_same_hash_and_input_order_does_not_matter(
+    unit_rows: list[dict[str, Any]], context: MappingContext
+) -> None:
+    units = load_default("scout_units")
+    row = unit_rows[0]
+    reordered = {name: row[name] for name in reversed(list(row))}
+    reordered["competitors"] = [
+        {name: c[name] for name in sorted(c, reverse=True)} for c in row["competitors"]
+    ]
+    first = units.map_row(0, row, context)
+    again = units.map_row(7, copy.deepcopy(row), context)
+    other_order = units.map_row(0, reordered, context)
+    assert first.hash == again.hash == other_order.hash
+    assert first.value == other_order.value
+
+
+def test_a_change_in_any_mapped_field_changes_the_hash(
+    unit_rows: list[dict[str, Any]], context: MappingContext
+) -> None:
+    units = load_default("scout_units")
+    row = next(r for r in unit_rows if r["status"] == "OFFICIAL" and r["competitors"][0]["medal"])
+    base = units.map_row(0, row, context)
+    changes: dict[str, Any] = {
+        "rsc": "ATHM100M--------------FNL-000200--",
+        "disciplineCode": "XXX",
+        "unitName": row["unitName"] + " (replayed)",
+        "phase": row["phase"] + " (replayed)",
+        "startLocal": "2026-09-30T10:00:00",
+        "venue": row["venue"] + " Annex",
+        "status": "UNOFFICIAL",
+    }
+    hashes = {"unchanged": base.hash}
+    for name, value in changes.items():
+        changed = units.map_row(0, {**row, name: value}, context)
+        assert changed.outcome == "ok", name
+        hashes[name] = changed.hash
+    first = row["competitors"][0]
+    side_changes: dict[str, Any] = {
+        "externalId": row["competitors"][1]["externalId"],
+        "order": 9,
+        "result": "1:59.99",
+        "rank": first["rank"] + 10,
+        "medal": "BRONZE" if first["medal"] != "BRONZE" else "GOLD",
+    }
+    for name, value in side_changes.items():
+        competitors = copy.deepcopy(row["competitors"])
+        competitors[0][name] = value
+        changed = units.map_row(0, {**row, "competitors": competitors}, context)
+        assert changed.outcome == "ok", name
+        hashes[f"competitors.0.{name}"] = changed.hash
+    assert len(set(hashes.values())) == len(hashes) == 1 + len(changes) + len(side_changes)
+
+
+@pytest.mark.parametrize(
+    "row", [None, "SC-000123", 12, ["externalId", "SC-1"], {"externalId": {"nested": True}}]
+)
+def test_a_row_that_is_not_a_row_is_a_problem(row: Any) -> None:
+    mapped = load_default("scout_units").map_row(4, row, TOKYO)
+    assert mapped.outcome == "problem"
+    assert mapped.reason
+
+
+def test_a_key_that_is_not_an_id_is_a_problem() -> None:
+    mapped = version(READ).map_row(0, {"externalId": {"id": 1}}, TOKYO)
+    assert (mapped.key, mapped.outcome) == (None, "problem")
+    assert mapped.reason.startswith("the row's externalId is an object, not an id")
+
+
+class _Flaky(dict[str, Any]):
+    """A row that fails when read, as no JSON row can: the fault must not escape."""
+
+    def __getitem__(self, name: str) -> Any:
+        if name == "venue":
+            raise RuntimeError("disk on fire")
+        return super().__getitem__(name)
+
+
+def test_a_fault_in_mapping_is_a_problem_not_an_exception() -> None:
+    mapped = version(READ).map_row(0, _Flaky(externalId="SC-1", venue="X"), TOKYO)
+    assert (mapped.key, mapped.outcome) == ("SC-1", "problem")
+    assert mapped.reason == (
+        "mapping stopped on something it did not expect (RuntimeError: disk on fire); "
+        "this is a fault in omnium's mapping: report it with this row"
+    )
+    # Keys of mixed types cannot be sorted for the hash; still no exception.
+    odd = version({"op": "read", "path": "extra", "to": "extra"})
+    assert odd.map_row(1, {"externalId": "SC-2", "extra": {1: "a", "b": 2}}, TOKYO).outcome == (
+        "problem"
+    )
+
+
+def test_mapping_never_raises_on_damaged_rows(
+    unit_rows: list[dict[str, Any]], context: MappingContext
+) -> None:
+    units = load_default("scout_units")
+    junk: list[Any] = [None, "", "x", -1, 1.5, True, [], {}, [None], {"a": 1}, "2026-13-40T99:00"]
+    rng = random.Random(7)
+    outcomes = set()
+    for _ in range(2_000):
+        row = copy.deepcopy(rng.choice(unit_rows))
+        name = rng.choice([*row, "competitors"])
+        if name == "competitors" and row["competitors"] and rng.random() < 0.7:
+            side = rng.choice(row["competitors"])
+            side[rng.choice(list(side))] = rng.choice(junk)
+        else:
+            row[name] = rng.choice(junk)
+        mapped = units.map_row(0, row, context)
+        outcomes.add(mapped.outcome)
+        assert mapped.outcome == "ok" or mapped.reason
+    assert {"ok", "problem", "held"} <= outcomes
+
+
+# -- checking the spec ------------------------------------------------------------------------
+
+
+READ: Step = {"op": "read", "path": "venue", "to": "venue"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (["read"], "a mapping is an object with target and steps, not a list"),
+        ({"target": "unit", "steps": [READ], "stpes": []}, "the mapping has 'stpes'"),
+        ({"target": "units", "steps": [READ]}, "target must be unit or medal_row, not 'units'"),
+        ({"target": "unit", "steps": [READ], "key_fields": "externalId"}, "key_fields must be"),
+        ({"target": "unit", "steps": [READ], "key_fields": []}, "key_fields must be"),
+        ({"target": "unit", "steps": []}, "the mapping needs 'steps'"),
+        ({"target": "unit"}, "the mapping needs 'steps'"),
+        ({"target": "unit", "steps": [READ, "read"]}, "step 2 must be an object"),
+        ({"target": "unit", "steps": [{"path": "a"}]}, "step 1 has no 'op'; say which it is"),
+        ({"target": "unit", "steps": [READ, {"op": "reed"}]}, "step 2 has op 'reed', which we"),
+        (
+            {"target": "unit", "steps": [{"op": "read", "to": "venue"}]},
+            "step 1 (read): it needs 'path': a dot path into the row",
+        ),
+        (
+            {"target": "unit", "steps": [{"op": "read", "path": 5, "to": "venue"}]},
+            "step 1 (read): 'path' must be a text",
+        ),
+        (
+            {"target": "unit", "steps": [{"op": "read", "path": "a..b", "to": "venue"}]},
+            "step 1 (read): 'path' 'a..b' has an empty part",
+        ),
+        (
+            {"target": "unit", "steps": [{**READ, "form": "x"}]},
+            "step 1 (read): it does not take 'form'; read takes path, to, required",
+        ),
+        (
+            {"target": "unit", "steps": [{**READ, "required": "yes"}]},
+            "step 1 (read): 'required' must be true or false",
+        ),
+        (
+            {"target": "unit", "steps": [{"op": "map", "field": "s", "table": []}]},
+            "step 1 (map): 'table' must be an object",
+        ),
+        (
+            {
+                "target": "unit",
+                "steps": [{"op": "map", "field": "s", "table": {"A": "B"}, "unknown": "use"}],
+            },
+            "step 1 (map): with unknown 'use' it needs 'value'",
+        ),
+        (
+            {
+                "target": "unit",
+                "steps": [{"op": "map", "field": "s", "table": {"A": "B"}, "unknown": "drop"}],
+            },
+            "step 1 (map): 'unknown' must be 'keep' or 'use' or 'problem', not 'drop'",
+        ),
+        (
+            {
+                "target": "unit",
+                "steps": [{"op": "lookup", "path": "id", "kind": "team", "to": "x"}],
+            },
+            "step 1 (lookup): 'kind' 'team' is not one we look up; use competitor or unit",
+        ),
+        (
+            {
+                "target": "unit",
+                "steps": [
+                    {"op": "lookup", "path": "id", "kind": "unit", "to": "x", "describe": "name"}
+                ],
+            },
+            "step 1 (lookup): 'describe' must be a list of paths",
+        ),
+        (
+            {"target": "unit", "steps": [{"op": "skip_if", "path": "a", "equals": 1, "in": [1]}]},
+            "step 1 (skip_if): give exactly one test",
+        ),
+        (
+            {"target": "unit", "steps": [{"op": "skip_if", "equals": 1}]},
+            "step 1 (skip_if): give exactly one of 'path'",
+        ),
+        (
+            {"target": "unit", "steps": [{"op": "template", "to": "n", "template": "{event"}]},
+            "step 1 (template): 'template' '{event' has braces that do not pair",
+        ),
+        (
+            {"target": "unit", "steps": [{"op": "template", "to": "n", "template": "{a!r}"}]},
+            "step 1 (template): 'template' '{a!r}' has {a!r}; write plain names",
+        ),
+        (
+            {"target": "unit", "steps": [{"op": "default", "field": "n", "value": None}]},
+            "step 1 (default): 'value' is null",
+        ),
+        (
+            {"target": "unit", "steps": [{"op": "set", "to": "n"}]},
+            "step 1 (set): it needs 'value'",
+        ),
+        (
+            {
+                "target": "unit",
+                "steps": [
+                    READ,
+                    {"op": "each", "path": "c", "to": "s", "steps": [READ, {"op": "integer"}]},
+                ],
+            },
+            "step 2 (each), inner step 2 (integer): it needs 'field'",
+        ),
+        (
+            {"target": "unit", "steps": [{"op": "each", "path": "c", "to": "s", "steps": []}]},
+            "step 1 (each) needs 'steps'",
+        ),
+    ],
+)
+def test_a_broken_spec_is_refused_with_the_step_and_what_is_wrong(spec: Any, message: str) -> None:
+    with pytest.raises(MappingSpecError) as refused:
+        MappingVersion.parse(spec)
+    assert message in str(refused.value)
+
+
+def test_every_op_is_documented() -> None:
+    from pathlib import Path
+
+    import omnium_imports.mapping as module
+
+    readme = (Path(module.__file__).parents[1] / "README-mapping.md").read_text()
+    assert module.__doc__ is not None
+    for op in OPS:
+        assert f"| `{op}` |" in readme
+        assert f"\n    {op} " in module.__doc__
+
+
+def test_key_fields_default_to_external_id() -> None:
+    assert version(READ).key_fields == ("externalId",)
+    assert version(READ).target == "unit"
+
+
+def test_an_unknown_default_mapping_is_named_plainly() -> None:
+    with pytest.raises(ValueError, match="there is no default mapping 'scout'; there are"):
+        load_default("scout")
+
+
+# -- the default mappings on the simulator's rows ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def simulator() -> ScoutSimulator:
+    """The seeded Games part played: results, officials with medals, a cancel, live units."""
+    sim = ScoutSimulator()
+    ids = list(sim.games.units)
+    for external_id in ids[:500]:
+        sim.mark_official(external_id)
+    for external_id in ids[500:520]:
+        sim.post_result(external_id, status="UNOFFICIAL")
+    for external_id in ids[520:540]:
+        sim.post_result(external_id, status="RUNNING")
+    sim.cancel(ids[540])
+    return sim
+
+
+@pytest.fixture(scope="module")
+def context(simulator: ScoutSimulator) -> MappingContext:
+    reference = simulator.reference()
+    return MappingContext(
+        reference["event"]["timeZone"],
+        {
+            "competitor": {
+                c["externalId"]: our_id(c["externalId"]) for c in reference["competitors"]
+            }
+        },
+    )
+
+
+@pytest.fixture
+async def unit_rows(simulator: ScoutSimulator) -> list[dict[str, Any]]:
+    run = await simulator.make_run("schedule")
+    return [dict(row) for row in run.rows]
+
+
+async def test_every_simulator_unit_row_maps(
+    simulator: ScoutSimulator, unit_rows: list[dict[str, Any]], context: MappingContext
+) -> None:
+    mapped = load_default("scout_units").map_rows(unit_rows, context)
+    assert len(mapped) == 1_252
+    assert [m.outcome for m in mapped if m.outcome != "ok"] == []
+    assert [m.position for m in mapped] == list(range(1_252))
+    assert len({m.key for m in mapped}) == 1_252
+    assert {m.value["status"] for m in mapped} == {
+        "SCHEDULED",
+        "RUNNING",
+        "UNOFFICIAL",
+        "OFFICIAL",
+        "CANCELLED",
+    }
+    medals = set()
+    for row, m in zip(unit_rows, mapped, strict=True):
+        assert m.key == row["externalId"]
+        assert len(m.value["code"]) == 34
+        assert m.value["start_at"].endswith("+09:00")
+        assert m.value["start_at"].startswith(row["startLocal"])
+        assert m.value["status"] in OUR_STATUSES
+        assert "unit_id" not in m.value  # no unit lookups given: placed by code
+        assert set(m.value) == {
+            "code",
+            "discipline_code",
+            "name",
+            "phase",
+            "start_at",
+            "venue",
+            "status",
+            "sides",
+        }
+        for side, competitor in zip(m.value["sides"], row["competitors"], strict=True):
+            assert side["competitor_id"] == our_id(competitor["externalId"])
+            assert side["order"] == competitor["order"]
+            assert side["rank"] is None or isinstance(side["rank"], int)
+            medals.add(side["medal"])
+    assert medals == {None, "GOLD", "SILVER", "BRONZE"}
+
+
+async def test_the_unit_id_is_looked_up_when_we_have_it(
+    simulator: ScoutSimulator, unit_rows: list[dict[str, Any]], context: MappingContext
+) -> None:
+    units = {u["externalId"]: our_id(u["externalId"]) for u in simulator.reference()["units"]}
+    with_units = MappingContext(context.time_zone, {**context.lookups, "unit": units})
+    mapped = load_default("scout_units").map_row(0, unit_rows[0], with_units)
+    assert mapped.value["unit_id"] == our_id(unit_rows[0]["externalId"])
+
+
+async def test_a_competitor_scout_added_holds_the_unit(context: MappingContext) -> None:
+    sim = ScoutSimulator()
+    external_id = next(iter(sim.games.units))
+    row = sim.swap_competitor(
+        external_id, order=2, competitor_id="SC-P-77777", name="KIM Minjun", noc="KOR"
+    )
+    mapped = load_default("scout_units").map_row(0, row, context)
+    assert mapped.outcome == "held"
+    assert mapped.reason == (
+        f"Scout names competitor SC-P-77777 (KIM Minjun, KOR) in unit {external_id}; we have "
+        "no such competitor. Add it, or map SC-P-77777 to one we have."
+    )
+
+
+async def test_a_status_scout_never_sent_before_is_a_problem(
+    unit_rows: list[dict[str, Any]], context: MappingContext
+) -> None:
+    mapped = load_default("scout_units").map_row(0, {**unit_rows[0], "status": "FINISHED"}, context)
+    assert mapped.outcome == "problem"
+    assert mapped.reason.startswith("status 'FINISHED' is not in the mapping's table")
+
+
+async def test_every_simulator_medal_row_maps(simulator: ScoutSimulator) -> None:
+    run = await simulator.make_run("medals")
+    assert len(run.rows) > 10
+    mapped = load_default("scout_medals").map_rows(list(run.rows), TOKYO)
+    assert [m.outcome for m in mapped] == ["ok"] * len(run.rows)
+    for row, m in zip(run.rows, mapped, strict=True):
+        assert m.key == row["noc"]
+        assert m.value == {
+            "noc": row["noc"],
+            "gold": row["gold"],
+            "silver": row["silver"],
+            "bronze": row["bronze"],
+            "total": row["total"],
+            "rank": row["rank"],
+        }
+        assert all(type(m.value[name]) is int for name in m.value if name != "noc")
+    assert load_default("scout_medals").key_fields == ("noc",)
+    assert load_default("scout_medals").target == "medal_row"
