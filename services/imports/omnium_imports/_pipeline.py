@@ -81,7 +81,12 @@ class Pipeline:
         try:
             scout_run = await self._which_run(integration, job)
         except ScoutError as exc:
-            return RunResult("failed", reason=str(exc))
+            if job.scout_run_id is None:
+                return RunResult("failed", reason=str(exc))
+            # The doorbell named the run: it goes on record as failed, with Scout's answer.
+            unread = ScoutRun(job.scout_run_id, integration.job, None, None, None, None, None, None)
+            run_id = await self._record(integration, job, unread, "failed", str(exc))
+            return RunResult("failed", run_id, str(exc))
         if scout_run is None:
             return RunResult("nothing_new", reason="Scout has no run of this job yet")
         async with self.pool.acquire() as conn:

@@ -24,11 +24,11 @@ class ScoutError(Exception):
 class ScoutRun:
     id: str
     job: str
-    status: str  # "passed" or "failed", as Scout reported it
+    status: str | None  # "passed" or "failed", as Scout reported it; None when unread
     reason: str | None
-    row_count: int
+    row_count: int | None
     finished_at: datetime | None
-    build: str  # "all", "day" or "page"
+    build: str | None  # "all", "day" or "page"
     day: str | None
 
     @classmethod
@@ -90,7 +90,7 @@ class ScoutClient:
     async def items(self, base_url: str, run: ScoutRun) -> list[Any]:
         """Every row of the run, page by page, with no database transaction open."""
         page, limit = self.settings.scout_page_size, self.settings.scout_max_rows
-        if run.row_count > limit:
+        if run.row_count is not None and run.row_count > limit:
             raise ScoutError(
                 f"Scout's run {run.id} has {run.row_count:,} rows; at most {limit:,} are read. "
                 "Nothing from this run was written."
