@@ -7,7 +7,6 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 from omnium.command.v1 import command_pb2
-
 from tests.support.command import command, person
 from tests.support.imports import GamesDay, games_day
 

@@ -11,8 +11,8 @@ import sys
 import time
 
 import asyncpg
-from omnium.command.v1 import command_pb2_grpc
 
+from omnium.command.v1 import command_pb2_grpc
 from omnium_imports import Pipeline, ScoutClient
 from omnium_imports._worker import Worker
 from tests.support.command import TOKEN
