@@ -74,6 +74,7 @@ def _write_env(stack: Stack) -> str:
 
 def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.basicConfig(
         level=logging.INFO, format="omnium-devstack: %(message)s", stream=sys.stderr
     )

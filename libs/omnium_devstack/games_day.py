@@ -8,10 +8,12 @@ import os
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import asyncpg
+import httpx
 
-from omnium_db import apply_migrations
+from omnium_db import apply_migrations, init_connection
 from omnium_devstack.launcher import ServiceSpec, run_services
 from omnium_devstack.stack import Stack
 from omnium_settings import Settings
@@ -19,28 +21,117 @@ from omnium_settings import Settings
 log = logging.getLogger(__name__)
 
 
-def services(settings: Settings) -> list[ServiceSpec]:
-    """Every omnium process `make run` starts. A new service adds its line here."""
+def services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
+    """Every process `make run` starts. A new service adds its line here."""
     host = settings.bind_host
+    doorbell = f"http://{host}:{settings.doorbell_port}"
     return [
         ServiceSpec(
             name="command",
             module="omnium_command",
             listens=[("gRPC", f"grpc://{host}:{settings.command_port}")],
         ),
+        ServiceSpec(
+            name="imports",
+            module="omnium_imports",
+            listens=[("doorbell", doorbell)],
+            nice=settings.imports_nice,
+        ),
+        ServiceSpec(
+            name="scout-sim",
+            module="omnium_scout_sim",
+            listens=[("Scout (simulated)", f"http://{host}:{settings.scout_simulator_port}")],
+            args=(
+                "--replay",
+                "--doorbell-url",
+                doorbell,
+                "--secret-file",
+                str(secret_file),
+                "--integration",
+                f"schedule={DEMO_SCHEDULE}",
+                "--integration",
+                f"medals={DEMO_MEDALS}",
+            ),
+        ),
     ]
 
 
-def _dev_token(data_dir: Path) -> str:
-    """One token per dev stack, kept beside its data, so restarts keep working clients."""
-    path = data_dir / "grpc-token"
+DEMO_SCHEDULE = "scout-schedule"
+DEMO_MEDALS = "scout-medals"
+
+
+async def set_up_demo(database_url: str, settings: Settings, secret: str) -> None:
+    """The demo's two integrations, set up from the simulator's reference once it answers."""
+    from omnium_imports import (
+        IntegrationSpec,
+        add_lookups,
+        load_reference,
+        mapping_file,
+        register_integration,
+    )
+
+    base = f"http://{settings.bind_host}:{settings.scout_simulator_port}"
+    reference: dict[str, Any] | None = None
+    async with httpx.AsyncClient(timeout=5) as http:
+        for _ in range(600):
+            try:
+                reference = (await http.get(f"{base}/control/reference")).json()
+                break
+            except (httpx.HTTPError, ValueError):
+                await asyncio.sleep(0.1)
+    if reference is None:
+        log.warning("the Scout simulator never answered; no demo integrations were set up")
+        return
+    conn = await asyncpg.connect(database_url)
+    await init_connection(conn)
+    try:
+        ours = await load_reference(conn, reference)
+        event = reference["event"]["code"]
+        schedule = await register_integration(
+            conn,
+            IntegrationSpec(
+                code=DEMO_SCHEDULE,
+                event_code=event,
+                name="Scout: schedule and results",
+                target="unit",
+                base_url=base,
+                job="schedule",
+                secret=secret,
+                mapping=mapping_file("scout_units"),
+                creates_units=True,
+                check_seconds=60,
+            ),
+        )
+        await register_integration(
+            conn,
+            IntegrationSpec(
+                code=DEMO_MEDALS,
+                event_code=event,
+                name="Scout: medal table",
+                target="medal_row",
+                base_url=base,
+                job="medals",
+                secret=secret,
+                mapping=mapping_file("scout_medals"),
+                check_seconds=60,
+            ),
+        )
+        await add_lookups(conn, schedule, "competitor", ours)
+    finally:
+        await conn.close()
+    print(f"demo: integrations {DEMO_SCHEDULE} and {DEMO_MEDALS} set up for {event}", flush=True)
+
+
+def _secret(data_dir: Path, name: str) -> str:
+    """A random secret kept beside the dev stack's data, the same across restarts."""
+    path = data_dir / name
     if path.exists():
         return path.read_text().strip()
-    token = secrets.token_urlsafe(24)
+    value = secrets.token_urlsafe(24)
     data_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(token + "\n")
+    path.write_text(value + "\n")
     path.chmod(0o600)
-    return token
+    return value
 
 
 async def _migrate(database_url: str) -> list[int]:
@@ -49,6 +140,25 @@ async def _migrate(database_url: str) -> list[int]:
         return await apply_migrations(conn)
     finally:
         await conn.close()
+
+
+async def _run(
+    settings: Settings, data_dir: Path, env: dict[str, str], database_url: str, secret: str
+) -> int:
+    running = asyncio.ensure_future(
+        run_services(services(settings, data_dir / "scout-secret"), env)
+    )
+    demo = asyncio.ensure_future(set_up_demo(database_url, settings, secret))
+    demo.add_done_callback(_report)
+    try:
+        return await running
+    finally:
+        demo.cancel()
+
+
+def _report(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("demo set-up failed", exc_info=task.exception())
 
 
 def run_games_day(
@@ -76,7 +186,8 @@ def run_games_day(
     try:
         applied = asyncio.run(_migrate(database_url))
         log.info("schema up to date%s", f" (applied {applied})" if applied else "")
-        token = settings.grpc_token or _dev_token(data_dir)
+        token = settings.grpc_token or _secret(data_dir, "grpc-token")
+        scout_secret = _secret(data_dir, "scout-secret")
         env = {
             "OMNIUM_DATABASE_URL": database_url,
             "OMNIUM_REDIS_URL": redis_url,
@@ -85,7 +196,7 @@ def run_games_day(
         }
         print(f"PostgreSQL  {database_url}\nRedis       {redis_url}")
         print(f"gRPC token  {token}   (send 'authorization: Bearer <token>')")
-        return asyncio.run(run_services(services(settings), env))
+        return asyncio.run(_run(settings, data_dir, env, database_url, scout_secret))
     finally:
         if stack is not None:
             stack.stop(only_started=True)

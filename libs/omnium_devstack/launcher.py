@@ -28,6 +28,7 @@ class ServiceSpec:
     listens: Sequence[tuple[str, str]] = ()
     nice: int = 0
     env: Mapping[str, str] = field(default_factory=dict)
+    args: Sequence[str] = ()
 
 
 def host_port(url: str) -> tuple[str, int]:
@@ -81,6 +82,7 @@ async def _start(spec: ServiceSpec, env: Mapping[str, str], width: int) -> _Chil
         sys.executable,
         "-m",
         spec.module,
+        *spec.args,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,

@@ -30,6 +30,7 @@ if __name__ == "__main__":
         print(f"imports: {exc}", file=sys.stderr)
         sys.exit(2)
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per Scout page is noise
     if settings.imports_nice > 0:
         # Scorers come first: a big import never competes with them for the CPU.
         os.nice(settings.imports_nice)
