@@ -136,7 +136,7 @@ async def test_a_killed_worker_s_run_is_finished_by_another(database_url: str) -
     assert ours["status"] == "done", ours["reason"]
     assert 0 < done_before < ours["batch_total"]
     assert taken_after >= LEASE - 1.0  # not taken while the dead worker's lease still held
-    assert job["status"] == "done" and job["attempts"] == 2 and job["worker"].endswith(":7")
+    assert job["status"] == "done" and job["attempts"] == 2 and ":7:" in job["worker"]
     # Each batch once: one command, one log item, one batch_done step per batch.
     assert commands == logged == ours["batch_done"] == ours["batch_total"]
     assert moved == len(units)

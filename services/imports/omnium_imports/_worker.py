@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import socket
 
 import asyncpg
@@ -28,7 +29,8 @@ class Worker:
         self.settings = settings
         self.pool = pool
         self.pipeline = pipeline
-        self.name = f"{socket.gethostname()}:{os.getpid()}:{n}"
+        # Unique even for two apps in one process (tests): the lease is checked by this name.
+        self.name = f"{socket.gethostname()}:{os.getpid()}:{n}:{secrets.token_hex(2)}"
         self.wake = asyncio.Event()
         self.results: list[RunResult] = []  # kept short; the tests and the log read it
 
