@@ -53,26 +53,29 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-def cut(
-    rows: Sequence[MappedRow],
-    target: str,
-    unit_ids: Mapping[str, str],
-    size: int,
-) -> list[list[command_pb2.BatchRow]]:
-    """Batches of at most `size` rows, sorted by our id so every writer locks in one order.
+def ordered(
+    rows: Sequence[MappedRow], target: str, unit_ids: Mapping[str, str]
+) -> list[tuple[MappedRow, str | None]]:
+    """Rows sorted by our id, so every writer locks in one order, each with that id.
 
     Units we do not have yet (a schedule creating them) come last, sorted by code.
     """
     if target == "medal_row":
-        ordered = sorted(rows, key=lambda r: str(r.value.get("noc")))
-        batch_rows = [medal_row(row, str(row.value.get("scope") or "")) for row in ordered]
-    else:
-        placed: list[tuple[str, str, MappedRow]] = []
-        for row in rows:
-            unit_id = row.value.get("unit_id") or unit_ids.get(str(row.value.get("code")))
-            placed.append(
-                ("0" + unit_id if unit_id else "1" + str(row.value.get("code")), unit_id or "", row)
-            )
-        placed.sort(key=lambda item: item[0])
-        batch_rows = [unit_row(row, unit_id or None) for _, unit_id, row in placed]
-    return [batch_rows[start : start + size] for start in range(0, len(batch_rows), size)]
+        return [(row, None) for row in sorted(rows, key=lambda r: str(r.value.get("noc")))]
+    placed: list[tuple[str, MappedRow, str | None]] = []
+    for row in rows:
+        unit_id = row.value.get("unit_id") or unit_ids.get(str(row.value.get("code")))
+        sort_key = "0" + unit_id if unit_id else "1" + str(row.value.get("code"))
+        placed.append((sort_key, row, unit_id or None))
+    placed.sort(key=lambda item: item[0])
+    return [(row, unit_id) for _, row, unit_id in placed]
+
+
+def batch_row(row: MappedRow, target: str, unit_id: str | None) -> command_pb2.BatchRow:
+    if target == "medal_row":
+        return medal_row(row, str(row.value.get("scope") or ""))
+    return unit_row(row, unit_id)
+
+
+def chunks(items: Sequence[Any], size: int) -> list[list[Any]]:
+    return [list(items[start : start + size]) for start in range(0, len(items), size)]

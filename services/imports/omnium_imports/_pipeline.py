@@ -17,6 +17,7 @@ from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium_db import Queries
 from omnium_imports import _batches
+from omnium_imports._keystate import KeyStateCache
 from omnium_imports._queue import Job
 from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
 from omnium_imports.mapping import MappedRow, MappingContext, MappingSpecError, MappingVersion
@@ -27,6 +28,7 @@ QUERIES = Queries.load(Path(__file__).with_name("sql"))
 
 # Runs in these states take no more work: a new attempt finds them and stops.
 FINISHED = frozenset({"done", "scout_failed", "older"})
+_PLACED = frozenset({"accepted", "unchanged", "kept_by_hand"})
 _ROW_OUTCOMES = {
     value: name.removeprefix("ROW_OUTCOME_").lower()
     for name, value in command_pb2.RowOutcome.items()
@@ -73,6 +75,7 @@ class Pipeline:
         self.pool = pool
         self.scout = scout
         self.command = command
+        self.key_states: dict[str, KeyStateCache] = {}
 
     async def run_job(self, job: Job) -> RunResult:
         integration = await self._integration(job.integration_id)
@@ -196,27 +199,46 @@ class Pipeline:
             for row in await conn.fetch(QUERIES["lookups"], integration.id):
                 lookups.setdefault(row["kind"], {})[row["external_id"]] = row["our_id"]
             mapped = version.map_rows(items, MappingContext(integration.time_zone, lookups))
-            ready = [row for row in mapped if row.outcome == "ok"]
+            key_state = await self._key_state(conn, integration)
+            ready: list[MappedRow] = []
+            skipped = 0
+            for row in mapped:
+                if row.outcome != "ok":
+                    continue
+                if key_state.skippable(row.key, row.hash):
+                    skipped += 1
+                else:
+                    ready.append(row)
             codes = [str(row.value.get("code")) for row in ready if row.value.get("code")]
             unit_ids = (
                 dict(await conn.fetch(QUERIES["unit_ids_by_code"], integration.id, codes))
-                if integration.target == "unit"
+                if integration.target == "unit" and codes
                 else {}
             )
         outcomes: Counter[str] = Counter(row.outcome for row in mapped if row.outcome != "ok")
+        if skipped:
+            outcomes["unchanged"] += skipped
+            outcomes["fast_path"] += skipped
         await self._log_mapping(integration, run_id, mapped)
-        batches = _batches.cut(ready, integration.target, unit_ids, self.settings.batch_max_units)
-        async with self.pool.acquire() as conn:
-            await conn.execute(QUERIES["set_batches"], run_id, len(batches))
+        batches = await self._batches(integration, run_id, mapped, ready, unit_ids, key_state)
         failures: list[str] = []
         for batch_no, rows in enumerate(batches):
             answer, problem = await self._send(integration, run_id, batch_no, rows)
             if answer is None:
                 failures.append(f"batch {batch_no}: {problem}")
                 outcomes["not_sent"] += len(rows)
+                for sent in rows:
+                    key_state.forget(sent.key)
                 continue
+            hashes = {sent.key: sent.hash for sent in rows}
             for row in answer.rows:
-                outcomes[_ROW_OUTCOMES.get(row.outcome, "problem")] += 1
+                outcome = _ROW_OUTCOMES.get(row.outcome, "problem")
+                outcomes[outcome] += 1
+                if outcome in _PLACED:
+                    key_state.written(row.key, hashes.get(row.key), row.subject_id, row.applied_seq)
+                else:
+                    key_state.forget(row.key)
+        key_state.loaded_for_run = run_id
         if failures:
             reason = (
                 f"{len(failures)} of {len(batches)} batches could not be saved "
@@ -226,6 +248,60 @@ class Pipeline:
             return RunResult("partly_done", run_id, reason, outcomes)
         await self._finish(run_id, "done", None, outcomes)
         return RunResult("done", run_id, None, outcomes)
+
+    async def _batches(
+        self,
+        integration: Integration,
+        run_id: str,
+        mapped: list[MappedRow],
+        ready: list[MappedRow],
+        unit_ids: dict[str, str],
+        key_state: KeyStateCache,
+    ) -> list[list[command_pb2.BatchRow]]:
+        """The run's batches: as first cut when this run was tried before, else cut now."""
+        target = integration.target
+        async with self.pool.acquire() as conn:
+            plan: list[list[str]] | None = await conn.fetchval(QUERIES["run_plan"], run_id)
+        if plan:
+            # Same batches under the same numbers; rows that became ready since go after them.
+            ok = {row.key: row for row in mapped if row.outcome == "ok" and row.key}
+            planned = {key for keys in plan for key in keys}
+            later = [row for row in ready if row.key not in planned]
+            groups = [
+                _batches.ordered([ok[key] for key in keys if key in ok], target, unit_ids)
+                for keys in plan
+            ]
+            groups += _batches.chunks(
+                _batches.ordered(later, target, unit_ids), self.settings.batch_max_units
+            )
+        else:
+            groups = _batches.chunks(
+                _batches.ordered(ready, target, unit_ids), self.settings.batch_max_units
+            )
+        plan = [[row.key or "" for row, _ in group] for group in groups]
+        async with self.pool.acquire() as conn:
+            await conn.execute(QUERIES["set_batches"], run_id, len(groups), plan)
+        return [
+            [_batches.batch_row(row, target, unit_id) for row, unit_id in group] for group in groups
+        ]
+
+    async def _key_state(self, conn: asyncpg.Connection, integration: Integration) -> KeyStateCache:
+        """This process's key state of the integration, brought up to date.
+
+        Loaded whole when first used or when the last applied run was not ours (another copy
+        of this process ran it); otherwise only the records changed since are read.
+        """
+        cache = self.key_states.get(integration.id)
+        last = await conn.fetchval(QUERIES["last_applied_run"], integration.id)
+        if cache is None or cache.loaded_for_run != last or cache.target != integration.target:
+            cache = KeyStateCache(
+                integration.id, integration.target, self.settings.fastpath_lag_seconds
+            )
+            await cache.load(conn)
+            cache.loaded_for_run = last
+            self.key_states[integration.id] = cache
+        await cache.refresh(conn)
+        return cache
 
     async def _send(
         self,

@@ -57,8 +57,12 @@ SELECT scout_run_id
 -- name: set_batches
 UPDATE integration_run
    SET batch_total = $2,
+       plan = $3::jsonb,
        status = CASE WHEN status = 'received' THEN 'applying' ELSE status END
  WHERE id = $1::uuid;
+
+-- name: run_plan
+SELECT plan FROM integration_run WHERE id = $1::uuid;
 
 -- name: finish_run
 UPDATE integration_run
@@ -75,3 +79,9 @@ INSERT INTO integration_row (run_id, integration_id, position, subject_key, subj
 SELECT $1::uuid, $2::uuid, v.position, v.key, $3, v.hash, v.outcome, v.reason
   FROM unnest($4::int[], $5::text[], $6::bytea[], $7::text[], $8::text[])
        AS v(position, key, hash, outcome, reason);
+
+-- name: last_applied_run
+SELECT id::text FROM integration_run
+ WHERE integration_id = $1::uuid AND status IN ('done', 'partly_done')
+ ORDER BY finished_at DESC NULLS LAST
+ LIMIT 1;

@@ -1,0 +1,108 @@
+"""The fast path: skip a key only when its hash is the same AND nobody touched its record since.
+
+Key state is cached per integration in this process. Each run asks PostgreSQL one question —
+which records changed since the watermark — so its cost grows with what changed, not with how
+many keys the run lists. The watermark trails by `fastpath_lag_seconds`: a command takes its
+changed_seq before it commits, so a change numbered below the newest seen may still be in
+flight; re-reading the last stretch costs little and misses nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+
+from omnium_db import Queries
+
+QUERIES = Queries.load(Path(__file__).with_name("sql"))
+
+
+@dataclass(slots=True)
+class _Key:
+    hash: bytes | None
+    subject_id: str | None
+    applied_seq: int | None
+
+
+@dataclass(slots=True)
+class KeyStateCache:
+    """One integration's key state, as this process last knew it."""
+
+    integration_id: str
+    target: str
+    lag_seconds: float
+    keys: dict[str, _Key] = field(default_factory=dict)
+    subject_keys: dict[str, set[str]] = field(default_factory=dict)
+    # Records whose changed_seq differs from the applied_seq of a key that names them.
+    touched: set[str] = field(default_factory=set)
+    watermark: int = 0
+    # (when, highest changed_seq then): the watermark moves to a value older than the lag.
+    seen: deque[tuple[float, int]] = field(default_factory=deque)
+    loaded_for_run: str | None = None
+
+    async def load(self, conn: asyncpg.Connection) -> None:
+        """Everything from the database: at first use, or when another process ran a run."""
+        await conn.execute(QUERIES["fill_from_row_log"], self.integration_id)
+        self.keys = {}
+        self.subject_keys = {}
+        for row in await conn.fetch(QUERIES["load_key_state"], self.integration_id):
+            self._set(
+                row["subject_key"], _Key(row["last_hash"], row["subject_id"], row["applied_seq"])
+            )
+        self.touched.clear()
+        self.watermark = 0
+        self.seen.clear()
+
+    async def refresh(self, conn: asyncpg.Connection) -> int:
+        """Read the records changed since the watermark; returns how many there were."""
+        query = "changed_medal_rows_since" if self.target == "medal_row" else "changed_units_since"
+        now = time.monotonic()
+        current = await conn.fetchval(QUERIES["current_seq"])
+        rows = await conn.fetch(QUERIES[query], self.integration_id, self.watermark)
+        by_subject = {row["id"]: row["changed_seq"] for row in rows}
+        for subject_id, changed_seq in by_subject.items():
+            names = self.subject_keys.get(subject_id, ())
+            if any(self.keys[name].applied_seq != changed_seq for name in names):
+                self.touched.add(subject_id)
+            else:
+                self.touched.discard(subject_id)
+        self.seen.append((now, current))
+        while len(self.seen) > 1 and self.seen[1][0] <= now - self.lag_seconds:
+            self.seen.popleft()
+        if self.seen[0][0] <= now - self.lag_seconds:
+            self.watermark = max(self.watermark, self.seen[0][1])
+        return len(rows)
+
+    def _set(self, name: str, key: _Key) -> None:
+        old = self.keys.get(name)
+        if old is not None and old.subject_id is not None and old.subject_id != key.subject_id:
+            self.subject_keys.get(old.subject_id, set()).discard(name)
+        self.keys[name] = key
+        if key.subject_id is not None:
+            self.subject_keys.setdefault(key.subject_id, set()).add(name)
+
+    def skippable(self, key: str | None, row_hash: bytes) -> bool:
+        """Same hash as last written AND the record untouched since: both, never one alone."""
+        if key is None:
+            return False
+        state = self.keys.get(key)
+        return (
+            state is not None
+            and state.hash == row_hash
+            and state.applied_seq is not None
+            and state.subject_id is not None
+            and state.subject_id not in self.touched
+        )
+
+    def written(self, key: str, row_hash: bytes | None, subject_id: str, applied_seq: int) -> None:
+        """What a batch answer says now holds, so the next run knows it without asking."""
+        self._set(key, _Key(row_hash, subject_id or None, applied_seq or None))
+        if subject_id:
+            self.touched.discard(subject_id)
+
+    def forget(self, key: str) -> None:
+        self._set(key, _Key(None, None, None))
