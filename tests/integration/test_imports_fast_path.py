@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from omnium.command.v1 import command_pb2
-
 from tests.support.command import command, person
 from tests.support.imports import games_day
 
