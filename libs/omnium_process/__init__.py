@@ -1,0 +1,44 @@
+"""Starting an omnium process: settings, logging, CPU priority, tracing, run until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from omnium_settings import Settings, SettingsError
+from omnium_telemetry import setup_tracing, shutdown_tracing
+
+__all__ = ["run_process"]
+
+
+def run_process(
+    name: str,
+    main: Callable[[Settings], Coroutine[Any, Any, None]],
+    *,
+    nice: Callable[[Settings], int] | None = None,
+    needs_database: bool = True,
+) -> None:
+    """The body of every service's __main__: a bad setting exits 2 with its message."""
+    try:
+        settings = Settings.from_env()
+        if needs_database:
+            settings.require_database_url()
+    except SettingsError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        sys.exit(2)
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(name)s %(message)s")
+    # httpx logs a line per request at INFO: noise in a service that reads Scout page by page.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    step = nice(settings) if nice is not None else 0
+    if step > 0:
+        # Lower priority for background work (imports, delivery): scorers get the CPU first.
+        os.nice(step)
+    setup_tracing(f"omnium-{name}", settings)
+    try:
+        asyncio.run(main(settings))
+    finally:
+        shutdown_tracing()
