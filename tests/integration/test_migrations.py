@@ -29,6 +29,8 @@ EXPECTED_TABLES = {
     "integration_version",
     "integration_job",
     "integration_lookup",
+    "review_item",
+    "alert",
 }
 PINNABLE = {"competitor", "unit", "unit_competitor", "entry", "medal_row"}
 

@@ -7,6 +7,7 @@ import contextlib
 import logging
 
 import asyncpg
+import httpx
 from aiohttp import web
 
 from omnium.command.v1 import command_pb2_grpc
@@ -34,6 +35,7 @@ class ImportsApp:
         self.listener: asyncpg.Connection | None = None
         self.runner: web.AppRunner | None = None
         self.scout: ScoutClient | None = None
+        self.http: httpx.AsyncClient | None = None
         self.channel = open_channel(settings.command_address, settings)
         self.doorbell_port = 0
 
@@ -47,8 +49,13 @@ class ImportsApp:
         settings = self.settings
         self.pool = await create_pool(settings, Road.IMPORTS, application_name="imports")
         self.scout = ScoutClient(settings)
+        self.http = httpx.AsyncClient()
         pipeline = Pipeline(
-            settings, self.pool, self.scout, command_pb2_grpc.CommandServiceStub(self.channel)
+            settings,
+            self.pool,
+            self.scout,
+            command_pb2_grpc.CommandServiceStub(self.channel),
+            self.http,
         )
         count = settings.imports_workers if workers is None else workers
         self.workers = [Worker(settings, self.pool, pipeline, n) for n in range(count)]
@@ -97,6 +104,8 @@ class ImportsApp:
             await self.listener.close()
         if self.scout is not None:
             await self.scout.close()
+        if self.http is not None:
+            await self.http.aclose()
         await self.channel.close()
         if self.pool is not None:
             await self.pool.close()

@@ -72,7 +72,7 @@ async def ring(request: web.Request) -> web.Response:
             return _answer(False, reason=f"the integration is {integration['state']}")
         if await conn.fetchval(QUERIES["run_known"], integration["id"], scout_run_id):
             return _answer(False, reason=f"run {scout_run_id} is already known")
-        job_id = await _queue.enqueue_pull(conn, integration["id"], scout_run_id, "doorbell")
+        job_id = await _queue.enqueue_pull(conn, integration["id"], scout_run_id)
     if job_id is None:
         return _answer(False, reason=f"run {scout_run_id} is already queued")
     log.info("doorbell %s: run %s queued as job %s", code, scout_run_id, job_id)

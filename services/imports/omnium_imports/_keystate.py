@@ -43,6 +43,8 @@ class KeyStateCache:
     # (when, highest changed_seq then): the watermark moves to a value older than the lag.
     seen: deque[tuple[float, int]] = field(default_factory=deque)
     loaded_for_run: str | None = None
+    # Keys' missing_runs where above zero (keys no longer listed by full runs).
+    missing: dict[str, int] = field(default_factory=dict)
 
     async def load(self, conn: asyncpg.Connection) -> None:
         """Everything from the database: at first use, or when another process ran a run."""

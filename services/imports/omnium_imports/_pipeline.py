@@ -12,13 +12,17 @@ from typing import Any
 
 import asyncpg
 import grpc
+import httpx
+from google.protobuf import struct_pb2
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium_db import Queries
 from omnium_imports import _batches
+from omnium_imports import _guards as guards
 from omnium_imports._keystate import KeyStateCache
 from omnium_imports._queue import Job
+from omnium_imports._review import Alerts, open_review
 from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
 from omnium_imports.mapping import MappedRow, MappingContext, MappingSpecError, MappingVersion
 from omnium_settings import Settings
@@ -59,6 +63,7 @@ class Integration:
     event_code: str
     time_zone: str
     spec: Any
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 class Pipeline:
@@ -70,15 +75,72 @@ class Pipeline:
         pool: asyncpg.Pool,
         scout: ScoutClient,
         command: command_pb2_grpc.CommandServiceStub,
+        http: httpx.AsyncClient | None = None,
     ) -> None:
         self.settings = settings
         self.pool = pool
         self.scout = scout
         self.command = command
         self.key_states: dict[str, KeyStateCache] = {}
+        self.alerts = Alerts(settings, http)
 
     async def run_job(self, job: Job) -> RunResult:
         integration = await self._integration(job.integration_id)
+        result = await self._run_job(integration, job)
+        await self._tell(integration, result)
+        return result
+
+    async def _tell(self, integration: Integration, result: RunResult) -> None:
+        """Raise an alert for each cause a person must know of; clear those that are gone."""
+        alerts = self.alerts
+        async with self.pool.acquire() as conn:
+            if result.status == "done":
+                await alerts.clear(
+                    conn,
+                    integration.id,
+                    "run_failed",
+                    "batch_failed",
+                    "guard",
+                    "scout_failed",
+                    "quiet",
+                )
+            elif result.status == "failed":
+                await alerts.raise_(
+                    conn,
+                    integration.id,
+                    "run_failed",
+                    f"Run failed: {result.reason}",
+                    result.run_id,
+                )
+            elif result.status == "partly_done":
+                await alerts.raise_(
+                    conn,
+                    integration.id,
+                    "batch_failed",
+                    f"Run partly done: {result.reason}",
+                    result.run_id,
+                )
+            elif result.status == "paused_by_guard":
+                await alerts.raise_(
+                    conn,
+                    integration.id,
+                    "guard",
+                    f"Run paused by a check: {result.reason}",
+                    result.run_id,
+                )
+            elif result.status == "scout_failed":
+                needed = self.settings.alert_scout_failed_in_row
+                recent = await conn.fetch(QUERIES["recent_scout_statuses"], integration.id, needed)
+                if len(recent) == needed and all(r["scout_status"] == "failed" for r in recent):
+                    await alerts.raise_(
+                        conn,
+                        integration.id,
+                        "scout_failed",
+                        f"Scout's last {needed} runs failed their own checks: {result.reason}",
+                        result.run_id,
+                    )
+
+    async def _run_job(self, integration: Integration, job: Job) -> RunResult:
         if integration.state != "on" and job.via != "operator":
             return RunResult("skipped", reason=f"the integration is {integration.state}")
         try:
@@ -120,7 +182,7 @@ class Pipeline:
             reason = f"run {scout_run.id} is older than run {older}, which was applied already"
             await self._finish(run_id, "older", reason, Counter())
             return RunResult("older", run_id, reason)
-        return await self._apply(integration, version, run_id, items)
+        return await self._apply(integration, version, run_id, items, scout_run, job)
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -141,6 +203,7 @@ class Pipeline:
             event_code=row["event_code"],
             time_zone=row["time_zone"],
             spec=row["spec"],
+            settings=dict(row["settings"] or {}),
         )
 
     async def _which_run(self, integration: Integration, job: Job) -> ScoutRun | None:
@@ -193,6 +256,8 @@ class Pipeline:
         version: MappingVersion,
         run_id: str,
         items: list[Any],
+        scout_run: ScoutRun,
+        job: Job,
     ) -> RunResult:
         async with self.pool.acquire() as conn:
             lookups: dict[str, dict[str, str]] = {}
@@ -215,6 +280,20 @@ class Pipeline:
                 if integration.target == "unit" and codes
                 else {}
             )
+        if not job.past_guards:
+            stop = await self._guards(integration, scout_run, mapped, ready, unit_ids)
+            if stop is not None:
+                await self._finish(run_id, "paused_by_guard", stop, Counter())
+                async with self.pool.acquire() as conn:
+                    await open_review(
+                        conn,
+                        integration.id,
+                        "guard",
+                        scout_run.id,
+                        f"Run {scout_run.id} was paused: {stop} Start it to write it anyway.",
+                        run_id,
+                    )
+                return RunResult("paused_by_guard", run_id, stop)
         outcomes: Counter[str] = Counter(row.outcome for row in mapped if row.outcome != "ok")
         if skipped:
             outcomes["unchanged"] += skipped
@@ -222,23 +301,46 @@ class Pipeline:
         await self._log_mapping(integration, run_id, mapped)
         batches = await self._batches(integration, run_id, mapped, ready, unit_ids, key_state)
         failures: list[str] = []
-        for batch_no, rows in enumerate(batches):
-            answer, problem = await self._send(integration, run_id, batch_no, rows)
+        # A run's batches name disjoint units, so a few can be in flight at once: the command
+        # service and PostgreSQL work on one while this process prepares the next.
+        in_flight = asyncio.Semaphore(self.settings.import_batches_in_flight)
+
+        async def send(
+            batch_no: int, rows: list[command_pb2.BatchRow]
+        ) -> tuple[int, list[command_pb2.BatchRow], command_pb2.BatchAnswer | None, str]:
+            async with in_flight:
+                answer, problem = await self._send(integration, run_id, batch_no, rows)
+            return batch_no, rows, answer, problem
+
+        sent = await asyncio.gather(*(send(n, rows) for n, rows in enumerate(batches)))
+        for batch_no, rows, answer, problem in sent:
             if answer is None:
                 failures.append(f"batch {batch_no}: {problem}")
                 outcomes["not_sent"] += len(rows)
-                for sent in rows:
-                    key_state.forget(sent.key)
+                for row in rows:
+                    key_state.forget(row.key)
                 continue
-            hashes = {sent.key: sent.hash for sent in rows}
-            for row in answer.rows:
-                outcome = _ROW_OUTCOMES.get(row.outcome, "problem")
+            hashes = {row.key: row.hash for row in rows}
+            for row_answer in answer.rows:
+                outcome = _ROW_OUTCOMES.get(row_answer.outcome, "problem")
                 outcomes[outcome] += 1
                 if outcome in _PLACED:
-                    key_state.written(row.key, hashes.get(row.key), row.subject_id, row.applied_seq)
+                    key_state.written(
+                        row_answer.key,
+                        hashes.get(row_answer.key),
+                        row_answer.subject_id,
+                        row_answer.applied_seq,
+                    )
                 else:
-                    key_state.forget(row.key)
+                    key_state.forget(row_answer.key)
         key_state.loaded_for_run = run_id
+        if not failures and scout_run.build == "all":
+            await self._mark_missing(integration, run_id, mapped, key_state)
+        if job.past_guards:
+            async with self.pool.acquire() as conn:
+                await conn.execute(
+                    QUERIES["close_reviews"], integration.id, "guard", [scout_run.id], "start"
+                )
         if failures:
             reason = (
                 f"{len(failures)} of {len(batches)} batches could not be saved "
@@ -248,6 +350,126 @@ class Pipeline:
             return RunResult("partly_done", run_id, reason, outcomes)
         await self._finish(run_id, "done", None, outcomes)
         return RunResult("done", run_id, None, outcomes)
+
+    async def _guards(
+        self,
+        integration: Integration,
+        scout_run: ScoutRun,
+        mapped: list[MappedRow],
+        ready: list[MappedRow],
+        unit_ids: dict[str, str],
+    ) -> str | None:
+        """The first guard that stops this run, in plain words; None when all pass."""
+        limits = guards.Limits.of(self.settings, integration.settings)
+        async with self.pool.acquire() as conn:
+            history = [
+                r["row_count"]
+                for r in await conn.fetch(
+                    QUERIES["usual_row_counts"], integration.id, scout_run.build, limits.usual_runs
+                )
+            ]
+            ids = [
+                i
+                for i in (
+                    r.value.get("unit_id") or unit_ids.get(str(r.value.get("code"))) for r in ready
+                )
+                if i
+            ]
+            current = (
+                {row["id"]: dict(row) for row in await conn.fetch(QUERIES["current_units"], ids)}
+                if integration.target == "unit" and ids
+                else {}
+            )
+        unplaceable = (
+            0
+            if integration.creates_units or integration.target != "unit"
+            else sum(
+                1
+                for r in mapped
+                if r.outcome == "ok"
+                and not (r.value.get("unit_id") or unit_ids.get(str(r.value.get("code"))))
+            )
+        )
+        checks = (
+            guards.too_few(len(mapped), guards.usual_rows(history, limits), limits)
+            if scout_run.build != "page"
+            else None,
+            guards.unusable(mapped, limits),
+            guards.not_placed_or_held(mapped, unplaceable, limits),
+            guards.cleared_and_reopened(ready, current, unit_ids, limits),
+        )
+        return next((reason for reason in checks if reason is not None), None)
+
+    async def _mark_missing(
+        self,
+        integration: Integration,
+        run_id: str,
+        mapped: list[MappedRow],
+        key_state: KeyStateCache,
+    ) -> None:
+        """After a full run: count keys it no longer lists; two runs in a row asks a person."""
+        listed = {row.key for row in mapped if row.key}
+        missing = [
+            key
+            for key, state in key_state.keys.items()
+            if key not in listed and state.subject_id is not None
+        ]
+        back = [key for key in listed if key_state.missing.get(key)]
+        if not missing and not back:
+            return
+        needed = int(
+            integration.settings.get("missing_runs_to_review", self.settings.missing_runs_to_review)
+        )
+        auto_cancel = bool(
+            integration.settings.get("auto_cancel_missing", self.settings.auto_cancel_missing)
+        )
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(QUERIES["mark_missing"], integration.id, missing, back)
+            for row in rows:
+                key_state.missing[row["subject_key"]] = row["missing_runs"]
+                if row["missing_runs"] < needed:
+                    continue
+                question = (
+                    f"Scout's last {row['missing_runs']} full runs no longer list "
+                    f"{row['subject_key']}. Cancel it, or dismiss this if it is still on."
+                )
+                await open_review(
+                    conn,
+                    integration.id,
+                    "missing",
+                    row["subject_key"],
+                    question,
+                    run_id,
+                    row["subject_id"],
+                )
+                if auto_cancel and row["subject_id"]:
+                    await self._cancel(integration, row["subject_key"], row["subject_id"])
+
+    async def _cancel(self, integration: Integration, key: str, unit_id: str) -> None:
+        """auto_cancel_missing: the same command a person would send, never a direct write."""
+        payload = struct_pb2.Struct()
+        payload.update({"status": "CANCELLED"})
+        answer = await self.command.Submit(
+            command_pb2.Command(
+                command_id=f"{integration.code}:missing:{key}",
+                code="results.set_status",
+                subject=command_pb2.Subject(kind="unit", id=unit_id),
+                payload=payload,
+                actor=actor_pb2.Actor(
+                    kind=actor_pb2.Actor.KIND_INTEGRATION,
+                    name=f"integration:{integration.code}",
+                    source_code=integration.code,
+                    screen="imports:missing",
+                ),
+            ),
+            timeout=self.settings.grpc_deadline_seconds,
+        )
+        log.info(
+            "missing %s: cancel answered %s %s",
+            key,
+            command_pb2.Outcome.Name(answer.outcome),
+            answer.reason,
+        )
 
     async def _batches(
         self,

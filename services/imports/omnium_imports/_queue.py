@@ -22,15 +22,22 @@ class Job:
     via: str
     attempts: int
     run_id: str | None  # our run, when an earlier attempt recorded it
+    past_guards: bool = False  # an operator's Start after a guard paused the run
 
 
 async def enqueue_pull(
-    conn: asyncpg.Connection, integration_id: str, scout_run_id: str, via: str
+    conn: asyncpg.Connection, integration_id: str, scout_run_id: str
 ) -> int | None:
-    """The new job's id, or None when this Scout run was queued before."""
-    job_id: int | None = await conn.fetchval(
-        QUERIES["enqueue_pull"], integration_id, scout_run_id, via
-    )
+    """A doorbell's job; None when a doorbell queued this Scout run before."""
+    job_id: int | None = await conn.fetchval(QUERIES["enqueue_pull"], integration_id, scout_run_id)
+    if job_id is not None:
+        await conn.execute("SELECT pg_notify($1, $2)", JOB_CHANNEL, str(job_id))
+    return job_id
+
+
+async def enqueue_start(conn: asyncpg.Connection, run_id: str) -> int | None:
+    """An operator's Start of a run a guard paused: the same run, past its guards."""
+    job_id: int | None = await conn.fetchval(QUERIES["enqueue_start"], run_id)
     if job_id is not None:
         await conn.execute("SELECT pg_notify($1, $2)", JOB_CHANNEL, str(job_id))
     return job_id

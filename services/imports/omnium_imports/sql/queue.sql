@@ -3,8 +3,16 @@
 -- name: enqueue_pull
 -- A doorbell rung twice for one Scout run queues one job (unique index); the second gets null.
 INSERT INTO integration_job (integration_id, kind, scout_run_id, via)
-VALUES ($1::uuid, 'pull', $2, $3)
-ON CONFLICT (integration_id, scout_run_id) WHERE kind = 'pull' DO NOTHING
+VALUES ($1::uuid, 'pull', $2, 'doorbell')
+ON CONFLICT (integration_id, scout_run_id) WHERE kind = 'pull' AND via = 'doorbell' DO NOTHING
+RETURNING id;
+
+-- name: enqueue_start
+-- An operator's Start: the same Scout run again, past the guard that paused it.
+INSERT INTO integration_job (integration_id, kind, scout_run_id, via, past_guards)
+SELECT r.integration_id, 'pull', r.scout_run_id, 'operator', true
+  FROM integration_run r
+ WHERE r.id = $1::uuid
 RETURNING id;
 
 -- name: enqueue_check
@@ -38,7 +46,7 @@ UPDATE integration_job j
   FROM candidate c
  WHERE j.id = c.id
 RETURNING j.id, j.integration_id::text AS integration_id, j.kind, j.scout_run_id, j.via,
-          j.attempts, j.run_id::text AS run_id;
+          j.attempts, j.run_id::text AS run_id, j.past_guards;
 
 -- name: renew
 -- Zero rows: the lease ran out and another worker took the job; this worker must stop.

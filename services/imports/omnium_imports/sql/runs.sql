@@ -3,7 +3,7 @@
 -- name: integration
 SELECT i.id::text AS id, i.code, i.state, i.target, i.scout_base_url, i.scout_job,
        i.creates_units, i.current_version, e.code AS event_code, e.time_zone,
-       v.spec
+       v.spec, i.settings
   FROM integration i
   JOIN event e ON e.id = i.event_id
   LEFT JOIN integration_version v

@@ -1,0 +1,128 @@
+"""The guards: checks on a whole run before any of it is written. Pure code, no I/O."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from omnium_imports.mapping import MappedRow
+from omnium_settings import Settings
+
+FINISHED_STATUSES = frozenset({"OFFICIAL", "UNOFFICIAL"})
+# Fields whose value going from something to nothing counts as "cleared" (I12).
+_CLEARABLE_UNIT = ("start_at", "venue")
+_CLEARABLE_SIDE = ("result", "rank", "medal")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """An integration's guard limits: its own settings over the process defaults."""
+
+    min_share: float
+    usual_runs: int
+    max_not_placed: float
+    max_refused: float
+    max_cleared: int
+    max_reopened: int
+
+    @classmethod
+    def of(cls, settings: Settings, overrides: Mapping[str, Any]) -> Limits:
+        def pick(name: str) -> Any:
+            return overrides.get(name, getattr(settings, f"guard_{name}"))
+
+        return cls(
+            min_share=float(pick("min_share")),
+            usual_runs=int(pick("usual_runs")),
+            max_not_placed=float(pick("max_not_placed")),
+            max_refused=float(pick("max_refused")),
+            max_cleared=int(pick("max_cleared")),
+            max_reopened=int(pick("max_reopened")),
+        )
+
+
+def usual_rows(history: Sequence[int], limits: Limits) -> float | None:
+    """The median row count of the last written runs; None before there is any."""
+    recent = list(history)[: limits.usual_runs]
+    return statistics.median(recent) if recent else None
+
+
+def too_few(rows: int, usual: float | None, limits: Limits) -> str | None:
+    if usual is None or rows >= limits.min_share * usual:
+        return None
+    return (
+        f"Scout sent {rows:,} rows; it usually sends about {round(usual):,}. "
+        "Nothing from this run was written."
+    )
+
+
+def not_placed_or_held(mapped: Sequence[MappedRow], unplaceable: int, limits: Limits) -> str | None:
+    held = sum(1 for row in mapped if row.outcome == "held")
+    considered = sum(1 for row in mapped if row.outcome in ("ok", "held"))
+    if not considered or (unplaceable + held) / considered <= limits.max_not_placed:
+        return None
+    return (
+        f"{unplaceable + held:,} of {considered:,} rows name units or competitors we do not "
+        f"have (more than {limits.max_not_placed:.0%}). Nothing from this run was written."
+    )
+
+
+def unusable(mapped: Sequence[MappedRow], limits: Limits) -> str | None:
+    """Rows that could not be mapped at all: a share over the refused limit pauses the run."""
+    problems = sum(1 for row in mapped if row.outcome == "problem")
+    if not mapped or problems / len(mapped) <= limits.max_refused:
+        return None
+    return (
+        f"{problems:,} of {len(mapped):,} rows could not be read (more than "
+        f"{limits.max_refused:.0%}); the first: {_first_reason(mapped)}. "
+        "Nothing from this run was written."
+    )
+
+
+def cleared_and_reopened(
+    rows: Sequence[MappedRow],
+    current: Mapping[str, Mapping[str, Any]],
+    unit_ids: Mapping[str, str],
+    limits: Limits,
+) -> str | None:
+    """I12: a run that would clear many records or reopen finished units is held for a person.
+
+    `current` is our data for the run's units by id: status, the clearable fields and sides.
+    """
+    cleared = 0
+    reopened: list[str] = []
+    for row in rows:
+        value = row.value
+        unit_id = value.get("unit_id") or unit_ids.get(str(value.get("code")))
+        ours = current.get(unit_id or "")
+        if ours is None:
+            continue
+        status = value.get("status")
+        if ours["status"] in FINISHED_STATUSES and status and status not in FINISHED_STATUSES:
+            reopened.append(str(value.get("code") or unit_id))
+        cleared += sum(
+            1 for f in _CLEARABLE_UNIT if f in value and value[f] is None and ours.get(f)
+        )
+        sides = {side["order"]: side for side in ours.get("sides") or ()}
+        for side in value.get("sides") or ():
+            mine = sides.get(side.get("order"), {})
+            cleared += sum(
+                1 for f in _CLEARABLE_SIDE if f in side and side[f] is None and mine.get(f)
+            )
+    if len(reopened) > limits.max_reopened:
+        return (
+            f"This run would reopen {len(reopened)} finished units (at most "
+            f"{limits.max_reopened} may), e.g. {', '.join(reopened[:3])}. "
+            "Nothing from this run was written."
+        )
+    if cleared > limits.max_cleared:
+        return (
+            f"This run would clear {cleared} values we hold (results, ranks, medals, times; "
+            f"at most {limits.max_cleared} may). Nothing from this run was written."
+        )
+    return None
+
+
+def _first_reason(mapped: Sequence[MappedRow]) -> str:
+    return next((row.reason for row in mapped if row.outcome == "problem"), "")

@@ -1,0 +1,77 @@
+"""Alerts and Waiting for you: one row per open cause, raised once, cleared when it is gone."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+from omnium_db import Queries
+from omnium_settings import Settings
+
+log = logging.getLogger(__name__)
+QUERIES = Queries.load(Path(__file__).with_name("sql"))
+
+
+class Alerts:
+    """Raises and clears an integration's alerts; new ones also go to the webhook, if set."""
+
+    def __init__(self, settings: Settings, http: httpx.AsyncClient | None = None) -> None:
+        self.settings = settings
+        self.http = http
+
+    async def raise_(
+        self,
+        conn: asyncpg.Connection,
+        integration_id: str,
+        kind: str,
+        message: str,
+        run_id: str | None = None,
+    ) -> bool:
+        """True when this raised a new alert; an open one of the same kind is left as it is."""
+        alert_id = await conn.fetchval(
+            QUERIES["raise_alert"], integration_id, kind, message, run_id
+        )
+        if alert_id is None:
+            return False
+        log.warning("alert %s (%s): %s", alert_id, kind, message)
+        url = self.settings.alert_webhook_url
+        if url and self.http is not None:
+            try:
+                response = await self.http.post(
+                    url,
+                    json={
+                        "alert": alert_id,
+                        "integration": integration_id,
+                        "kind": kind,
+                        "message": message,
+                        "run": run_id,
+                    },
+                    timeout=5,
+                )
+                if response.status_code < 300:
+                    await conn.execute(QUERIES["alert_sent"], alert_id)
+            except httpx.HTTPError as exc:
+                log.warning("alert %s could not be sent to %s: %s", alert_id, url, exc)
+        return True
+
+    async def clear(self, conn: asyncpg.Connection, integration_id: str, *kinds: str) -> None:
+        await conn.execute(QUERIES["clear_alerts"], integration_id, list(kinds))
+
+
+async def open_review(
+    conn: asyncpg.Connection,
+    integration_id: str,
+    kind: str,
+    subject_key: str,
+    question: str,
+    run_id: str | None = None,
+    subject_id: str | None = None,
+) -> int | None:
+    """A new item in Waiting for you; None when an open one for the same key is there."""
+    item: int | None = await conn.fetchval(
+        QUERIES["open_review"], integration_id, kind, subject_key, question, run_id, subject_id
+    )
+    return item

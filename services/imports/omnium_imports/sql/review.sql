@@ -1,0 +1,63 @@
+-- Alerts and review items.
+
+-- name: raise_alert
+INSERT INTO alert (integration_id, kind, message, run_id)
+VALUES ($1::uuid, $2, $3, $4::uuid)
+ON CONFLICT (integration_id, kind) WHERE status = 'open' DO NOTHING
+RETURNING id;
+
+-- name: alert_sent
+UPDATE alert SET sent_at = now() WHERE id = $1;
+
+-- name: clear_alerts
+UPDATE alert SET status = 'cleared', cleared_at = now()
+ WHERE integration_id = $1::uuid AND kind = ANY($2::text[]) AND status = 'open';
+
+-- name: open_review
+INSERT INTO review_item (integration_id, kind, subject_key, question, run_id, subject_id)
+VALUES ($1::uuid, $2, $3, $4, $5::uuid, $6::uuid)
+ON CONFLICT (integration_id, kind, subject_key) WHERE status = 'open' DO NOTHING
+RETURNING id;
+
+-- name: close_reviews
+UPDATE review_item SET status = 'done', resolved_at = now(), resolved_by = $4
+ WHERE integration_id = $1::uuid AND kind = $2 AND subject_key = ANY($3::text[])
+   AND status = 'open';
+
+-- name: recent_scout_statuses
+SELECT scout_status FROM integration_run
+ WHERE integration_id = $1::uuid AND scout_status IS NOT NULL
+ ORDER BY received_at DESC
+ LIMIT $2;
+
+-- name: usual_row_counts
+SELECT row_count FROM integration_run
+ WHERE integration_id = $1::uuid AND status IN ('done', 'partly_done') AND build = $2
+   AND row_count IS NOT NULL
+ ORDER BY received_at DESC
+ LIMIT $3;
+
+-- name: current_units
+SELECT u.id::text AS id, u.status, u.start_at, u.venue,
+       coalesce((SELECT jsonb_agg(jsonb_build_object('order', s.sort_order, 'result', s.result,
+                                                     'rank', s.rank, 'medal', s.medal))
+                   FROM unit_competitor s WHERE s.unit_id = u.id), '[]') AS sides
+  FROM unit u
+ WHERE u.id = ANY($1::uuid[]);
+
+-- name: mark_missing
+-- After a full run: keys it did not list count one more missing run; keys it listed are reset.
+UPDATE integration_key_state k
+   SET missing_runs = CASE WHEN k.subject_key = ANY($2::text[]) THEN k.missing_runs + 1 ELSE 0 END
+ WHERE k.integration_id = $1::uuid
+   AND (k.subject_key = ANY($2::text[]) OR k.subject_key = ANY($3::text[]))
+RETURNING k.subject_key, k.subject_id::text AS subject_id, k.missing_runs;
+
+-- name: quiet_for_long
+-- No new run for `alert_quiet_intervals` check intervals.
+SELECT i.id::text AS id, i.check_seconds
+  FROM integration i
+ WHERE i.state = 'on'
+   AND coalesce((SELECT max(r.received_at) FROM integration_run r WHERE r.integration_id = i.id),
+                i.created_at)
+       < now() - make_interval(secs => i.check_seconds * $1);

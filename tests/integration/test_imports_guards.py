@@ -1,0 +1,128 @@
+"""Guards pause a run with a reason and write nothing; Start continues it. Missing keys and
+alerts: each raised once, and cleared when the cause is gone."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from omnium_imports._queue import enqueue_start
+from tests.support.imports import GamesDay, games_day
+
+
+async def _load(day: GamesDay) -> None:
+    run = await day.sim.make_run("schedule", wait_doorbell=True)
+    assert (await day.wait_for_run(run.id))["status"] == "done"
+
+
+async def _open(day: GamesDay, table: str, kind: str) -> int:
+    count: int = await day.db.fetchval(
+        f"SELECT count(*) FROM {table} WHERE kind = $1 AND status = 'open'", kind
+    )
+    return count
+
+
+async def test_too_few_rows_pauses_and_start_continues(database_url: str) -> None:
+    async with games_day(database_url) as day:
+        await _load(day)
+        commands = await day.db.fetchval("SELECT count(*) FROM command")
+        day.sim.shorten_next_run(100)
+        for unit in day.sim.reference()["units"][:100]:
+            day.sim.reschedule(unit["externalId"], venue="Short Run Venue")
+        short = await day.sim.make_run("schedule", wait_doorbell=True)
+        paused = await day.wait_for_run(short.id)
+        assert paused["status"] == "paused_by_guard"
+        assert "Scout sent 100 rows; it usually sends about 1,252" in paused["reason"]
+        assert await day.db.fetchval("SELECT count(*) FROM command") == commands
+        assert await _open(day, "review_item", "guard") == 1
+        assert await _open(day, "alert", "guard") == 1
+        # A person looked and says go: the same run, past the guard.
+        await enqueue_start(day.db, paused["id"])
+        await day.jobs_idle()
+        started = await day.wait_for_run(short.id)
+        moved = await day.db.fetchval("SELECT count(*) FROM unit WHERE venue = 'Short Run Venue'")
+        assert started["status"] == "done"
+        assert moved == 100
+        assert await _open(day, "review_item", "guard") == 0
+        assert await _open(day, "alert", "guard") == 0
+
+
+async def test_reopening_finished_units_pauses(database_url: str) -> None:
+    async with games_day(database_url) as day:
+        units = [u for u in day.sim.reference()["units"] if u["disciplineCode"] == "ATH"][:6]
+        for unit in units:
+            day.sim.post_result(unit["externalId"], status="OFFICIAL")
+        await _load(day)
+        for unit in units:
+            day.sim.post_result(unit["externalId"], status="RUNNING")
+        reopen = await day.sim.make_run("schedule", wait_doorbell=True)
+        paused = await day.wait_for_run(reopen.id)
+        official = await day.db.fetchval("SELECT count(*) FROM unit WHERE status = 'OFFICIAL'")
+    assert paused["status"] == "paused_by_guard"
+    assert "would reopen 6 finished units (at most 5 may)" in paused["reason"]
+    assert official == 6
+
+
+async def test_a_key_missing_from_two_full_runs_asks_once(database_url: str) -> None:
+    async with games_day(database_url) as day:
+        await _load(day)
+        gone = day.sim.reference()["units"][10]
+        day.sim.drop(gone["externalId"])
+
+        async def missing_runs() -> int:
+            value: int = await day.db.fetchval(
+                "SELECT missing_runs FROM integration_key_state WHERE subject_key = $1",
+                gone["externalId"],
+            )
+            return value
+
+        # A day build never marks anything missing.
+        day_run = await day.sim.make_run(
+            "schedule", build="day", day=date(2026, 9, 20), wait_doorbell=True
+        )
+        await day.wait_for_run(day_run.id)
+        assert await missing_runs() == 0
+        for expected in (1, 2, 3):
+            run = await day.sim.make_run("schedule", wait_doorbell=True)
+            assert (await day.wait_for_run(run.id))["status"] == "done"
+            assert await missing_runs() == expected
+        items = await day.db.fetch("SELECT question FROM review_item WHERE kind = 'missing'")
+        unit_status = await day.db.fetchval("SELECT status FROM unit WHERE code = $1", gone["rsc"])
+        day.sim.restore(gone["externalId"])
+        back = await day.sim.make_run("schedule", wait_doorbell=True)
+        await day.wait_for_run(back.id)
+        assert await missing_runs() == 0
+    assert len(items) == 1
+    assert f"no longer list {gone['externalId']}" in items[0]["question"]
+    # Nothing is cancelled by an import on its own (auto_cancel_missing is off).
+    assert unit_status != "CANCELLED"
+
+
+async def test_scout_failing_twice_alerts_once_and_clears(database_url: str) -> None:
+    received: list[dict[str, object]] = []
+
+    async def hook(request: web.Request) -> web.Response:
+        received.append(await request.json())
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_post("/alerts", hook)
+    async with TestServer(app) as server:
+        url = str(server.make_url("/alerts"))
+        async with games_day(database_url, import_overrides={"alert_webhook_url": url}) as day:
+            for n in range(3):
+                run = await day.sim.make_run(
+                    "schedule", fail_checks=f"timeout {n}", wait_doorbell=True
+                )
+                await day.wait_for_run(run.id)
+            open_alerts = await _open(day, "alert", "scout_failed")
+            await _load(day)
+            cleared = await day.db.fetchval(
+                "SELECT count(*) FROM alert WHERE kind = 'scout_failed' AND status = 'cleared'"
+            )
+    assert open_alerts == 1
+    assert cleared == 1
+    assert [a["kind"] for a in received] == ["scout_failed"]
+    assert "last 2 runs failed their own checks" in str(received[0]["message"])
