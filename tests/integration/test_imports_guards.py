@@ -126,3 +126,43 @@ async def test_scout_failing_twice_alerts_once_and_clears(database_url: str) -> 
     assert cleared == 1
     assert [a["kind"] for a in received] == ["scout_failed"]
     assert "last 2 runs failed their own checks" in str(received[0]["message"])
+
+
+async def test_official_results_are_read_again_in_their_settle_window(database_url: str) -> None:
+    async with games_day(database_url) as day:
+        unit = next(u for u in day.sim.reference()["units"] if u["disciplineCode"] == "SWM")
+        day.sim.post_result(unit["externalId"], status="OFFICIAL")
+        await _load(day)
+        state = await day.db.fetchrow(
+            "SELECT official_at, next_read_at - official_at AS wait FROM integration_key_state "
+            "WHERE subject_key = $1",
+            unit["externalId"],
+        )
+        assert state["official_at"] is not None and state["wait"].total_seconds() == 3600
+        # An hour on: the next run asks Scout to read that page again, as a page run.
+        await day.db.execute(
+            "UPDATE integration_key_state SET official_at = official_at - interval '61 minutes',"
+            " next_read_at = now() - interval '1 minute' WHERE subject_key = $1",
+            unit["externalId"],
+        )
+        pages_before = {
+            r.id for r in day.sim.runs.newest("schedule", limit=100) if r.build == "page"
+        }
+        run = await day.sim.make_run("schedule", wait_doorbell=True)
+        await day.wait_for_run(run.id)
+        pages = [
+            r
+            for r in day.sim.runs.newest("schedule", limit=100)
+            if r.build == "page" and r.id not in pages_before
+        ]
+        assert len(pages) == 1 and pages[0].row_count == 1
+        await day.sim.wait_for_doorbells()
+        page = await day.wait_for_run(pages[0].id)
+        after = await day.db.fetchrow(
+            "SELECT next_read_at - official_at AS wait FROM integration_key_state "
+            "WHERE subject_key = $1",
+            unit["externalId"],
+        )
+    assert page["status"] == "done"
+    # Read at about 61 minutes: the next read is an hour after that.
+    assert 7000 < after["wait"].total_seconds() < 7500

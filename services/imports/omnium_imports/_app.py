@@ -65,7 +65,9 @@ class ImportsApp:
         self.tasks = [asyncio.create_task(w.run(self.stopping)) for w in self.workers]
         if scheduler:
             self.tasks.append(
-                asyncio.create_task(run_scheduler(settings, self.pool, self.stopping))
+                asyncio.create_task(
+                    run_scheduler(settings, self.pool, self.stopping, pipeline.alerts)
+                )
             )
         self.runner = web.AppRunner(doorbell_app(settings, self.pool), access_log=None)
         await self.runner.setup()

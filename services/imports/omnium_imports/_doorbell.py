@@ -6,19 +6,17 @@ import hashlib
 import hmac
 import json
 import logging
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 from aiohttp import web
 
-from omnium_db import Queries
 from omnium_imports import _queue
+from omnium_imports._sql import QUERIES
 from omnium_settings import Settings
 from omnium_telemetry import aiohttp_middlewares
 
 log = logging.getLogger(__name__)
-QUERIES = Queries.load(Path(__file__).with_name("sql"))
 POOL = web.AppKey("pool", asyncpg.Pool)
 MAX_BYTES = web.AppKey("max_bytes", int)
 HEADER = "X-Scout-Signature"

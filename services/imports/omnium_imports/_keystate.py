@@ -12,13 +12,10 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import asyncpg
 
-from omnium_db import Queries
-
-QUERIES = Queries.load(Path(__file__).with_name("sql"))
+from omnium_imports._sql import QUERIES
 
 
 @dataclass(slots=True)

@@ -6,8 +6,7 @@ import asyncio
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import date
-from pathlib import Path
+from datetime import UTC, date, datetime
 from typing import Any
 
 import asyncpg
@@ -17,18 +16,18 @@ from google.protobuf import struct_pb2
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
-from omnium_db import Queries
 from omnium_imports import _batches
 from omnium_imports import _guards as guards
+from omnium_imports import _settle as settle
 from omnium_imports._keystate import KeyStateCache
 from omnium_imports._queue import Job
 from omnium_imports._review import Alerts, open_review
 from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
+from omnium_imports._sql import QUERIES
 from omnium_imports.mapping import MappedRow, MappingContext, MappingSpecError, MappingVersion
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
-QUERIES = Queries.load(Path(__file__).with_name("sql"))
 
 # Runs in these states take no more work: a new attempt finds them and stops.
 FINISHED = frozenset({"done", "scout_failed", "older"})
@@ -334,6 +333,7 @@ class Pipeline:
                 else:
                     key_state.forget(row_answer.key)
         key_state.loaded_for_run = run_id
+        await self._settle(integration, scout_run, mapped)
         if not failures and scout_run.build == "all":
             await self._mark_missing(integration, run_id, mapped, key_state)
         if job.past_guards:
@@ -349,6 +349,7 @@ class Pipeline:
             await self._finish(run_id, "partly_done", reason, outcomes)
             return RunResult("partly_done", run_id, reason, outcomes)
         await self._finish(run_id, "done", None, outcomes)
+        await self._follow_up(integration)
         return RunResult("done", run_id, None, outcomes)
 
     async def _guards(
@@ -399,6 +400,62 @@ class Pipeline:
             guards.cleared_and_reopened(ready, current, unit_ids, limits),
         )
         return next((reason for reason in checks if reason is not None), None)
+
+    async def _settle(
+        self, integration: Integration, scout_run: ScoutRun, mapped: list[MappedRow]
+    ) -> None:
+        """Official rows open their settle window; a page run moves its keys on."""
+        now = datetime.now(UTC)
+        official = [
+            row.key
+            for row in mapped
+            if row.key and row.outcome == "ok" and row.value.get("status") == "OFFICIAL"
+        ]
+        async with self.pool.acquire() as conn:
+            if official:
+                await conn.execute(
+                    QUERIES["mark_official"],
+                    integration.id,
+                    official,
+                    settle.first_read(now, self.settings),
+                    now,
+                )
+            if scout_run.build == "page":
+                listed = [row.key for row in mapped if row.key]
+                settling = await conn.fetch(QUERIES["settling"], integration.id, listed)
+                if settling:
+                    await conn.execute(
+                        QUERIES["settle_listed"],
+                        integration.id,
+                        [row["subject_key"] for row in settling],
+                        [
+                            settle.next_read(row["official_at"], now, self.settings)
+                            for row in settling
+                        ],
+                    )
+
+    async def _follow_up(self, integration: Integration) -> None:
+        """Ask Scout to read the results due in their settle window again, oldest first."""
+        async with self.pool.acquire() as conn:
+            due = [
+                row["subject_key"]
+                for row in await conn.fetch(
+                    QUERIES["due_reads"],
+                    integration.id,
+                    self.settings.followup_keys_per_run,
+                    self.settings.settle_first_hours * 3600,
+                )
+            ]
+        if not due:
+            return
+        try:
+            run = await self.scout.request_page_run(integration.base_url, integration.job, due)
+        except ScoutError as exc:
+            log.warning(
+                "%s: could not ask for a page run of %s keys: %s", integration.code, len(due), exc
+            )
+            return
+        log.info("%s: asked Scout for page run %s of %s keys", integration.code, run, len(due))
 
     async def _mark_missing(
         self,

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import asyncpg
 
-from omnium_db import Queries
+from omnium_imports._sql import QUERIES
 
-QUERIES = Queries.load(Path(__file__).with_name("sql"))
 JOB_CHANNEL = "omnium_import_job"
 
 

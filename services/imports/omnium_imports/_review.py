@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import asyncpg
 import httpx
 
-from omnium_db import Queries
+from omnium_imports._sql import QUERIES
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
-QUERIES = Queries.load(Path(__file__).with_name("sql"))
 
 
 class Alerts:

@@ -124,6 +124,21 @@ class ScoutClient:
             )
         return rows
 
+    async def request_page_run(self, base_url: str, job: str, keys: list[str]) -> str:
+        """Ask Scout to read these rows' pages again (the settle window); Scout's new run id."""
+        url = f"{_base(base_url)}/v1/jobs/{job}/runs"
+        try:
+            response = await self._http.post(url, json={"build": "page", "keys": keys})
+        except httpx.HTTPError as exc:
+            raise ScoutError(f"Scout could not be asked for a page run: {exc}") from None
+        if response.status_code >= 300:
+            raise ScoutError(f"Scout answered HTTP {response.status_code} to a page run request")
+        try:
+            run_id = response.json()["id"]
+        except (ValueError, KeyError, TypeError):
+            raise ScoutError("Scout's answer to a page run request has no run id") from None
+        return str(run_id)
+
     async def _get_json(self, url: str, params: dict[str, str] | None = None) -> Any:
         tries = self.settings.scout_tries
         wait = self.settings.scout_retry_base_seconds

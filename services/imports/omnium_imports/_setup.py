@@ -11,9 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from omnium_db import Queries
-
-QUERIES = Queries.load(Path(__file__).with_name("sql"))
+from omnium_imports._sql import QUERIES
 
 
 @dataclass(frozen=True, slots=True)

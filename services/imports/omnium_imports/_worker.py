@@ -8,11 +8,14 @@ import logging
 import os
 import secrets
 import socket
+import time
 
 import asyncpg
 
 from omnium_imports import _queue
 from omnium_imports._pipeline import Pipeline, RunResult
+from omnium_imports._review import Alerts
+from omnium_imports._sql import QUERIES
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -121,12 +124,31 @@ async def _first(*waits: object) -> None:
             task.cancel()
 
 
-async def run_scheduler(settings: Settings, pool: asyncpg.Pool, stop: asyncio.Event) -> None:
-    """Every scheduler_seconds, a check for each integration not heard from for its interval."""
+async def run_scheduler(
+    settings: Settings, pool: asyncpg.Pool, stop: asyncio.Event, alerts: Alerts
+) -> None:
+    """Every scheduler_seconds: a check for each integration not heard from for its interval,
+    an alert for one with no new run for alert_quiet_intervals, and (hourly) row log trimming.
+    """
+    trimmed_at = 0.0
     while not stop.is_set():
         try:
             async with pool.acquire() as conn:
                 queued = await _queue.queue_quiet_integrations(conn)
+                for row in await conn.fetch(
+                    QUERIES["quiet_for_long"], settings.alert_quiet_intervals
+                ):
+                    await alerts.raise_(
+                        conn,
+                        row["id"],
+                        "quiet",
+                        f"No new run from Scout for {settings.alert_quiet_intervals} check "
+                        f"intervals ({row['check_seconds']} s each).",
+                    )
+                if time.monotonic() - trimmed_at > 3600:
+                    trimmed_at = time.monotonic()
+                    result = await conn.execute(QUERIES["trim_row_log"], settings.row_log_days)
+                    log.info("scheduler: row log trimmed (%s)", result)
             if queued:
                 log.info("scheduler: queued checks %s", queued)
         except (OSError, asyncpg.PostgresError) as exc:

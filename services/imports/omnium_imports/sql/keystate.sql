@@ -32,3 +32,39 @@ SELECT DISTINCT ON (r.subject_key)
    AND NOT EXISTS (SELECT 1 FROM integration_key_state k WHERE k.integration_id = $1::uuid)
  ORDER BY r.subject_key, r.id DESC
 ON CONFLICT DO NOTHING;
+
+-- name: mark_official
+-- Keys whose row says official for the first time open their settle window.
+UPDATE integration_key_state
+   SET official_at = $4, next_read_at = $3
+ WHERE integration_id = $1::uuid AND subject_key = ANY($2::text[]) AND official_at IS NULL;
+
+-- name: settle_listed
+-- A page run read these keys again: each moves on to its next read (or leaves the window).
+UPDATE integration_key_state AS k
+   SET next_read_at = v.next_read_at
+  FROM unnest($2::text[], $3::timestamptz[]) AS v(subject_key, next_read_at)
+ WHERE k.integration_id = $1::uuid AND k.subject_key = v.subject_key;
+
+-- name: settling
+SELECT subject_key, official_at FROM integration_key_state
+ WHERE integration_id = $1::uuid AND subject_key = ANY($2::text[]) AND official_at IS NOT NULL;
+
+-- name: due_reads
+-- The follow-up: keys due for a read, oldest first, at most one Scout page run's worth. Asking
+-- moves them an hour on, so a page run Scout never makes is asked for again, not forgotten.
+WITH due AS (
+  SELECT subject_key FROM integration_key_state
+   WHERE integration_id = $1::uuid AND next_read_at <= now()
+   ORDER BY next_read_at
+   LIMIT $2
+     FOR UPDATE SKIP LOCKED
+)
+UPDATE integration_key_state k
+   SET next_read_at = now() + make_interval(secs => $3)
+  FROM due
+ WHERE k.integration_id = $1::uuid AND k.subject_key = due.subject_key
+RETURNING k.subject_key;
+
+-- name: trim_row_log
+DELETE FROM integration_row WHERE created_at < now() - make_interval(days => $1);

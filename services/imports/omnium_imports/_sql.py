@@ -1,0 +1,9 @@
+"""Every statement the imports service runs, from sql/*.sql, loaded once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omnium_db import Queries
+
+QUERIES = Queries.load(Path(__file__).with_name("sql"))
