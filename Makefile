@@ -80,6 +80,10 @@ fmt: install ## Format the code with ruff
 bench-command: install system ## Benchmark: import batches through gRPC vs the seed's bare SQL (1M units)
 	$(PY) -m bench.command_batch $(BENCH_ARGS)
 
+.PHONY: bench-imports
+bench-imports: install system ## Benchmark: Scout runs through imports (doorbell to done, 50,000-row loads)
+	$(PY) -m bench.imports_run $(BENCH_ARGS)
+
 .PHONY: stack-up
 stack-up: install system ## Start only the private PostgreSQL and Redis (dev ports 55432, 56379)
 	$(PY) -m omnium_devstack up
