@@ -708,6 +708,8 @@ async def services_running(
         extra = {
             "OMNIUM_DATABASE_URL": db_url,
             "OMNIUM_GRPC_TOKEN": TOKEN,
+            "OMNIUM_GRPC_TOKENS": TOKEN,
+            "OMNIUM_IMPORTS_PORT": str(free_port()),
             "OMNIUM_COMMAND_ADDRESS": f"127.0.0.1:{command_port}",
             "OMNIUM_DOORBELL_PORT": str(doorbell_port),
             "OMNIUM_IMPORTS_NICE": "0",

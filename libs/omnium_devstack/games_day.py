@@ -34,7 +34,10 @@ def services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
         ServiceSpec(
             name="imports",
             module="omnium_imports",
-            listens=[("doorbell", doorbell)],
+            listens=[
+                ("doorbell", doorbell),
+                ("gRPC", f"grpc://{host}:{settings.imports_port}"),
+            ],
             nice=settings.imports_nice,
         ),
         ServiceSpec(

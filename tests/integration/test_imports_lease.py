@@ -35,6 +35,8 @@ async def _start_worker_process(day: GamesDay) -> asyncio.subprocess.Process:
         "OMNIUM_COMMAND_ADDRESS": f"127.0.0.1:{day.command.port}",
         "OMNIUM_GRPC_TOKEN": TOKEN,
         "OMNIUM_DOORBELL_PORT": str(_free_port()),
+        "OMNIUM_IMPORTS_PORT": str(_free_port()),
+        "OMNIUM_GRPC_TOKENS": TOKEN,
         "OMNIUM_LEASE_RENEW_SECONDS": "0.5",
         "OMNIUM_LEASE_EXPIRE_SECONDS": str(LEASE),
         "OMNIUM_IMPORTS_POLL_SECONDS": "0.2",

@@ -21,7 +21,7 @@ async def test_the_scheduler_checks_a_quiet_integration_and_sees_scout_failing(
         scheduler = ImportsApp(
             import_settings(database_url, day.command.port, scheduler_seconds=0.2)
         )
-        await scheduler.start(0, workers=0, scheduler=True)
+        await scheduler.start(0, workers=0, scheduler=True, grpc_port=0)
         try:
             ours = await day.wait_for_run(failed.id)
         finally:
@@ -38,7 +38,7 @@ async def test_the_scheduler_checks_a_quiet_integration_and_sees_scout_failing(
 async def test_two_imports_processes_share_the_queue(database_url: str) -> None:
     async with games_day(database_url, workers=2) as day:
         other = ImportsApp(import_settings(database_url, day.command.port))
-        await other.start(0, workers=2, scheduler=False)
+        await other.start(0, workers=2, scheduler=False, grpc_port=0)
         try:
             schedule = await day.sim.make_run("schedule", wait_doorbell=True)
             first = await day.wait_for_run(schedule.id)

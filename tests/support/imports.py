@@ -99,7 +99,7 @@ async def games_day(
         imports = ImportsApp(
             import_settings(database_url, command.port, **(import_overrides or {}))
         )
-        port = await imports.start(0, workers=workers, scheduler=False)
+        port = await imports.start(0, workers=workers, scheduler=False, grpc_port=0)
         url = f"http://127.0.0.1:{port}"
         sim = ScoutSimulator(
             SimulatorConfig(

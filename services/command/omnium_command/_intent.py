@@ -55,6 +55,7 @@ class BatchContext:
     run_id: str
     batch_no: int
     create_units: bool = False
+    dry_run: bool = False
 
 
 @dataclass(slots=True)

@@ -279,7 +279,11 @@ def parse_batch(batch: command_pb2.ImportBatch, *, max_units: int) -> Request:
         },
         subject_kind="integration_run",
         batch=BatchContext(
-            batch.integration_code, run_id, batch.batch_no, create_units=batch.create_units
+            batch.integration_code,
+            run_id,
+            batch.batch_no,
+            create_units=batch.create_units,
+            dry_run=batch.dry_run,
         ),
         refused_rows=refused,
     )

@@ -163,6 +163,13 @@ class Road:
         answer.Clear()
         answer.command_id = request.command_id
         self._render(request, plan, state["seq"], answer, run_batch_done)
+        if request.batch is not None and request.batch.dry_run:
+            # What it would do, row by row, with the changes; nothing is written or recorded.
+            by_position = {a.position: a for a in answer.rows}
+            for intent, outcome in plan.outcomes:
+                if intent.row is not None and intent.row.position in by_position:
+                    by_position[intent.row.position].changes.extend(field_changes(outcome.changes))
+            return True
         stored = answer.SerializeToString()
         result = await conn.fetchrow(
             QUERIES["write"], *self._write_args(request, plan, state, stored)
@@ -207,6 +214,10 @@ class Road:
             return 0
         if state["integration_id"] is None:
             raise Refusal(f"there is no integration {batch.integration_code!r}")
+        if state["event_id"] is None:
+            raise Refusal(f"there is no event {request.event_code!r}")
+        if batch.dry_run:
+            return 0
         if state["run_integration_id"] != state["integration_id"]:
             raise Refusal(
                 f"run {batch.run_id} of {batch.integration_code} is not recorded; record the run "
@@ -216,8 +227,6 @@ class Road:
             raise Refusal(
                 f"run {batch.run_id} is already {state['run_status']}; it takes no new batches"
             )
-        if state["event_id"] is None:
-            raise Refusal(f"there is no event {request.event_code!r}")
         done: int = state["run_batch_done"]
         return done
 

@@ -11,12 +11,15 @@ import httpx
 from aiohttp import web
 
 from omnium.command.v1 import command_pb2_grpc
+from omnium.imports.v1 import imports_pb2_grpc
 from omnium_db import Road, create_pool
-from omnium_grpc import open_channel
+from omnium_grpc import GrpcServer, open_channel
 from omnium_imports import _queue
 from omnium_imports._doorbell import doorbell_app
 from omnium_imports._pipeline import Pipeline
 from omnium_imports._scout import ScoutClient
+from omnium_imports._service import SERVICE_NAME as IMPORTS_SERVICE
+from omnium_imports._service import ImportsService
 from omnium_imports._worker import Worker, run_scheduler
 from omnium_settings import Settings
 
@@ -38,6 +41,8 @@ class ImportsApp:
         self.http: httpx.AsyncClient | None = None
         self.channel = open_channel(settings.command_address, settings)
         self.doorbell_port = 0
+        self.grpc: GrpcServer | None = None
+        self.grpc_port = 0
 
     async def start(
         self,
@@ -45,6 +50,7 @@ class ImportsApp:
         *,
         workers: int | None = None,
         scheduler: bool = True,
+        grpc_port: int | None = None,
     ) -> int:
         settings = self.settings
         self.pool = await create_pool(settings, Road.IMPORTS, application_name="imports")
@@ -69,6 +75,17 @@ class ImportsApp:
                     run_scheduler(settings, self.pool, self.stopping, pipeline.alerts)
                 )
             )
+        self.grpc = GrpcServer(settings, name="imports")
+        self.grpc.add(
+            imports_pb2_grpc.add_ImportsServiceServicer_to_server,
+            ImportsService(
+                settings, self.pool, pipeline, command_pb2_grpc.CommandServiceStub(self.channel)
+            ),
+            IMPORTS_SERVICE,
+        )
+        self.grpc_port = await self.grpc.start(
+            settings.imports_port if grpc_port is None else grpc_port
+        )
         self.runner = web.AppRunner(doorbell_app(settings, self.pool), access_log=None)
         await self.runner.setup()
         port = settings.doorbell_port if doorbell_port is None else doorbell_port
@@ -92,6 +109,8 @@ class ImportsApp:
     async def stop(self, grace: float | None = None) -> None:
         """Stop taking doorbells and jobs; a run cut short resumes elsewhere after its lease."""
         self.stopping.set()
+        if self.grpc is not None:
+            await self.grpc.stop(min(grace or 1.0, self.settings.grpc_grace_seconds))
         if self.runner is not None:
             await self.runner.cleanup()
         grace = self.settings.grpc_grace_seconds if grace is None else grace

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -32,6 +33,10 @@ log = logging.getLogger(__name__)
 # Runs in these states take no more work: a new attempt finds them and stops.
 FINISHED = frozenset({"done", "scout_failed", "older"})
 _PLACED = frozenset({"accepted", "unchanged", "kept_by_hand"})
+_MAPPING_OUTCOMES = {
+    "held": command_pb2.ROW_OUTCOME_HELD,
+    "problem": command_pb2.ROW_OUTCOME_PROBLEM,
+}
 _ROW_OUTCOMES = {
     value: name.removeprefix("ROW_OUTCOME_").lower()
     for name, value in command_pb2.RowOutcome.items()
@@ -182,6 +187,56 @@ class Pipeline:
             await self._finish(run_id, "older", reason, Counter())
             return RunResult("older", run_id, reason)
         return await self._apply(integration, version, run_id, items, scout_run, job)
+
+    async def dry_run(
+        self, integration_id: str, scout_run_id: str
+    ) -> tuple[list[command_pb2.RowAnswer], dict[str, int]]:
+        """A stored Scout run against today's data: what each row would do. Writes nothing.
+
+        Every row is compared (no fast path), through the command service's own diff.
+        """
+        integration = await self._integration(integration_id)
+        scout_run = await self.scout.run(integration.base_url, scout_run_id)
+        items = await self.scout.items(integration.base_url, scout_run)
+        version = MappingVersion.parse(integration.spec or {})
+        async with self.pool.acquire() as conn:
+            lookups: dict[str, dict[str, str]] = {}
+            for row in await conn.fetch(QUERIES["lookups"], integration.id):
+                lookups.setdefault(row["kind"], {})[row["external_id"]] = row["our_id"]
+            mapped = version.map_rows(items, MappingContext(integration.time_zone, lookups))
+            ready = [row for row in mapped if row.outcome == "ok"]
+            codes = [str(row.value.get("code")) for row in ready if row.value.get("code")]
+            unit_ids = (
+                dict(await conn.fetch(QUERIES["unit_ids_by_code"], integration.id, codes))
+                if integration.target == "unit" and codes
+                else {}
+            )
+        answers: list[command_pb2.RowAnswer] = [
+            command_pb2.RowAnswer(
+                position=row.position,
+                key=row.key or "",
+                reason=row.reason,
+                outcome=_MAPPING_OUTCOMES[row.outcome],
+            )
+            for row in mapped
+            if row.outcome in _MAPPING_OUTCOMES
+        ]
+        outcomes: Counter[str] = Counter(row.outcome for row in mapped if row.outcome != "ok")
+        pretend = str(uuid.uuid4())
+        groups = _batches.chunks(
+            _batches.ordered(ready, integration.target, unit_ids), self.settings.batch_max_units
+        )
+        for batch_no, group in enumerate(groups):
+            rows = [_batches.batch_row(row, integration.target, uid) for row, uid in group]
+            answer, problem = await self._send(integration, pretend, batch_no, rows, dry_run=True)
+            if answer is None:
+                raise ScoutError(f"the command service would not say: {problem}")
+            for row_answer in answer.rows:
+                outcomes[_ROW_OUTCOMES.get(row_answer.outcome, "problem")] += 1
+                if row_answer.outcome != command_pb2.ROW_OUTCOME_UNCHANGED:
+                    answers.append(row_answer)
+        answers.sort(key=lambda a: a.position)
+        return answers, dict(outcomes)
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -588,6 +643,8 @@ class Pipeline:
         run_id: str,
         batch_no: int,
         rows: list[command_pb2.BatchRow],
+        *,
+        dry_run: bool = False,
     ) -> tuple[command_pb2.BatchAnswer | None, str]:
         """One batch, tried again on its own (growing waits) while the answer is try again."""
         batch = command_pb2.ImportBatch(
@@ -598,6 +655,7 @@ class Pipeline:
             event_code=integration.event_code,
             rows=rows,
             create_units=integration.creates_units,
+            dry_run=dry_run,
             actor=actor_pb2.Actor(
                 kind=actor_pb2.Actor.KIND_INTEGRATION,
                 name=f"integration:{integration.code}",

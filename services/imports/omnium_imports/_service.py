@@ -1,0 +1,384 @@
+"""ImportsService over gRPC: integrations with their two-line health, runs, Waiting for you."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import grpc
+from google.protobuf import struct_pb2, timestamp_pb2
+from grpc import aio
+
+from omnium.command.v1 import command_pb2, command_pb2_grpc
+from omnium.common.v1 import actor_pb2
+from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
+from omnium_imports import _queue
+from omnium_imports._pipeline import Pipeline
+from omnium_imports._setup import add_lookups
+from omnium_imports._sql import QUERIES
+from omnium_settings import Settings
+
+SERVICE_NAME = imports_pb2.DESCRIPTOR.services_by_name["ImportsService"].full_name
+_STATES = ("on", "paused", "off")
+
+
+def _stamp(moment: datetime | None) -> timestamp_pb2.Timestamp | None:
+    if moment is None:
+        return None
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(moment)
+    return stamp
+
+
+def _value(value: Any) -> struct_pb2.Value:
+    out = struct_pb2.Value()
+    if value is None:
+        out.null_value = struct_pb2.NULL_VALUE
+    elif isinstance(value, bool):
+        out.bool_value = value
+    elif isinstance(value, int | float):
+        out.number_value = value
+    else:
+        out.string_value = str(value)
+    return out
+
+
+def _changes(entries: Any) -> list[command_pb2.FieldChange]:
+    return [
+        command_pb2.FieldChange(
+            subject_kind=e.get("kind", ""),
+            subject_id=e.get("id") or "",
+            field=e["field"],
+            old=_value(e.get("old")),
+            new=_value(e.get("new")),
+        )
+        for e in entries or ()
+    ]
+
+
+def run_message(row: Mapping[str, Any]) -> imports_pb2.Run:
+    finished, received = row["finished_at"], row["received_at"]
+    duration = int((finished - received) / timedelta(milliseconds=1)) if finished else 0
+    return imports_pb2.Run(
+        id=row["run_id"],
+        integration_code=row["integration_code"],
+        scout_run_id=row["scout_run_id"],
+        status=row["status"],
+        reason=row["reason"] or "",
+        build=row["build"] or "",
+        row_count=row["row_count"] or 0,
+        batch_total=row["batch_total"] or 0,
+        batch_done=row["batch_done"] or 0,
+        outcomes={k: int(v) for k, v in (row["outcomes"] or {}).items()},
+        received_at=_stamp(received),
+        finished_at=_stamp(finished),
+        duration_ms=duration,
+    )
+
+
+def omnium_health(
+    state: str, check_seconds: int, last: Mapping[str, Any] | None, now: datetime
+) -> imports_pb2.Health:
+    """Our side of the card. Nothing is green unless our last run is good and on time."""
+    if state == "off":
+        return imports_pb2.Health(word="Off", ok=False, detail="the integration is off")
+    if state == "paused":
+        return imports_pb2.Health(word="Paused", ok=False, detail="paused by an operator")
+    if last is None:
+        return imports_pb2.Health(word="Late", ok=False, detail="no run yet")
+    at = _stamp(last["received_at"])
+    if last["status"] == "paused_by_guard":
+        return imports_pb2.Health(
+            word="Stopped by a check", ok=False, detail=last["reason"] or "", at=at
+        )
+    if last["status"] in ("failed", "partly_done"):
+        return imports_pb2.Health(word="Failing", ok=False, detail=last["reason"] or "", at=at)
+    age = (now - last["received_at"]).total_seconds()
+    if age <= check_seconds:
+        return imports_pb2.Health(word="On time", ok=True, detail="", at=at)
+    if age <= 3 * check_seconds:
+        return imports_pb2.Health(
+            word="Late", ok=False, detail=f"last run {int(age // 60)} min ago", at=at
+        )
+    return imports_pb2.Health(
+        word="Very late", ok=False, detail=f"last run {int(age // 60)} min ago", at=at
+    )
+
+
+def scout_health(verdict: Mapping[str, Any] | None) -> imports_pb2.Health:
+    """Scout's side of the card: its newest run passed its own checks, or not."""
+    if verdict is None:
+        return imports_pb2.Health(word="No run yet", ok=False)
+    if verdict["scout_status"] == "failed":
+        return imports_pb2.Health(
+            word="Failed its checks",
+            ok=False,
+            detail=verdict["reason"] or "",
+            at=_stamp(verdict["at"]),
+        )
+    return imports_pb2.Health(word="Passed", ok=True, at=_stamp(verdict["at"]))
+
+
+class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
+    def __init__(
+        self,
+        settings: Settings,
+        pool: asyncpg.Pool,
+        pipeline: Pipeline,
+        command: command_pb2_grpc.CommandServiceStub,
+    ) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.pipeline = pipeline
+        self.command = command
+
+    async def ListIntegrations(
+        self, request: imports_pb2.ListIntegrationsRequest, context: aio.ServicerContext
+    ) -> imports_pb2.ListIntegrationsResponse:
+        now = datetime.now(UTC)
+        out = []
+        async with self.pool.acquire() as conn:
+            for row in await conn.fetch(QUERIES["integrations"]):
+                last = await conn.fetchrow(QUERIES["newest_run"], row["id"])
+                verdict = await conn.fetchrow(QUERIES["newest_scout_verdict"], row["id"])
+                alerts = await conn.fetch(QUERIES["open_alerts"], row["id"])
+                out.append(
+                    imports_pb2.Integration(
+                        id=row["id"],
+                        code=row["code"],
+                        name=row["name"],
+                        state=row["state"],
+                        target=row["target"],
+                        scout=scout_health(verdict),
+                        omnium=omnium_health(row["state"], row["check_seconds"], last, now),
+                        open_alerts=[
+                            imports_pb2.Alert(
+                                id=a["id"],
+                                kind=a["kind"],
+                                message=a["message"],
+                                raised_at=_stamp(a["raised_at"]),
+                            )
+                            for a in alerts
+                        ],
+                        last_run=run_message(last) if last else None,
+                        waiting=row["waiting"],
+                    )
+                )
+        return imports_pb2.ListIntegrationsResponse(integrations=out)
+
+    async def ListRuns(
+        self, request: imports_pb2.ListRunsRequest, context: aio.ServicerContext
+    ) -> imports_pb2.ListRunsResponse:
+        limit = request.limit or 20
+        if not 1 <= limit <= 200:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "limit must be 1 to 200")
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(QUERIES["runs"], request.integration_code, limit)
+        return imports_pb2.ListRunsResponse(runs=[run_message(r) for r in rows])
+
+    async def GetRun(
+        self, request: imports_pb2.GetRunRequest, context: aio.ServicerContext
+    ) -> imports_pb2.RunDetail:
+        await self._uuid(request.run_id, "run_id", context)
+        async with self.pool.acquire() as conn:
+            run = await conn.fetchrow(QUERIES["run"], request.run_id)
+            if run is None:
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no run {request.run_id}")
+            rows = await conn.fetch(QUERIES["run_rows"], request.run_id)
+        detail = imports_pb2.RunDetail(run=run_message(run))
+        for row in rows:
+            entry = imports_pb2.RowEntry(
+                position=row["position"],
+                key=row["subject_key"],
+                outcome=row["outcome"],
+                reason=row["reason"] or "",
+                changes=_changes(row["diff"]),
+                kept_by_hand=_changes(row["kept_by_hand"]),
+            )
+            if row["outcome"] == "accepted":
+                detail.changed.append(entry)
+            if row["kept_by_hand"]:
+                detail.kept_by_hand.append(entry)
+            if row["outcome"] == "held":
+                detail.held.append(entry)
+            if row["outcome"] in ("refused", "not_placed", "problem"):
+                detail.refused.append(entry)
+        return detail
+
+    async def ListWaiting(
+        self, request: imports_pb2.ListWaitingRequest, context: aio.ServicerContext
+    ) -> imports_pb2.ListWaitingResponse:
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(QUERIES["waiting"], request.integration_code)
+        return imports_pb2.ListWaitingResponse(
+            items=[
+                imports_pb2.WaitingItem(
+                    id=r["id"],
+                    integration_code=r["integration_code"],
+                    kind=r["kind"],
+                    subject_key=r["subject_key"],
+                    question=r["question"],
+                    run_id=r["run_id"] or "",
+                    created_at=_stamp(r["created_at"]),
+                )
+                for r in rows
+            ]
+        )
+
+    async def StartRun(
+        self, request: imports_pb2.StartRunRequest, context: aio.ServicerContext
+    ) -> imports_pb2.ActionAnswer:
+        await self._uuid(request.run_id, "run_id", context)
+        async with self.pool.acquire() as conn:
+            run = await conn.fetchrow(QUERIES["run"], request.run_id)
+            if run is None:
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no run {request.run_id}")
+            if run["status"] != "paused_by_guard":
+                return imports_pb2.ActionAnswer(
+                    done=False, message=f"run {request.run_id} is {run['status']}, not paused"
+                )
+            job = await _queue.enqueue_start(conn, request.run_id)
+        return imports_pb2.ActionAnswer(done=True, message=f"run queued again as job {job}")
+
+    async def AddLookup(
+        self, request: imports_pb2.AddLookupRequest, context: aio.ServicerContext
+    ) -> imports_pb2.ActionAnswer:
+        if request.kind not in ("competitor", "unit"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "kind must be competitor or unit")
+        await self._uuid(request.our_id, "our_id", context)
+        if not request.external_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "external_id is empty")
+        async with self.pool.acquire() as conn:
+            integration_id = await conn.fetchval(
+                QUERIES["integration_id_by_code"], request.integration_code
+            )
+            if integration_id is None:
+                await context.abort(
+                    grpc.StatusCode.NOT_FOUND, f"there is no integration {request.integration_code}"
+                )
+            await add_lookups(
+                conn, integration_id, request.kind, {request.external_id: request.our_id}
+            )
+        return imports_pb2.ActionAnswer(
+            done=True,
+            message=f"{request.external_id} is now {request.our_id}; held rows naming it go "
+            "through on the next run",
+        )
+
+    async def ResolveMissing(
+        self, request: imports_pb2.ResolveMissingRequest, context: aio.ServicerContext
+    ) -> imports_pb2.ActionAnswer:
+        async with self.pool.acquire() as conn:
+            item = await conn.fetchrow(QUERIES["review_item"], request.item_id)
+        if item is None or item["kind"] != "missing" or item["status"] != "open":
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, f"there is no open missing-key item {request.item_id}"
+            )
+        who = request.by or "operator"
+        if request.cancel:
+            if not item["subject_id"]:
+                return imports_pb2.ActionAnswer(done=False, message="the key names no unit")
+            payload = struct_pb2.Struct()
+            payload.update({"status": "CANCELLED"})
+            answer = await self.command.Submit(
+                command_pb2.Command(
+                    command_id=f"missing:{item['id']}:cancel",
+                    code="results.set_status",
+                    subject=command_pb2.Subject(kind="unit", id=item["subject_id"]),
+                    payload=payload,
+                    actor=actor_pb2.Actor(
+                        kind=actor_pb2.Actor.KIND_PERSON,
+                        name=who,
+                        source_code=who,
+                        screen="waiting-for-you",
+                    ),
+                ),
+                timeout=self.settings.grpc_deadline_seconds,
+            )
+            if answer.outcome not in (command_pb2.OUTCOME_ACCEPTED, command_pb2.OUTCOME_DUPLICATE):
+                return imports_pb2.ActionAnswer(done=False, message=answer.reason)
+        async with self.pool.acquire() as conn:
+            await conn.execute(
+                QUERIES["resolve_review"],
+                request.item_id,
+                "done" if request.cancel else "dismissed",
+                who,
+            )
+        return imports_pb2.ActionAnswer(
+            done=True, message="cancelled" if request.cancel else "dismissed"
+        )
+
+    async def SetIntegrationState(
+        self, request: imports_pb2.SetIntegrationStateRequest, context: aio.ServicerContext
+    ) -> imports_pb2.ActionAnswer:
+        if request.state not in _STATES:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"state must be one of {', '.join(_STATES)}"
+            )
+        async with self.pool.acquire() as conn:
+            found = await conn.fetchval(
+                QUERIES["set_state"], request.integration_code, request.state
+            )
+        if found is None:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, f"there is no integration {request.integration_code}"
+            )
+        return imports_pb2.ActionAnswer(done=True, message=f"now {request.state}")
+
+    async def RunNow(
+        self, request: imports_pb2.RunNowRequest, context: aio.ServicerContext
+    ) -> imports_pb2.ActionAnswer:
+        async with self.pool.acquire() as conn:
+            integration_id = await conn.fetchval(
+                QUERIES["integration_id_by_code"], request.integration_code
+            )
+            if integration_id is None:
+                await context.abort(
+                    grpc.StatusCode.NOT_FOUND, f"there is no integration {request.integration_code}"
+                )
+            job = await _queue.enqueue_check(conn, integration_id, "operator")
+        if job is None:
+            return imports_pb2.ActionAnswer(done=False, message="a check is already queued")
+        return imports_pb2.ActionAnswer(done=True, message=f"queued as job {job}")
+
+    async def DryRun(
+        self, request: imports_pb2.DryRunRequest, context: aio.ServicerContext
+    ) -> imports_pb2.DryRunAnswer:
+        async with self.pool.acquire() as conn:
+            integration_id = await conn.fetchval(
+                QUERIES["integration_id_by_code"], request.integration_code
+            )
+        if integration_id is None:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, f"there is no integration {request.integration_code}"
+            )
+        try:
+            rows, outcomes = await self.pipeline.dry_run(integration_id, request.scout_run_id)
+        except Exception as exc:  # Scout unreachable, a broken mapping: say so, plainly
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        return imports_pb2.DryRunAnswer(
+            rows=[
+                imports_pb2.RowEntry(
+                    position=r.position,
+                    key=r.key,
+                    outcome=_outcome(r.outcome),
+                    reason=r.reason,
+                    changes=r.changes,
+                )
+                for r in rows
+            ],
+            outcomes=outcomes,
+        )
+
+    async def _uuid(self, value: str, name: str, context: aio.ServicerContext) -> None:
+        try:
+            uuid.UUID(value)
+        except ValueError:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name} is not an id (a UUID)")
+
+
+def _outcome(value: int) -> str:
+    return command_pb2.RowOutcome.Name(value).removeprefix("ROW_OUTCOME_").lower()  # type: ignore[arg-type]

@@ -1,0 +1,70 @@
+-- What operators see and do (ImportsService).
+
+-- name: integrations
+SELECT i.id::text AS id, i.code, i.name, i.state, i.target, i.check_seconds,
+       (SELECT count(*) FROM review_item w WHERE w.integration_id = i.id AND w.status = 'open')
+         AS waiting
+  FROM integration i
+ ORDER BY i.code;
+
+-- name: newest_run
+SELECT r.*, r.id::text AS run_id, i.code AS integration_code
+  FROM integration_run r JOIN integration i ON i.id = r.integration_id
+ WHERE r.integration_id = $1::uuid
+ ORDER BY r.received_at DESC
+ LIMIT 1;
+
+-- name: newest_scout_verdict
+SELECT scout_status, reason, coalesce(scout_finished_at, received_at) AS at
+  FROM integration_run
+ WHERE integration_id = $1::uuid AND scout_status IS NOT NULL
+ ORDER BY received_at DESC
+ LIMIT 1;
+
+-- name: open_alerts
+SELECT id, kind, message, raised_at FROM alert
+ WHERE integration_id = $1::uuid AND status = 'open'
+ ORDER BY raised_at;
+
+-- name: runs
+SELECT r.*, r.id::text AS run_id, i.code AS integration_code
+  FROM integration_run r JOIN integration i ON i.id = r.integration_id
+ WHERE i.code = $1
+ ORDER BY r.received_at DESC
+ LIMIT $2;
+
+-- name: run
+SELECT r.*, r.id::text AS run_id, i.code AS integration_code
+  FROM integration_run r JOIN integration i ON i.id = r.integration_id
+ WHERE r.id = $1::uuid;
+
+-- name: run_rows
+SELECT position, subject_key, outcome, reason, diff, kept_by_hand
+  FROM integration_row
+ WHERE run_id = $1::uuid
+ ORDER BY position
+ LIMIT 5000;
+
+-- name: waiting
+SELECT w.id, i.code AS integration_code, w.kind, w.subject_key, w.question,
+       w.run_id::text AS run_id, w.created_at
+  FROM review_item w JOIN integration i ON i.id = w.integration_id
+ WHERE w.status = 'open' AND ($1 = '' OR i.code = $1)
+ ORDER BY w.created_at;
+
+-- name: review_item
+SELECT w.id, w.kind, w.subject_key, w.subject_id::text AS subject_id, w.status,
+       i.code AS integration_code, i.id::text AS integration_id
+  FROM review_item w JOIN integration i ON i.id = w.integration_id
+ WHERE w.id = $1;
+
+-- name: resolve_review
+UPDATE review_item SET status = $2, resolved_at = now(), resolved_by = $3
+ WHERE id = $1 AND status = 'open'
+RETURNING id;
+
+-- name: set_state
+UPDATE integration SET state = $2 WHERE code = $1 RETURNING id::text;
+
+-- name: integration_id_by_code
+SELECT id::text FROM integration WHERE code = $1;

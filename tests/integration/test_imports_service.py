@@ -1,0 +1,132 @@
+"""ImportsService over gRPC: two-line health, runs and their detail, Waiting for you and its
+actions, pause and resume, and a dry run that writes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import grpc
+import pytest
+
+from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
+from omnium_grpc import open_channel
+from tests.support.imports import SCHEDULE, GamesDay, games_day
+
+
+@asynccontextmanager
+async def operator(day: GamesDay) -> AsyncIterator[imports_pb2_grpc.ImportsServiceStub]:
+    channel = open_channel(f"127.0.0.1:{day.imports.grpc_port}", day.imports.settings)
+    try:
+        yield imports_pb2_grpc.ImportsServiceStub(channel)
+    finally:
+        await channel.close()
+
+
+async def test_cards_runs_and_a_run_s_detail(database_url: str) -> None:
+    async with games_day(database_url) as day, operator(day) as ops:
+        first = await day.sim.make_run("schedule", wait_doorbell=True)
+        await day.wait_for_run(first.id)
+        unit = day.sim.reference()["units"][0]
+        day.sim.reschedule(unit["externalId"], venue="Nagoya Dome")
+        second = await day.sim.make_run("schedule", wait_doorbell=True)
+        ours = await day.wait_for_run(second.id)
+        cards = (
+            await ops.ListIntegrations(imports_pb2.ListIntegrationsRequest(), timeout=10)
+        ).integrations
+        runs = (
+            await ops.ListRuns(imports_pb2.ListRunsRequest(integration_code=SCHEDULE), timeout=10)
+        ).runs
+        detail = await ops.GetRun(imports_pb2.GetRunRequest(run_id=ours["id"]), timeout=10)
+        failed = await day.sim.make_run("schedule", fail_checks="site down", wait_doorbell=True)
+        await day.wait_for_run(failed.id)
+        after = {
+            c.code: c
+            for c in (
+                await ops.ListIntegrations(imports_pb2.ListIntegrationsRequest(), timeout=10)
+            ).integrations
+        }
+    card = next(c for c in cards if c.code == SCHEDULE)
+    assert (card.scout.word, card.scout.ok) == ("Passed", True)
+    assert (card.omnium.word, card.omnium.ok) == ("On time", True)
+    assert [r.status for r in runs] == ["done", "done"]
+    assert runs[0].batch_done == runs[0].batch_total == 1
+    assert [e.key for e in detail.changed] == [unit["externalId"]]
+    assert [(c.field, c.new.string_value) for c in detail.changed[0].changes] == [
+        ("venue", "Nagoya Dome")
+    ]
+    assert (after[SCHEDULE].scout.word, after[SCHEDULE].scout.ok) == ("Failed its checks", False)
+    assert "site down" in after[SCHEDULE].scout.detail
+
+
+async def test_waiting_for_you_and_its_actions(database_url: str) -> None:
+    async with games_day(database_url) as day, operator(day) as ops:
+        first = await day.sim.make_run("schedule", wait_doorbell=True)
+        await day.wait_for_run(first.id)
+        gone = day.sim.reference()["units"][5]
+        day.sim.drop(gone["externalId"])
+        for _ in range(2):
+            run = await day.sim.make_run("schedule", wait_doorbell=True)
+            await day.wait_for_run(run.id)
+        waiting = (await ops.ListWaiting(imports_pb2.ListWaitingRequest(), timeout=10)).items
+        assert [(w.kind, w.subject_key) for w in waiting] == [("missing", gone["externalId"])]
+        done = await ops.ResolveMissing(
+            imports_pb2.ResolveMissingRequest(item_id=waiting[0].id, cancel=True, by="Mei"),
+            timeout=10,
+        )
+        status = await day.db.fetchval("SELECT status FROM unit WHERE code = $1", gone["rsc"])
+        actor = await day.db.fetchval(
+            "SELECT actor_name || ' @ ' || screen FROM timeline_item WHERE code = "
+            "'results.set_status'"
+        )
+        left = (await ops.ListWaiting(imports_pb2.ListWaitingRequest(), timeout=10)).items
+    assert done.done and status == "CANCELLED"
+    assert actor == "Mei @ waiting-for-you"
+    assert left == []
+
+
+async def test_pause_resume_and_run_now(database_url: str) -> None:
+    async with games_day(database_url) as day, operator(day) as ops:
+        paused = await ops.SetIntegrationState(
+            imports_pb2.SetIntegrationStateRequest(integration_code=SCHEDULE, state="paused"),
+            timeout=10,
+        )
+        delivery = await day.sim.ring((await day.sim.make_run("schedule")).id)
+        await ops.SetIntegrationState(
+            imports_pb2.SetIntegrationStateRequest(integration_code=SCHEDULE, state="on"),
+            timeout=10,
+        )
+        now = await ops.RunNow(imports_pb2.RunNowRequest(integration_code=SCHEDULE), timeout=10)
+        await day.jobs_idle()
+        units = await day.db.fetchval("SELECT count(*) FROM unit")
+        with pytest.raises(grpc.aio.AioRpcError) as bad:
+            await ops.SetIntegrationState(
+                imports_pb2.SetIntegrationStateRequest(integration_code=SCHEDULE, state="asleep"),
+                timeout=10,
+            )
+    assert paused.done
+    assert delivery.answer["queued"] is False
+    assert now.done and units == 1252
+    assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_a_dry_run_answers_the_diff_and_writes_nothing(database_url: str) -> None:
+    async with games_day(database_url) as day, operator(day) as ops:
+        first = await day.sim.make_run("schedule", wait_doorbell=True)
+        await day.wait_for_run(first.id)
+        unit = day.sim.reference()["units"][7]
+        day.sim.reschedule(unit["externalId"], venue="Somewhere New")
+        day.sim.mute_doorbell(True)
+        stored = await day.sim.make_run("schedule")
+        commands = await day.db.fetchval("SELECT count(*) FROM command")
+        answer = await ops.DryRun(
+            imports_pb2.DryRunRequest(integration_code=SCHEDULE, scout_run_id=stored.id), timeout=60
+        )
+        after = await day.db.fetchval("SELECT count(*) FROM command")
+        venue = await day.db.fetchval("SELECT venue FROM unit WHERE code = $1", unit["rsc"])
+    assert [(r.key, r.outcome) for r in answer.rows] == [(unit["externalId"], "accepted")]
+    assert [(c.field, c.new.string_value) for c in answer.rows[0].changes] == [
+        ("venue", "Somewhere New")
+    ]
+    assert answer.outcomes["unchanged"] == 1251
+    assert after == commands and venue != "Somewhere New"
