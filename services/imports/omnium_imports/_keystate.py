@@ -1,17 +1,17 @@
 """The fast path: skip a key only when its hash is the same AND nobody touched its record since.
 
 Key state is cached per integration in this process. Each run asks PostgreSQL one question —
-which records changed since the watermark — so its cost grows with what changed, not with how
-many keys the run lists. The watermark trails by `fastpath_lag_seconds`: a command takes its
-changed_seq before it commits, so a change numbered below the newest seen may still be in
-flight; re-reading the last stretch costs little and misses nothing.
+which records changed since the last look — so its cost grows with what changed, not with how
+many keys the run lists. "Since the last look" is by changed_seq and by write time: a command
+takes its changed_seq before it commits, so a late commit can carry a number below the
+watermark; every record written within `fastpath_lag_seconds` before the last look is read
+again, which costs little and misses nothing.
 """
 
 from __future__ import annotations
 
-import time
-from collections import deque
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 import asyncpg
 
@@ -36,9 +36,9 @@ class KeyStateCache:
     subject_keys: dict[str, set[str]] = field(default_factory=dict)
     # Records whose changed_seq differs from the applied_seq of a key that names them.
     touched: set[str] = field(default_factory=set)
+    # The last look: the highest changed_seq then, and the database's clock then.
     watermark: int = 0
-    # (when, highest changed_seq then): the watermark moves to a value older than the lag.
-    seen: deque[tuple[float, int]] = field(default_factory=deque)
+    looked_at: datetime | None = None
     loaded_for_run: str | None = None
     # Keys' missing_runs where above zero (keys no longer listed by full runs).
     missing: dict[str, int] = field(default_factory=dict)
@@ -52,28 +52,28 @@ class KeyStateCache:
             self._set(
                 row["subject_key"], _Key(row["last_hash"], row["subject_id"], row["applied_seq"])
             )
-        self.touched.clear()
-        self.watermark = 0
-        self.seen.clear()
+        look = await conn.fetchrow(QUERIES["look_now"])
+        touched = "touched_medal_rows" if self.target == "medal_row" else "touched_units"
+        self.touched = {
+            row["subject_id"] for row in await conn.fetch(QUERIES[touched], self.integration_id)
+        }
+        self.watermark, self.looked_at = look["seq"], look["at"]
 
     async def refresh(self, conn: asyncpg.Connection) -> int:
-        """Read the records changed since the watermark; returns how many there were."""
+        """Read the records changed since the last look; returns how many there were."""
+        assert self.looked_at is not None, "load() first"
         query = "changed_medal_rows_since" if self.target == "medal_row" else "changed_units_since"
-        now = time.monotonic()
-        current = await conn.fetchval(QUERIES["current_seq"])
-        rows = await conn.fetch(QUERIES[query], self.integration_id, self.watermark)
-        by_subject = {row["id"]: row["changed_seq"] for row in rows}
-        for subject_id, changed_seq in by_subject.items():
+        look = await conn.fetchrow(QUERIES["look_now"])
+        since = self.looked_at - timedelta(seconds=self.lag_seconds)
+        rows = await conn.fetch(QUERIES[query], self.integration_id, self.watermark, since)
+        for row in rows:
+            subject_id, changed_seq = row["id"], row["changed_seq"]
             names = self.subject_keys.get(subject_id, ())
             if any(self.keys[name].applied_seq != changed_seq for name in names):
                 self.touched.add(subject_id)
             else:
                 self.touched.discard(subject_id)
-        self.seen.append((now, current))
-        while len(self.seen) > 1 and self.seen[1][0] <= now - self.lag_seconds:
-            self.seen.popleft()
-        if self.seen[0][0] <= now - self.lag_seconds:
-            self.watermark = max(self.watermark, self.seen[0][1])
+        self.watermark, self.looked_at = look["seq"], look["at"]
         return len(rows)
 
     def _set(self, name: str, key: _Key) -> None:

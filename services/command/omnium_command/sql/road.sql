@@ -166,7 +166,8 @@ medal_updates AS (
     total  = CASE WHEN v.set ? 'total' THEN (v.set->>'total')::int ELSE m.total END,
     rank   = CASE WHEN v.set ? 'rank' THEN (v.set->>'rank')::int ELSE m.rank END,
     pinned = coalesce(v.pinned, m.pinned),
-    changed_seq = $1
+    changed_seq = $1,
+    updated_at = now()
   FROM jsonb_to_recordset($5::jsonb) AS v(id uuid, set jsonb, pinned text[])
   WHERE m.id = v.id AND (SELECT go FROM go)
   RETURNING m.id

@@ -6,19 +6,36 @@ SELECT subject_key, subject_id::text AS subject_id, last_hash, applied_seq, miss
  WHERE integration_id = $1::uuid;
 
 -- name: changed_units_since
--- The fast path's one question, answered by unit_by_changed_seq: which of this event's units
--- changed since the watermark. Its cost grows with what changed, not with the run's size.
+-- The fast path's one question: which of this event's units changed since the last look,
+-- by changed_seq or by the time they were written (a command takes its changed_seq before it
+-- commits, so a late commit can carry a number below the watermark). Both are indexed; the
+-- cost grows with what changed, not with how many keys a run lists.
 SELECT id::text AS id, changed_seq
   FROM unit
- WHERE changed_seq > $2 AND event_id = (SELECT event_id FROM integration WHERE id = $1::uuid);
+ WHERE (changed_seq > $2 OR updated_at > $3)
+   AND event_id = (SELECT event_id FROM integration WHERE id = $1::uuid);
 
 -- name: changed_medal_rows_since
 SELECT id::text AS id, changed_seq
   FROM medal_row
- WHERE changed_seq > $2 AND event_id = (SELECT event_id FROM integration WHERE id = $1::uuid);
+ WHERE (changed_seq > $2 OR updated_at > $3)
+   AND event_id = (SELECT event_id FROM integration WHERE id = $1::uuid);
 
--- name: current_seq
-SELECT last_value FROM change_seq;
+-- name: look_now
+SELECT (SELECT last_value FROM change_seq) AS seq, now() AS at;
+
+-- name: touched_units
+-- At load: the keys whose unit someone changed after this integration wrote it.
+SELECT k.subject_id::text AS subject_id
+  FROM integration_key_state k
+  JOIN unit u ON u.id = k.subject_id
+ WHERE k.integration_id = $1::uuid AND u.changed_seq IS DISTINCT FROM k.applied_seq;
+
+-- name: touched_medal_rows
+SELECT k.subject_id::text AS subject_id
+  FROM integration_key_state k
+  JOIN medal_row m ON m.id = k.subject_id
+ WHERE k.integration_id = $1::uuid AND m.changed_seq IS DISTINCT FROM k.applied_seq;
 
 -- name: fill_from_row_log
 -- Once, for an integration that has a row log but no key state yet: the newest logged row of
