@@ -3,6 +3,7 @@ alerts: each raised once, and cleared when the cause is gone."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import date
 
 from aiohttp import web
@@ -166,3 +167,47 @@ async def test_official_results_are_read_again_in_their_settle_window(database_u
     assert page["status"] == "done"
     # Read at about 61 minutes: the next read is an hour after that.
     assert 7000 < after["wait"].total_seconds() < 7500
+
+
+async def test_a_failed_run_alerts_once_and_clears(database_url: str) -> None:
+    async with games_day(database_url) as day:
+        for _ in range(2):
+            day.sim.malform_next_page("not_json")
+            run = await day.sim.make_run("schedule", wait_doorbell=True)
+            assert (await day.wait_for_run(run.id))["status"] == "failed"
+        raised = await day.db.fetchval("SELECT count(*) FROM alert WHERE kind = 'run_failed'")
+        await _load(day)
+        still_open = await _open(day, "alert", "run_failed")
+    assert raised == 1
+    assert still_open == 0
+
+
+async def test_no_new_run_for_three_intervals_alerts(database_url: str) -> None:
+    from omnium_imports import ImportsApp
+    from tests.support.imports import import_settings
+
+    async with games_day(database_url) as day:
+        await _load(day)
+        await day.db.execute(
+            "UPDATE integration SET check_seconds = 60, last_heard_at = now(); "
+            "UPDATE integration_run SET received_at = now() - interval '1 hour'"
+        )
+        scheduler = ImportsApp(
+            import_settings(database_url, day.command.port, scheduler_seconds=0.2)
+        )
+        await scheduler.start(0, workers=0, scheduler=True, grpc_port=0)
+        try:
+            for _ in range(50):
+                if await _open(day, "alert", "quiet"):
+                    break
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(1)  # five more scheduler ticks: still one alert
+        finally:
+            await scheduler.stop(grace=1)
+        quiet = await day.db.fetch(
+            "SELECT message, integration_id::text AS integration FROM alert WHERE kind = 'quiet'"
+        )
+    # One for the quiet integration (the medal table, set up just now, is not quiet yet), not
+    # one per scheduler tick.
+    assert [q["integration"] for q in quiet] == [day.schedule_id]
+    assert "No new run from Scout for 3 check intervals" in quiet[0]["message"]
