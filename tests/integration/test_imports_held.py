@@ -23,6 +23,9 @@ async def test_a_held_row_goes_through_once_its_team_is_added(database_url: str)
         )
         still_held = await day.sim.make_run("schedule", wait_doorbell=True)
         again = await day.wait_for_run(still_held.id)
+        waiting = await day.db.fetch(
+            "SELECT question FROM review_item WHERE kind = 'held' AND status = 'open'"
+        )
         # Someone adds the team (Waiting for you) and maps Scout's id to it.
         team = await day.db.fetchval(
             "INSERT INTO competitor (event_id, kind, code, name, noc) "
@@ -31,6 +34,9 @@ async def test_a_held_row_goes_through_once_its_team_is_added(database_url: str)
         await add_lookups(day.db, day.schedule_id, "competitor", {"SC-T-KOR3": team})
         passed_run = await day.sim.make_run("schedule", wait_doorbell=True)
         passed = await day.wait_for_run(passed_run.id)
+        answered = await day.db.fetchval(
+            "SELECT count(*) FROM review_item WHERE kind = 'held' AND status = 'done'"
+        )
         side = await day.db.fetchval(
             "SELECT s.competitor_id::text FROM unit_competitor s JOIN unit u ON u.id = s.unit_id "
             "WHERE u.code = $1 AND s.sort_order = 1",
@@ -41,5 +47,8 @@ async def test_a_held_row_goes_through_once_its_team_is_added(database_url: str)
     assert question["outcome"] == "held" and question["subject_key"] == unit["externalId"]
     assert "SC-T-KOR3" in question["reason"] and "we have no such competitor" in question["reason"]
     assert again["outcomes"].get("held") == 1
+    # One question in Waiting for you however many runs hold the row; it closes when answered.
+    assert [w["question"] for w in waiting] == [question["reason"]]
+    assert answered == 1
     assert passed["outcomes"].get("accepted") == 1 and "held" not in passed["outcomes"]
     assert side == team

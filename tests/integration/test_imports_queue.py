@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from omnium_imports import ImportsApp
 from tests.support.imports import games_day, import_settings
@@ -58,3 +59,31 @@ async def test_two_imports_processes_share_the_queue(database_url: str) -> None:
     # Every job claimed once, and every batch of every run written once, whoever ran it.
     assert [c["attempts"] for c in claims] == [1] * len(claims)
     assert commands == batches
+
+
+async def test_the_row_log_keeps_thirty_days(database_url: str) -> None:
+    async with games_day(database_url) as day:
+        day.sim.malform_next_page("no_items")
+        run = await day.sim.make_run("schedule", wait_doorbell=True)
+        ours = await day.wait_for_run(run.id)
+        for age in ("31 days", "29 days"):
+            await day.db.execute(
+                "INSERT INTO integration_row (run_id, integration_id, position, subject_key, "
+                "subject_kind, outcome, created_at) "
+                "VALUES ($1::uuid, $2::uuid, 0, $3, 'unit', 'problem', now() - $4::interval)",
+                ours["id"],
+                day.schedule_id,
+                age,
+                timedelta(days=int(age.split()[0])),
+            )
+        scheduler = ImportsApp(import_settings(database_url, day.command.port))
+        await scheduler.start(0, workers=0, scheduler=True, grpc_port=0)
+        try:
+            for _ in range(50):
+                left = await day.db.fetchval("SELECT array_agg(subject_key) FROM integration_row")
+                if left == ["29 days"]:
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            await scheduler.stop(grace=1)
+    assert left == ["29 days"]

@@ -704,6 +704,12 @@ class Pipeline:
                     [row.outcome for row in logged],
                     [row.reason for row in logged],
                 )
+            # Waiting for you: one open question per held key; answered ones close themselves.
+            for row in mapped:
+                if row.outcome == "held" and row.key:
+                    await open_review(conn, integration.id, "held", row.key, row.reason, run_id)
+            answered = [row.key for row in mapped if row.outcome == "ok" and row.key]
+            await conn.execute(QUERIES["close_reviews"], integration.id, "held", answered, "import")
 
     async def _finish(
         self, run_id: str, status: str, reason: str | None, outcomes: Counter[str]
