@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
 from importlib import resources
+from types import MappingProxyType
 from typing import Any, Literal, TypeAlias, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -53,6 +54,10 @@ DEFAULT_SOURCE = "Scout"
 _NOUNS: dict[Target, str] = {"unit": "unit", "medal_row": "medal row"}
 _WHOLE = re.compile(r"^[+-]?[0-9]+(\.0*)?$")
 _FORMATTER = string.Formatter()
+# Built once: json.dumps with these arguments builds the same encoder on every call.
+_HASH_JSON = json.JSONEncoder(sort_keys=True, default=str)
+# The types JSON gives that hold nothing: safe to share, and never walked into.
+_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
 
 
 class MappingSpecError(ValueError):
@@ -66,17 +71,37 @@ class _Missing(Enum):
 _MISSING = _Missing.MISSING
 
 
-def _walk(value: Any, path: str) -> Any:
-    """The value at a dot path, or _MISSING; null stays None, so the two can be told apart."""
-    for part in path.split("."):
-        if isinstance(value, Mapping):
-            if part not in value:
+# A dot path split once when the step is parsed: each part, with its list index if it is one.
+_Path: TypeAlias = tuple[tuple[str, int | None], ...]
+
+
+def _split(path: str) -> _Path:
+    return tuple(
+        (part, int(part) if part.isascii() and part.isdigit() else None) for part in path.split(".")
+    )
+
+
+def _walk(value: Any, path: _Path) -> Any:
+    """The value at a split dot path, or _MISSING; null stays None, so the two can be told apart."""
+    for name, index in path:
+        kind = type(value)
+        # Rows come from JSON, so exact type checks settle almost every part; the abstract
+        # Mapping check costs several times more and is left for other mappings and sequences.
+        if kind is dict:
+            value = value.get(name, _MISSING)
+            if value is _MISSING:
                 return _MISSING
-            value = value[part]
-        elif isinstance(value, list | tuple) and part.isascii() and part.isdigit():
-            index = int(part)
-            if index >= len(value):
+        elif kind is list:
+            if index is None or index >= len(value):
                 return _MISSING
+            value = value[index]
+        elif kind in _SCALARS:
+            return _MISSING
+        elif isinstance(value, Mapping):
+            if name not in value:
+                return _MISSING
+            value = value[name]
+        elif isinstance(value, list | tuple) and index is not None and index < len(value):
             value = value[index]
         else:
             return _MISSING
@@ -85,13 +110,13 @@ def _walk(value: Any, path: str) -> Any:
 
 def read_path(row: Any, path: str) -> Any:
     """The value at `path` ("competitors.0.name") in a row; None when it is missing or null."""
-    value = _walk(row, path)
+    value = _walk(row, _split(path))
     return None if value is _MISSING else value
 
 
 def row_hash(value: Mapping[str, Any]) -> bytes:
     """sha256 of the mapped value as sorted-keys JSON: the same value always gives the same hash."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).digest()
+    return hashlib.sha256(_HASH_JSON.encode(value).encode()).digest()
 
 
 def _json_kind(value: Any) -> str:
@@ -118,6 +143,9 @@ def _shown(value: Any) -> str:
 
 def _own(value: Any) -> Any:
     # Values go into rows that callers may change; Scout's rows and the spec must stay as they are.
+    # Text, numbers and null cannot be changed, so they are shared rather than copied.
+    if type(value) in _SCALARS:
+        return value
     return copy.deepcopy(value) if isinstance(value, dict | list) else value
 
 
@@ -176,14 +204,43 @@ class _Skip(Exception):
         self.reason = reason
 
 
+class _Run:
+    """What the rows of one map_rows call share, worked out once rather than once per step.
+
+    Everything is filled in when first needed, so building it cannot fail outside a row.
+    """
+
+    __slots__ = ("_zone", "context", "ids", "source_name", "times")
+
+    def __init__(self, context: MappingContext, source_name: str) -> None:
+        self.context = context
+        self.source_name = source_name
+        self.ids: dict[str, Mapping[str, str]] = {}  # the context's lookups, by kind
+        # local_time's answers by the text sent: a run has few distinct start times.
+        self.times: dict[str, str] = {}
+        self._zone: ZoneInfo | None = None
+
+    def zone(self) -> ZoneInfo:
+        if self._zone is None:
+            self._zone = self.context.zone
+        return self._zone
+
+
 @dataclass(slots=True)
 class _RowState:
-    context: MappingContext
-    source_name: str
+    run: _Run
     noun: str
     label: str  # how a question names the row: its key, or "row 12" without one
     key: str | None
     questions: list[str] = field(default_factory=list)
+
+    @property
+    def context(self) -> MappingContext:
+        return self.run.context
+
+    @property
+    def source_name(self) -> str:
+        return self.run.source_name
 
 
 @dataclass(slots=True)
@@ -193,7 +250,13 @@ class _Frame:
     source: Mapping[str, Any]
     out: dict[str, Any]
     row: _RowState
-    where: str  # "" for the row itself, "competitors.1" for an element of it
+    outer: str = ""  # the list this is an element of ("competitors"), "" for the row itself
+    index: int = 0  # which element of that list
+
+    @property
+    def where(self) -> str:
+        # "competitors.1" for an element, "" for the row; built only when a message needs it.
+        return f"{self.outer}.{self.index}" if self.outer else ""
 
     def at(self) -> str:
         return f"in {self.where}, " if self.where else ""
@@ -201,7 +264,7 @@ class _Frame:
     def whose(self) -> str:
         return self.where or "the row"
 
-    def read(self, path: str) -> Any:
+    def read(self, path: _Path) -> Any:
         return _walk(self.source, path)
 
     def output(self, name: str) -> Any:
@@ -217,14 +280,29 @@ class Step(ABC):
     def apply(self, frame: _Frame) -> None: ...
 
 
+# A step's apply, bound once when the steps are parsed rather than looked up on every row.
+_Apply: TypeAlias = Callable[[_Frame], None]
+
+
 @dataclass(frozen=True, slots=True)
 class Read(Step):
     path: str
     to: str
     required: bool = False
+    _path: _Path = field(init=False, repr=False, compare=False)
+    _name: str | None = field(init=False, repr=False, compare=False)  # a path of one part
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_path", _split(self.path))
+        object.__setattr__(self, "_name", self.path if len(self._path) == 1 else None)
 
     def apply(self, frame: _Frame) -> None:
-        value = frame.read(self.path)
+        source = frame.source
+        # Most reads are one name from a plain dict: read it here, without the walk's loop.
+        if self._name is not None and type(source) is dict:
+            value = source.get(self._name, _MISSING)
+        else:
+            value = _walk(source, self._path)
         if value is _MISSING:
             if self.required:
                 raise _Problem(
@@ -234,7 +312,7 @@ class Read(Step):
             # Left out, not null: a field that is not sent is not compared, so nothing is cleared.
             frame.out.pop(self.to, None)
             return
-        frame.out[self.to] = _own(value)
+        frame.out[self.to] = value if type(value) in _SCALARS else _own(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +331,7 @@ MAP_UNKNOWN: tuple[MapUnknown, ...] = ("keep", "use", "problem")
 
 def _table_key(value: Any) -> str:
     # JSON tables have text keys only, so other values are looked up by their JSON text (1 -> "1").
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return value if isinstance(value, str) else _HASH_JSON.encode(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,13 +342,13 @@ class MapValues(Step):
     value: Any = None  # used for values not in the table when unknown is "use"
 
     def apply(self, frame: _Frame) -> None:
-        current = frame.output(self.field)
+        current = frame.out.get(self.field)
         # Null means "none yet" (no medal, no rank), not a value to translate.
-        if current is _MISSING or current is None:
+        if current is None:
             return
-        key = _table_key(current)
-        if key in self.table:
-            frame.out[self.field] = _own(self.table[key])
+        ours = self.table.get(current if type(current) is str else _table_key(current), _MISSING)
+        if ours is not _MISSING:
+            frame.out[self.field] = _own(ours)
         elif self.unknown == "use":
             frame.out[self.field] = _own(self.value)
         elif self.unknown == "problem":
@@ -287,9 +365,16 @@ class LocalTime(Step):
     field: str
 
     def apply(self, frame: _Frame) -> None:
-        current = frame.output(self.field)
-        if current is _MISSING or current is None:
+        current = frame.out.get(self.field)
+        if current is None:
             return
+        times = frame.row.run.times
+        # Only plain text is remembered: what a str subclass compares equal to is its own affair.
+        if type(current) is str:
+            known = times.get(current)
+            if known is not None:
+                frame.out[self.field] = known
+                return
         text = current.strip() if isinstance(current, str) else None
         example = "like 2026-09-21T09:30:00"
         if text is None:
@@ -310,7 +395,7 @@ class LocalTime(Step):
                 f"check what {frame.row.source_name} shows for it"
             ) from None
         if moment.tzinfo is None:
-            zone = frame.row.context.zone
+            zone = frame.row.run.zone()
             moment = moment.replace(tzinfo=zone)
             # A wall-clock time skipped when the clocks go forward comes back different.
             if moment.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != moment.replace(
@@ -321,11 +406,15 @@ class LocalTime(Step):
                     f"{frame.row.context.time_zone}: the clocks go forward over it; "
                     f"ask {frame.row.source_name} for the right time"
                 )
-        frame.out[self.field] = moment.isoformat()
+        written = moment.isoformat()
+        if type(current) is str:
+            times[current] = written
+        frame.out[self.field] = written
 
 
 LookupUnknown: TypeAlias = Literal["hold", "leave_out"]
 LOOKUP_UNKNOWN: tuple[LookupUnknown, ...] = ("hold", "leave_out")
+_NO_IDS: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,10 +424,24 @@ class Lookup(Step):
     to: str
     describe: tuple[str, ...] = ()
     unknown: LookupUnknown = "hold"
+    _path: _Path = field(init=False, repr=False, compare=False)
+    _name: str | None = field(init=False, repr=False, compare=False)  # a path of one part
+    _describe: tuple[_Path, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_path", _split(self.path))
+        object.__setattr__(self, "_name", self.path if len(self._path) == 1 else None)
+        object.__setattr__(self, "_describe", tuple(_split(path) for path in self.describe))
 
     def apply(self, frame: _Frame) -> None:
-        external = frame.read(self.path)
-        if external is _MISSING or external is None or external == "":
+        source = frame.source
+        if self._name is not None and type(source) is dict:
+            external = source.get(self._name, _MISSING)
+        else:
+            external = _walk(source, self._path)
+        if type(external) is str and external:
+            external_id = external
+        elif external is _MISSING or external is None or external == "":
             if self.unknown == "leave_out":
                 frame.out.pop(self.to, None)
                 return
@@ -346,13 +449,19 @@ class Lookup(Step):
                 f"{frame.whose()} has no {self.path} to find the {self.kind} by; "
                 f"ask {frame.row.source_name} to send it"
             )
-        if isinstance(external, bool) or not isinstance(external, str | int):
+        elif isinstance(external, bool) or not isinstance(external, str | int):
             raise _Problem(
                 f"{frame.at()}{self.path} is {_json_kind(external)} ({_shown(external)}), "
                 f"not a {self.kind} id"
             )
-        external_id = str(external)
-        ours = frame.row.context.lookups.get(self.kind, {}).get(external_id)
+        else:
+            external_id = str(external)
+        row = frame.row
+        known = row.run.ids
+        ids = known.get(self.kind)
+        if ids is None:
+            ids = known[self.kind] = row.context.lookups.get(self.kind, _NO_IDS)
+        ours = ids.get(external_id)
         if ours is not None:
             frame.out[self.to] = ours
             return
@@ -360,14 +469,14 @@ class Lookup(Step):
         if self.unknown == "leave_out":
             return
         question = self._question(frame, external_id)
-        if question not in frame.row.questions:
-            frame.row.questions.append(question)
+        if question not in row.questions:
+            row.questions.append(question)
 
     def _question(self, frame: _Frame, external_id: str) -> str:
         row = frame.row
         details = [
             str(value)
-            for path in self.describe
+            for path in self._describe
             if (value := frame.read(path)) is not _MISSING and value is not None and value != ""
         ]
         named = f"{self.kind} {external_id}" + (f" ({', '.join(details)})" if details else "")
@@ -397,9 +506,13 @@ class SkipIf(Step):
     test: SkipTest
     value: Any = None  # the value for "equals", the list for "in"
     reason: str = ""
+    _path: _Path = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_path", _split(self.name) if self.on == "path" else ())
 
     def apply(self, frame: _Frame) -> None:
-        current = frame.read(self.name) if self.on == "path" else frame.output(self.name)
+        current = frame.read(self._path) if self.on == "path" else frame.output(self.name)
         present = current is not _MISSING and current is not None
         if self.test == "missing":
             hit = not present
@@ -419,16 +532,21 @@ class Template(Step):
     to: str
     template: str
     parts: tuple[tuple[str, str | None], ...]  # literal text, then a name or None
+    _paths: tuple[_Path, ...] = field(init=False, repr=False, compare=False)  # one per part
+
+    def __post_init__(self) -> None:
+        paths = tuple(_split(name) if name is not None else () for _, name in self.parts)
+        object.__setattr__(self, "_paths", paths)
 
     def apply(self, frame: _Frame) -> None:
         pieces: list[str] = []
-        for literal, name in self.parts:
+        for (literal, name), path in zip(self.parts, self._paths, strict=True):
             pieces.append(literal)
             if name is None:
                 continue
             value = frame.output(name)
             if value is _MISSING or value is None:
-                value = frame.read(name)
+                value = frame.read(path)
             if value is _MISSING or value is None:
                 raise _Problem(
                     f"{frame.at()}the template for {self.to} needs {{{name}}}, but "
@@ -440,6 +558,8 @@ class Template(Step):
 
 
 def _whole_number(value: Any) -> int | None:
+    if type(value) is int:
+        return value
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -456,8 +576,9 @@ class Integer(Step):
     field: str
 
     def apply(self, frame: _Frame) -> None:
-        current = frame.output(self.field)
-        if current is _MISSING or current is None:
+        current = frame.out.get(self.field)
+        # A plain int is already whole: the usual case, settled without a call.
+        if current is None or type(current) is int:
             return
         number = _whole_number(current)
         if number is None:
@@ -482,9 +603,15 @@ class Each(Step):
     path: str
     to: str
     steps: tuple[Step, ...]
+    _path: _Path = field(init=False, repr=False, compare=False)
+    _applies: tuple[_Apply, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_path", _split(self.path))
+        object.__setattr__(self, "_applies", tuple(step.apply for step in self.steps))
 
     def apply(self, frame: _Frame) -> None:
-        items = frame.read(self.path)
+        items = _walk(frame.source, self._path)
         if items is _MISSING or items is None:
             frame.out.pop(self.to, None)
             return
@@ -494,19 +621,25 @@ class Each(Step):
                 f"check what {frame.row.source_name} sends"
             )
         mapped: list[dict[str, Any]] = []
-        prefix = f"{frame.where}.{self.path}" if frame.where else self.path
+        where = frame.where
+        # One frame serves every element in turn: steps never keep it, and building a frame
+        # (and its "competitors.3" text) per element was a good part of each's time.
+        inner = _Frame(frame.source, {}, frame.row, f"{where}.{self.path}" if where else self.path)
+        applies = self._applies
         for index, item in enumerate(items):
-            where = f"{prefix}.{index}"
-            if not isinstance(item, Mapping):
-                raise _Problem(f"{where} is {_json_kind(item)}, not an object")
-            inner = _Frame(item, {}, frame.row, where)
+            inner.index = index
+            if type(item) is not dict and not isinstance(item, Mapping):
+                raise _Problem(f"{inner.where} is {_json_kind(item)}, not an object")
+            inner.source = item
+            out: dict[str, Any] = {}
+            inner.out = out
             try:
-                for step in self.steps:
-                    step.apply(inner)
+                for apply in applies:
+                    apply(inner)
             except _Skip:
                 # Inside each, skip_if leaves out the element, not the whole row.
                 continue
-            mapped.append(inner.out)
+            mapped.append(out)
         frame.out[self.to] = mapped
 
 
@@ -521,6 +654,13 @@ class MappingVersion:
     key_fields: tuple[str, ...]
     steps: tuple[Step, ...]
     source: str = DEFAULT_SOURCE
+    _key_paths: tuple[tuple[str, _Path], ...] = field(init=False, repr=False, compare=False)
+    _applies: tuple[_Apply, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        keys = tuple((name, _split(name)) for name in self.key_fields)
+        object.__setattr__(self, "_key_paths", keys)
+        object.__setattr__(self, "_applies", tuple(step.apply for step in self.steps))
 
     @classmethod
     def parse(cls, obj: Mapping[str, Any]) -> MappingVersion:
@@ -567,30 +707,36 @@ class MappingVersion:
 
     def key_of(self, row: Any) -> str | None:
         """The row's key from Scout's row; None when a key field is missing, empty or not an id."""
-        return None if self._key_problem(row) else self._key(row)
+        key, _ = self._key(row)
+        return key
 
-    def _key(self, row: Any) -> str:
-        return ":".join(str(read_path(row, name)) for name in self.key_fields)
-
-    def _key_problem(self, row: Any) -> str | None:
-        for name in self.key_fields:
-            part = read_path(row, name)
-            if part is None or part == "":
-                return f"the row has no {name}"
-            if isinstance(part, bool) or not isinstance(part, str | int):
-                return f"the row's {name} is {_json_kind(part)}, not an id"
-        return None
+    def _key(self, row: Any) -> tuple[str | None, str | None]:
+        """The row's key, or None and what is wrong with it."""
+        parts: list[str] = []
+        for name, path in self._key_paths:
+            part = _walk(row, path)
+            if part is _MISSING or part is None or part == "":
+                return None, f"the row has no {name}"
+            if type(part) is not str and (
+                isinstance(part, bool) or not isinstance(part, str | int)
+            ):
+                return None, f"the row's {name} is {_json_kind(part)}, not an id"
+            parts.append(str(part))
+        return ":".join(parts), None
 
     def map_row(self, position: int, row: Any, context: MappingContext) -> MappedRow:
         """Map one row. Never raises: a bad row comes back as a problem with the reason."""
+        return self._map_row_safely(position, row, _Run(context, self.source))
+
+    def _map_row_safely(self, position: int, row: Any, run: _Run) -> MappedRow:
         try:
-            return self._map_row(position, row, context)
+            return self._map_row(position, row, run)
         except Exception as exc:
             # One odd row must not stop a run of a thousand: it shows as a problem instead.
             return _answer(position, None, {}, "problem", _fault(exc))
 
-    def _map_row(self, position: int, row: Any, context: MappingContext) -> MappedRow:
-        if not isinstance(row, Mapping):
+    def _map_row(self, position: int, row: Any, run: _Run) -> MappedRow:
+        if type(row) is not dict and not isinstance(row, Mapping):
             return _answer(
                 position,
                 None,
@@ -599,20 +745,14 @@ class MappingVersion:
                 f"row {position} is {_json_kind(row)}, not an object; "
                 f"{self.source} sent something that is not a row",
             )
-        key_problem = self._key_problem(row)
-        key = None if key_problem else self._key(row)
-        state = _RowState(
-            context=context,
-            source_name=self.source,
-            noun=_NOUNS[self.target],
-            label=key if key is not None else f"row {position}",
-            key=key,
-        )
-        frame = _Frame(row, {}, state, "")
+        key, key_problem = self._key(row)
+        label = key if key is not None else f"row {position}"
+        state = _RowState(run, _NOUNS[self.target], label, key, [])
+        frame = _Frame(row, {}, state)
         problem: str | None = None
         try:
-            for step in self.steps:
-                step.apply(frame)
+            for apply in self._applies:
+                apply(frame)
         except _Skip as skip:
             # A skip wins over a missing key, so a skip_if can set aside rows that have none.
             return _answer(position, key, frame.out, "skipped", skip.reason)
@@ -633,7 +773,8 @@ class MappingVersion:
         return _answer(position, key, frame.out, "ok", "")
 
     def map_rows(self, rows: Sequence[Any], context: MappingContext) -> list[MappedRow]:
-        return [self.map_row(position, row, context) for position, row in enumerate(rows)]
+        run = _Run(context, self.source)
+        return [self._map_row_safely(position, row, run) for position, row in enumerate(rows)]
 
 
 def _fault(exc: Exception) -> str:
