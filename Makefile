@@ -81,7 +81,8 @@ bench-command: install system ## Benchmark: import batches through gRPC vs the s
 	$(PY) -m bench.command_batch $(BENCH_ARGS)
 
 .PHONY: bench-imports
-bench-imports: install system ## Benchmark: Scout runs through imports (doorbell to done, 50,000-row loads)
+bench-imports: install system ## Benchmark: the key-state fast path (1M keys), then Scout runs through imports (doorbell to done, 50,000-row loads)
+	$(PY) -m bench.fastpath $(BENCH_ARGS_FASTPATH)
 	$(PY) -m bench.imports_run $(BENCH_ARGS)
 
 .PHONY: stack-up

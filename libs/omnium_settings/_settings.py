@@ -85,7 +85,7 @@ class Settings:
     lease_renew_seconds: float = _setting(10.0, "A running import job renews its lease this often.")
     imports_workers: int = _setting(2, "Import jobs one imports process runs at once.")
     fastpath_lag_seconds: float = _setting(
-        60.0, "Fast path re-reads changes this recent: longer than any command takes to commit."
+        1.0, "Fast path: extra seconds re-read before the oldest transaction open at a look."
     )
     imports_poll_seconds: float = _setting(5.0, "Queue poll when no NOTIFY arrives.")
     lease_expire_seconds: float = _setting(60.0, "A job not renewed for this long is freed.")

@@ -2,10 +2,11 @@
 
 Key state is cached per integration in this process. Each run asks PostgreSQL one question —
 which records changed since the last look — so its cost grows with what changed, not with how
-many keys the run lists. "Since the last look" is by changed_seq and by write time: a command
-takes its changed_seq before it commits, so a late commit can carry a number below the
-watermark; every record written within `fastpath_lag_seconds` before the last look is read
-again, which costs little and misses nothing.
+many keys the run lists. "Since the last look" is by changed_seq, and by write time for what
+was not yet committed then: a command takes its changed_seq before it commits, so a late commit
+can carry a number below the watermark. Each look notes when the oldest transaction still open
+began; the next look also reads records written since then (less `fastpath_lag_seconds` of
+margin), which is little when nothing is in flight, and misses nothing.
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ class KeyStateCache:
     subject_keys: dict[str, set[str]] = field(default_factory=dict)
     # Records whose changed_seq differs from the applied_seq of a key that names them.
     touched: set[str] = field(default_factory=set)
-    # The last look: the highest changed_seq then, and the database's clock then.
+    # The last look: the sequence's value then, and from when writes may still have been open.
     watermark: int = 0
-    looked_at: datetime | None = None
+    since: datetime | None = None
     loaded_for_run: str | None = None
     # Keys' missing_runs where above zero (keys no longer listed by full runs).
     missing: dict[str, int] = field(default_factory=dict)
@@ -57,15 +58,14 @@ class KeyStateCache:
         self.touched = {
             row["subject_id"] for row in await conn.fetch(QUERIES[touched], self.integration_id)
         }
-        self.watermark, self.looked_at = look["seq"], look["at"]
+        self._looked(look)
 
     async def refresh(self, conn: asyncpg.Connection) -> int:
         """Read the records changed since the last look; returns how many there were."""
-        assert self.looked_at is not None, "load() first"
+        assert self.since is not None, "load() first"
         query = "changed_medal_rows_since" if self.target == "medal_row" else "changed_units_since"
         look = await conn.fetchrow(QUERIES["look_now"])
-        since = self.looked_at - timedelta(seconds=self.lag_seconds)
-        rows = await conn.fetch(QUERIES[query], self.integration_id, self.watermark, since)
+        rows = await conn.fetch(QUERIES[query], self.integration_id, self.watermark, self.since)
         for row in rows:
             subject_id, changed_seq = row["id"], row["changed_seq"]
             names = self.subject_keys.get(subject_id, ())
@@ -73,8 +73,13 @@ class KeyStateCache:
                 self.touched.add(subject_id)
             else:
                 self.touched.discard(subject_id)
-        self.watermark, self.looked_at = look["seq"], look["at"]
+        self._looked(look)
         return len(rows)
+
+    def _looked(self, look: asyncpg.Record) -> None:
+        start = look["at"] if look["oldest"] is None else min(look["at"], look["oldest"])
+        self.watermark = look["seq"]
+        self.since = start - timedelta(seconds=self.lag_seconds)
 
     def _set(self, name: str, key: _Key) -> None:
         old = self.keys.get(name)

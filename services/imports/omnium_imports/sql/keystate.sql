@@ -6,10 +6,11 @@ SELECT subject_key, subject_id::text AS subject_id, last_hash, applied_seq, miss
  WHERE integration_id = $1::uuid;
 
 -- name: changed_units_since
--- The fast path's one question: which of this event's units changed since the last look,
--- by changed_seq or by the time they were written (a command takes its changed_seq before it
--- commits, so a late commit can carry a number below the watermark). Both are indexed; the
--- cost grows with what changed, not with how many keys a run lists.
+-- The fast path's one question: which of this event's units changed since the last look, by
+-- changed_seq, or written by a transaction that was still open at the last look (a command
+-- takes its changed_seq before it commits, so a late commit can carry a number below the
+-- watermark). Both are indexed; the cost grows with what changed, not with how many keys a
+-- run lists.
 SELECT id::text AS id, changed_seq
   FROM unit
  WHERE (changed_seq > $2 OR updated_at > $3)
@@ -22,7 +23,13 @@ SELECT id::text AS id, changed_seq
    AND event_id = (SELECT event_id FROM integration WHERE id = $1::uuid);
 
 -- name: look_now
-SELECT (SELECT last_value FROM change_seq) AS seq, now() AS at;
+-- Taken before the read of changes, in its own statement: the sequence's value, the clock, and
+-- when the oldest transaction still open began. A change not yet committed at this look was
+-- written by one of those transactions, so it has updated_at at or after `oldest`.
+SELECT (SELECT last_value FROM change_seq) AS seq,
+       clock_timestamp() AS at,
+       (SELECT min(a.xact_start) FROM pg_stat_activity a
+         WHERE a.xact_start IS NOT NULL AND a.pid <> pg_backend_pid()) AS oldest;
 
 -- name: touched_units
 -- At load: the keys whose unit someone changed after this integration wrote it.
