@@ -319,6 +319,9 @@ class Pipeline:
             for row in await conn.fetch(QUERIES["lookups"], integration.id):
                 lookups.setdefault(row["kind"], {})[row["external_id"]] = row["our_id"]
             mapped = _map(version, items, MappingContext(integration.time_zone, lookups))
+            # Scout's rows are not needed once mapped (mapping copies what it keeps): let them go
+            # before the batches, the biggest part of a large run's memory.
+            items.clear()
             key_state = await self._key_state(conn, integration)
             ready: list[MappedRow] = []
             skipped = 0
@@ -354,27 +357,21 @@ class Pipeline:
             outcomes["unchanged"] += skipped
             outcomes["fast_path"] += skipped
         await self._log_mapping(integration, run_id, mapped)
-        batches = await self._batches(integration, run_id, mapped, ready, unit_ids, key_state)
+        groups = await self._batches(integration, run_id, mapped, ready, unit_ids, key_state)
         failures: list[str] = []
-        # A run's batches name disjoint units, so a few can be in flight at once: the command
-        # service and PostgreSQL work on one while this process prepares the next.
-        in_flight = asyncio.Semaphore(self.settings.import_batches_in_flight)
 
-        async def send(
-            batch_no: int, rows: list[command_pb2.BatchRow]
-        ) -> tuple[int, list[command_pb2.BatchRow], command_pb2.BatchAnswer | None, str]:
-            async with in_flight:
-                answer, problem = await self._send(integration, run_id, batch_no, rows)
-            return batch_no, rows, answer, problem
-
-        sent = await asyncio.gather(*(send(n, rows) for n, rows in enumerate(batches)))
-        for batch_no, rows, answer, problem in sent:
+        def account(
+            batch_no: int,
+            rows: list[command_pb2.BatchRow],
+            answer: command_pb2.BatchAnswer | None,
+            problem: str,
+        ) -> None:
             if answer is None:
                 failures.append(f"batch {batch_no}: {problem}")
                 outcomes["not_sent"] += len(rows)
                 for row in rows:
                     key_state.forget(row.key)
-                continue
+                return
             hashes = {row.key: row.hash for row in rows}
             for row_answer in answer.rows:
                 outcome = _ROW_OUTCOMES.get(row_answer.outcome, "problem")
@@ -388,6 +385,20 @@ class Pipeline:
                     )
                 else:
                     key_state.forget(row_answer.key)
+
+        # A run's batches name disjoint units, so a few can be in flight at once: the command
+        # service and PostgreSQL work on one while this process prepares the next. Each batch's
+        # messages are built when it is sent and dropped once its answer is counted, so a big
+        # run never holds them all.
+        queue = iter(enumerate(groups))
+
+        async def sender() -> None:
+            for batch_no, group in queue:
+                rows = [_batches.batch_row(row, integration.target, uid) for row, uid in group]
+                answer, problem = await self._send(integration, run_id, batch_no, rows)
+                account(batch_no, rows, answer, problem)
+
+        await asyncio.gather(*(sender() for _ in range(self.settings.import_batches_in_flight)))
         key_state.loaded_for_run = run_id
         await self._settle(integration, scout_run, mapped)
         if not failures and scout_run.build == "all":
@@ -398,8 +409,9 @@ class Pipeline:
                     QUERIES["close_reviews"], integration.id, "guard", [scout_run.id], "start"
                 )
         if failures:
+            failures.sort(key=lambda text: int(text.split(":")[0].removeprefix("batch ")))
             reason = (
-                f"{len(failures)} of {len(batches)} batches could not be saved "
+                f"{len(failures)} of {len(groups)} batches could not be saved "
                 f"({'; '.join(failures[:3])}). Run it again to continue from them."
             )
             await self._finish(run_id, "partly_done", reason, outcomes)
@@ -592,7 +604,7 @@ class Pipeline:
         ready: list[MappedRow],
         unit_ids: dict[str, str],
         key_state: KeyStateCache,
-    ) -> list[list[command_pb2.BatchRow]]:
+    ) -> list[list[tuple[MappedRow, str | None]]]:
         """The run's batches: as first cut when this run was tried before, else cut now."""
         target = integration.target
         async with self.pool.acquire() as conn:
@@ -616,9 +628,7 @@ class Pipeline:
         plan = [[row.key or "" for row, _ in group] for group in groups]
         async with self.pool.acquire() as conn:
             await conn.execute(QUERIES["set_batches"], run_id, len(groups), plan)
-        return [
-            [_batches.batch_row(row, target, unit_id) for row, unit_id in group] for group in groups
-        ]
+        return groups
 
     async def _key_state(self, conn: asyncpg.Connection, integration: Integration) -> KeyStateCache:
         """This process's key state of the integration, brought up to date.
