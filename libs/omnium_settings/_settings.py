@@ -112,7 +112,7 @@ class Settings:
     followup_keys_per_run: int = _setting(250, "Most keys in one Scout page run.")
     alert_scout_failed_in_row: int = _setting(2, "Scout runs failed in a row before an alert.")
     batch_tries: int = _setting(3, "Tries of one batch before the run is partly done.")
-    import_batches_in_flight: int = _setting(2, "Batches of one run sent at once.")
+    import_batches_in_flight: int = _setting(4, "Batches of one run sent at once.")
     alert_quiet_intervals: int = _setting(3, "Intervals without a new run before an alert.")
     row_log_days: int = _setting(30, "Days the import row log is kept.")
     alert_webhook_url: str | None = _setting(None, "Where new alerts are POSTed as JSON.")
