@@ -332,7 +332,7 @@ async def setup_integration(conn: asyncpg.Connection) -> tuple[str, str]:
     """The integration row (kept on reuse) and a clean log, so every run starts alike."""
     await conn.execute(
         "TRUNCATE command, timeline_item, domain_event, integration_row, "
-        "integration_key_state, integration_run"
+        "integration_key_state, integration_run CASCADE"
     )
     event_id: str = await conn.fetchval("SELECT id::text FROM event WHERE code = $1", EVENT)
     integration_id: str = await conn.fetchval(
