@@ -20,14 +20,9 @@ import pytest
 
 from omnium_devstack import PortInUse, Stack, binaries, running_stack
 from omnium_devstack import __main__ as devstack_cli
-from omnium_devstack.binaries import find_postgres, find_redis_server
+from omnium_devstack.binaries import find_postgres
 from omnium_devstack.launcher import ServiceSpec, run_services
 from omnium_devstack.stack import free_port
-
-pytestmark = pytest.mark.skipif(
-    find_postgres() is None or find_redis_server() is None,
-    reason="needs PostgreSQL and Redis server binaries (python -m omnium_devstack ensure)",
-)
 
 LIBS = Path(__file__).resolve().parents[2] / "libs"
 
