@@ -252,13 +252,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
         if not request.external_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "external_id is empty")
         async with self.pool.acquire() as conn:
-            integration_id = await conn.fetchval(
-                QUERIES["integration_id_by_code"], request.integration_code
-            )
-            if integration_id is None:
-                await context.abort(
-                    grpc.StatusCode.NOT_FOUND, f"there is no integration {request.integration_code}"
-                )
+            integration_id = await _integration_id(conn, request.integration_code, context)
             await add_lookups(
                 conn, integration_id, request.kind, {request.external_id: request.our_id}
             )
@@ -332,13 +326,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
         self, request: imports_pb2.RunNowRequest, context: aio.ServicerContext
     ) -> imports_pb2.ActionAnswer:
         async with self.pool.acquire() as conn:
-            integration_id = await conn.fetchval(
-                QUERIES["integration_id_by_code"], request.integration_code
-            )
-            if integration_id is None:
-                await context.abort(
-                    grpc.StatusCode.NOT_FOUND, f"there is no integration {request.integration_code}"
-                )
+            integration_id = await _integration_id(conn, request.integration_code, context)
             job = await _queue.enqueue_check(conn, integration_id, "operator")
         if job is None:
             return imports_pb2.ActionAnswer(done=False, message="a check is already queued")
@@ -348,13 +336,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
         self, request: imports_pb2.DryRunRequest, context: aio.ServicerContext
     ) -> imports_pb2.DryRunAnswer:
         async with self.pool.acquire() as conn:
-            integration_id = await conn.fetchval(
-                QUERIES["integration_id_by_code"], request.integration_code
-            )
-        if integration_id is None:
-            await context.abort(
-                grpc.StatusCode.NOT_FOUND, f"there is no integration {request.integration_code}"
-            )
+            integration_id = await _integration_id(conn, request.integration_code, context)
         try:
             rows, outcomes = await self.pipeline.dry_run(integration_id, request.scout_run_id)
         except Exception as exc:  # Scout unreachable, a broken mapping: say so, plainly
@@ -378,6 +360,15 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
             uuid.UUID(value)
         except ValueError:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name} is not an id (a UUID)")
+
+
+async def _integration_id(conn: asyncpg.Connection, code: str, context: aio.ServicerContext) -> str:
+    """Our id of the integration with that code, or the call ends NOT_FOUND, plainly."""
+    found: str | None = await conn.fetchval(QUERIES["integration_id_by_code"], code)
+    if found is None:
+        await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no integration {code!r}")
+    assert found is not None
+    return found
 
 
 def _outcome(value: int) -> str:
