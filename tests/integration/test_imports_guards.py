@@ -4,12 +4,16 @@ alerts: each raised once, and cleared when the cause is gone."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import date
+from typing import Any
 
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from omnium_imports import mapping_file
 from omnium_imports._queue import enqueue_start
+from omnium_imports._sql import QUERIES
 from tests.support.imports import GamesDay, games_day
 
 
@@ -211,3 +215,81 @@ async def test_no_new_run_for_three_intervals_alerts(database_url: str) -> None:
     # one per scheduler tick.
     assert [q["integration"] for q in quiet] == [day.schedule_id]
     assert "No new run from Scout for 3 check intervals" in quiet[0]["message"]
+
+
+async def _new_version(day: GamesDay, change: Callable[[dict[str, Any]], None]) -> None:
+    """Give the schedule integration a new mapping version, changed by `change`."""
+    spec = mapping_file("scout_units")
+    change(spec)
+    await day.db.fetchval(QUERIES["add_version"], day.schedule_id, spec, "test")
+
+
+async def test_rows_that_cannot_be_read_pause(database_url: str) -> None:
+    async with games_day(database_url) as day:
+        await _load(day)
+
+        def forget_scheduled(spec: dict[str, Any]) -> None:
+            status = next(s for s in spec["steps"] if s.get("op") == "map")
+            del status["table"]["SCHEDULED"]
+
+        await _new_version(day, forget_scheduled)
+        run = await day.sim.make_run("schedule", wait_doorbell=True)
+        paused = await day.wait_for_run(run.id)
+    assert paused["status"] == "paused_by_guard"
+    assert "rows could not be read (more than 10%)" in paused["reason"]
+    assert "SCHEDULED" in paused["reason"]
+
+
+async def test_rows_naming_things_we_do_not_have_pause(database_url: str) -> None:
+    async with games_day(database_url) as day:
+        await _load(day)
+        units = day.sim.reference()["units"]
+        for n, unit in enumerate(units[:140]):
+            day.sim.swap_competitor(
+                unit["externalId"],
+                order=1,
+                competitor_id=f"SC-T-NEW{n}",
+                name=f"New team {n}",
+                noc="KOR",
+            )
+        run = await day.sim.make_run("schedule", wait_doorbell=True)
+        paused = await day.wait_for_run(run.id)
+    assert paused["status"] == "paused_by_guard"
+    assert "140 of 1,252 rows name units or competitors we do not have" in paused["reason"]
+
+
+async def test_a_run_clearing_many_values_pauses(database_url: str) -> None:
+    async with games_day(database_url) as day:
+        await _load(day)
+
+        def clear_venues(spec: dict[str, Any]) -> None:
+            spec["steps"].append({"op": "set", "to": "venue", "value": None})
+
+        await _new_version(day, clear_venues)
+        run = await day.sim.make_run("schedule", wait_doorbell=True)
+        paused = await day.wait_for_run(run.id)
+        venues = await day.db.fetchval("SELECT count(*) FROM unit WHERE venue IS NOT NULL")
+    assert paused["status"] == "paused_by_guard"
+    assert "would clear 1252 values we hold" in paused["reason"]
+    assert venues == 1252
+
+
+async def test_auto_cancel_missing_goes_through_the_command_service(database_url: str) -> None:
+    async with games_day(database_url) as day:
+        await day.db.execute(
+            "UPDATE integration SET settings = '{\"auto_cancel_missing\": true}' WHERE id = $1",
+            day.schedule_id,
+        )
+        await _load(day)
+        gone = day.sim.reference()["units"][20]
+        day.sim.drop(gone["externalId"])
+        for _ in range(2):
+            run = await day.sim.make_run("schedule", wait_doorbell=True)
+            await day.wait_for_run(run.id)
+        status = await day.db.fetchval("SELECT status FROM unit WHERE code = $1", gone["rsc"])
+        logged = await day.db.fetchval(
+            "SELECT actor_kind || ' ' || actor_name || ' ' || screen FROM timeline_item "
+            "WHERE code = 'results.set_status'"
+        )
+    assert status == "CANCELLED"
+    assert logged == "integration integration:scout-schedule imports:missing"
