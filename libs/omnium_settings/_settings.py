@@ -87,6 +87,9 @@ class Settings:
     fastpath_lag_seconds: float = _setting(
         1.0, "Fast path: extra seconds re-read before the oldest transaction open at a look."
     )
+    fastpath_blind_seconds: float = _setting(
+        60.0, "Fast path: window re-read when other sessions are hidden (no pg_read_all_stats)."
+    )
     imports_poll_seconds: float = _setting(5.0, "Queue poll when no NOTIFY arrives.")
     lease_expire_seconds: float = _setting(60.0, "A job not renewed for this long is freed.")
     scout_page_size: int = _setting(500, "Rows per page read from Scout.")

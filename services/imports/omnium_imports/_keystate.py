@@ -33,6 +33,7 @@ class KeyStateCache:
     integration_id: str
     target: str
     lag_seconds: float
+    blind_seconds: float = 60.0
     keys: dict[str, _Key] = field(default_factory=dict)
     subject_keys: dict[str, set[str]] = field(default_factory=dict)
     # Records whose changed_seq differs from the applied_seq of a key that names them.
@@ -78,6 +79,10 @@ class KeyStateCache:
 
     def _looked(self, look: asyncpg.Record) -> None:
         start = look["at"] if look["oldest"] is None else min(look["at"], look["oldest"])
+        if look["hidden"]:
+            # Some sessions' transactions cannot be seen: assume one may have been open for as
+            # long as any command may take.
+            start = min(start, look["at"] - timedelta(seconds=self.blind_seconds))
         self.watermark = look["seq"]
         self.since = start - timedelta(seconds=self.lag_seconds)
 

@@ -640,7 +640,10 @@ class Pipeline:
         last = await conn.fetchval(QUERIES["last_applied_run"], integration.id)
         if cache is None or cache.loaded_for_run != last or cache.target != integration.target:
             cache = KeyStateCache(
-                integration.id, integration.target, self.settings.fastpath_lag_seconds
+                integration.id,
+                integration.target,
+                self.settings.fastpath_lag_seconds,
+                self.settings.fastpath_blind_seconds,
             )
             await cache.load(conn)
             cache.loaded_for_run = last

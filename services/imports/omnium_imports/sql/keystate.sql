@@ -26,10 +26,15 @@ SELECT id::text AS id, changed_seq
 -- Taken before the read of changes, in its own statement: the sequence's value, the clock, and
 -- when the oldest transaction still open began. A change not yet committed at this look was
 -- written by one of those transactions, so it has updated_at at or after `oldest`.
+-- Sessions of other roles are hidden without pg_read_all_stats: then `hidden` says so and the
+-- cache falls back to a fixed window (fastpath_blind_seconds).
 SELECT (SELECT last_value FROM change_seq) AS seq,
        clock_timestamp() AS at,
        (SELECT min(a.xact_start) FROM pg_stat_activity a
-         WHERE a.xact_start IS NOT NULL AND a.pid <> pg_backend_pid()) AS oldest;
+         WHERE a.xact_start IS NOT NULL AND a.pid <> pg_backend_pid()) AS oldest,
+       (SELECT count(*) FROM pg_stat_activity a
+         WHERE a.query = '<insufficient privilege>')
+         AS hidden;
 
 -- name: touched_units
 -- At load: the keys whose unit someone changed after this integration wrote it.
