@@ -131,6 +131,12 @@ async def test_a_batch_that_keeps_answering_try_again_then_a_rerun(database_url:
         ours = await day.wait_for_run(run.id)
         assert ours["status"] == "partly_done"
         assert "1 of 51 batches could not be saved" in ours["reason"]
+        assert (
+            await day.db.fetchval(
+                "SELECT count(*) FROM alert WHERE kind = 'batch_failed' AND status = 'open'"
+            )
+            == 1
+        )
         saved = await day.db.fetchval(
             "SELECT count(*) FROM command WHERE command_id LIKE $1", f"{ours['id']}:%"
         )
@@ -146,10 +152,12 @@ async def test_a_batch_that_keeps_answering_try_again_then_a_rerun(database_url:
         await day.jobs_idle()
         again = await day.wait_for_run(run.id)
         moved = await day.db.fetchval("SELECT count(*) FROM unit WHERE venue = 'Moved'")
+        batch_alert = await day.db.fetchval("SELECT status FROM alert WHERE kind = 'batch_failed'")
         commands = await day.db.fetchval(
             "SELECT count(*) FROM command WHERE command_id LIKE $1", f"{ours['id']}:%"
         )
     assert again["status"] == "done", again["reason"]
+    assert batch_alert == "cleared"
     assert moved == 1252
     assert commands == 51
     assert again["batch_done"] == 51
