@@ -97,11 +97,12 @@ async def test_a_killed_worker_s_run_is_finished_by_another(database_url: str) -
             process.send_signal(signal.SIGKILL)
             await process.wait()
             killed_at = time.monotonic()
-            await tx.rollback()
-            await blocker.close()
+            # Counted while the lock is still held: the blocked batch cannot have landed yet.
             done_before = await day.db.fetchval(
                 "SELECT batch_done FROM integration_run WHERE id = $1", run_id
             )
+            await tx.rollback()
+            await blocker.close()
             # Another worker, in this process: it must wait for the lease to run out.
             settings = day.imports.settings
             assert day.imports.pool is not None
