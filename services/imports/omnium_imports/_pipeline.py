@@ -34,6 +34,14 @@ log = logging.getLogger(__name__)
 # Runs in these states take no more work: a new attempt finds them and stops.
 FINISHED = frozenset({"done", "scout_failed", "older"})
 _PLACED = frozenset({"accepted", "unchanged", "kept_by_hand"})
+# A run ending so raises this alert kind, with these words before its reason.
+_ALERTS = {
+    "failed": ("run_failed", "Run failed"),
+    "partly_done": ("batch_failed", "Run partly done"),
+    "paused_by_guard": ("guard", "Run paused by a check"),
+}
+# A done run means none of these causes holds any more.
+_CLEARED_BY_DONE = ("run_failed", "batch_failed", "guard", "scout_failed", "quiet")
 _MAPPING_OUTCOMES = {
     "held": command_pb2.ROW_OUTCOME_HELD,
     "problem": command_pb2.ROW_OUTCOME_PROBLEM,
@@ -100,38 +108,11 @@ class Pipeline:
         alerts = self.alerts
         async with self.pool.acquire() as conn:
             if result.status == "done":
-                await alerts.clear(
-                    conn,
-                    integration.id,
-                    "run_failed",
-                    "batch_failed",
-                    "guard",
-                    "scout_failed",
-                    "quiet",
-                )
-            elif result.status == "failed":
+                await alerts.clear(conn, integration.id, *_CLEARED_BY_DONE)
+            elif result.status in _ALERTS:
+                kind, words = _ALERTS[result.status]
                 await alerts.raise_(
-                    conn,
-                    integration.id,
-                    "run_failed",
-                    f"Run failed: {result.reason}",
-                    result.run_id,
-                )
-            elif result.status == "partly_done":
-                await alerts.raise_(
-                    conn,
-                    integration.id,
-                    "batch_failed",
-                    f"Run partly done: {result.reason}",
-                    result.run_id,
-                )
-            elif result.status == "paused_by_guard":
-                await alerts.raise_(
-                    conn,
-                    integration.id,
-                    "guard",
-                    f"Run paused by a check: {result.reason}",
-                    result.run_id,
+                    conn, integration.id, kind, f"{words}: {result.reason}", result.run_id
                 )
             elif result.status == "scout_failed":
                 needed = self.settings.alert_scout_failed_in_row
@@ -201,17 +182,9 @@ class Pipeline:
         items = await self.scout.items(integration.base_url, scout_run)
         version = MappingVersion.parse(integration.spec or {})
         async with self.pool.acquire() as conn:
-            lookups: dict[str, dict[str, str]] = {}
-            for row in await conn.fetch(QUERIES["lookups"], integration.id):
-                lookups.setdefault(row["kind"], {})[row["external_id"]] = row["our_id"]
-            mapped = _map(version, items, MappingContext(integration.time_zone, lookups))
+            mapped = await _map(conn, integration, version, items)
             ready = [row for row in mapped if row.outcome == "ok"]
-            codes = [str(row.value.get("code")) for row in ready if row.value.get("code")]
-            unit_ids = (
-                dict(await conn.fetch(QUERIES["unit_ids_by_code"], integration.id, codes))
-                if integration.target == "unit" and codes
-                else {}
-            )
+            unit_ids = await _unit_ids(conn, integration, ready)
         answers: list[command_pb2.RowAnswer] = [
             command_pb2.RowAnswer(
                 position=row.position,
@@ -315,10 +288,7 @@ class Pipeline:
         job: Job,
     ) -> RunResult:
         async with self.pool.acquire() as conn:
-            lookups: dict[str, dict[str, str]] = {}
-            for row in await conn.fetch(QUERIES["lookups"], integration.id):
-                lookups.setdefault(row["kind"], {})[row["external_id"]] = row["our_id"]
-            mapped = _map(version, items, MappingContext(integration.time_zone, lookups))
+            mapped = await _map(conn, integration, version, items)
             # Scout's rows are not needed once mapped (mapping copies what it keeps): let them go
             # before the batches, the biggest part of a large run's memory.
             items.clear()
@@ -332,12 +302,7 @@ class Pipeline:
                     skipped += 1
                 else:
                     ready.append(row)
-            codes = [str(row.value.get("code")) for row in ready if row.value.get("code")]
-            unit_ids = (
-                dict(await conn.fetch(QUERIES["unit_ids_by_code"], integration.id, codes))
-                if integration.target == "unit" and codes
-                else {}
-            )
+            unit_ids = await _unit_ids(conn, integration, ready)
         if not job.past_guards:
             stop = await self._guards(integration, scout_run, mapped, ready, unit_ids)
             if stop is not None:
@@ -732,9 +697,15 @@ class Pipeline:
             await conn.execute(QUERIES["finish_run"], run_id, status, reason, dict(outcomes))
 
 
-def _map(version: MappingVersion, items: list[Any], context: MappingContext) -> list[MappedRow]:
-    """Map a run's rows with the cycle collector paused: mapping makes no reference cycles,
-    and tens of thousands of new rows would set it off several times for nothing."""
+async def _map(
+    conn: asyncpg.Connection, integration: Integration, version: MappingVersion, items: list[Any]
+) -> list[MappedRow]:
+    """Map a run's rows with the integration's lookups, the cycle collector paused: mapping
+    makes no reference cycles, and tens of thousands of new rows would set it off for nothing."""
+    lookups: dict[str, dict[str, str]] = {}
+    for row in await conn.fetch(QUERIES["lookups"], integration.id):
+        lookups.setdefault(row["kind"], {})[row["external_id"]] = row["our_id"]
+    context = MappingContext(integration.time_zone, lookups)
     paused = gc.isenabled()
     gc.disable()
     try:
@@ -742,6 +713,16 @@ def _map(version: MappingVersion, items: list[Any], context: MappingContext) -> 
     finally:
         if paused:
             gc.enable()
+
+
+async def _unit_ids(
+    conn: asyncpg.Connection, integration: Integration, ready: list[MappedRow]
+) -> dict[str, str]:
+    """Our ids of the units the rows name by code, for placing and sorting the batches."""
+    codes = [str(row.value.get("code")) for row in ready if row.value.get("code")]
+    if integration.target != "unit" or not codes:
+        return {}
+    return dict(await conn.fetch(QUERIES["unit_ids_by_code"], integration.id, codes))
 
 
 def _day(day: str | None) -> date | None:
