@@ -230,19 +230,20 @@ async def reusable(server_url: str, units: int) -> bool:
         await conn.close()
 
 
-async def recreate(server_url: str) -> None:
+async def recreate(server_url: str, name: str = DB_NAME) -> None:
+    """A bench's database, empty: dropped (with its connections) and made again."""
+    await drop(server_url, name)
     admin = await asyncpg.connect(server_url)
     try:
-        await admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        await admin.execute(f"CREATE DATABASE {DB_NAME}")
+        await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
         await admin.close()
 
 
-async def drop(server_url: str) -> None:
+async def drop(server_url: str, name: str = DB_NAME) -> None:
     admin = await asyncpg.connect(server_url)
     try:
-        await admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await admin.close()
 

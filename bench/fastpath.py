@@ -24,7 +24,9 @@ from bench.command_batch import (
     database_server,
     database_url_for,
     describe,
+    drop,
     percentile,
+    recreate,
     rss_mb,
 )
 from omnium_db import apply_migrations, init_connection
@@ -248,23 +250,6 @@ async def reusable(server_url: str, units: int) -> bool:
         await conn.close()
 
 
-async def recreate(server_url: str) -> None:
-    admin = await asyncpg.connect(server_url)
-    try:
-        await admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        await admin.execute(f"CREATE DATABASE {DB_NAME}")
-    finally:
-        await admin.close()
-
-
-async def drop(server_url: str) -> None:
-    admin = await asyncpg.connect(server_url)
-    try:
-        await admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-    finally:
-        await admin.close()
-
-
 async def setup_integration(conn: asyncpg.Connection) -> str:
     """The integration row on the event `build` made (kept on reuse)."""
     integration_id: str = await conn.fetchval(
@@ -445,7 +430,7 @@ async def run(server_url: str, args: argparse.Namespace) -> Results:
             results.reused = True
             say(f"reusing {DB_NAME}: it already holds {args.units:,} units and key states")
         else:
-            await recreate(server_url)
+            await recreate(server_url, DB_NAME)
         conn = await asyncpg.connect(db_url)
         try:
             applied = await apply_migrations(conn)
@@ -481,7 +466,7 @@ async def run(server_url: str, args: argparse.Namespace) -> Results:
         await measure(db_url, integration_id, workload, ids, results)
     finally:
         if not args.keep:
-            await drop(server_url)
+            await drop(server_url, DB_NAME)
     return results
 
 

@@ -27,7 +27,14 @@ import aiohttp
 import asyncpg
 from aiohttp import web
 
-from bench.command_batch import database_server, database_url_for, free_port, percentile
+from bench.command_batch import (
+    database_server,
+    database_url_for,
+    drop,
+    free_port,
+    percentile,
+    recreate,
+)
 from omnium_db import apply_migrations, init_connection
 from omnium_imports import (
     IntegrationSpec,
@@ -596,15 +603,6 @@ async def wait_jobs_idle(conn: Any, within: float) -> None:
 # --- the database ----------------------------------------------------------------------------
 
 
-async def admin_execute(server_url: str, *statements: str) -> None:
-    admin = await asyncpg.connect(server_url)
-    try:
-        for statement in statements:
-            await admin.execute(statement)
-    finally:
-        await admin.close()
-
-
 async def setup_database(
     conn: Any, reference: Mapping[str, Any], base_url: str
 ) -> tuple[Integration, Integration, int]:
@@ -784,9 +782,7 @@ async def run(server_url: str, args: argparse.Namespace) -> Results:
     maker = RowMaker(reference)
     results.disciplines = len(reference["disciplines"])
     scout = BenchScout([SMALL[1], BIG[1]])
-    await admin_execute(
-        server_url, f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)", f"CREATE DATABASE {DB_NAME}"
-    )
+    await recreate(server_url, DB_NAME)
     try:
         results.scout_url = await scout.start()
         conn = await asyncpg.connect(db_url, server_settings={"application_name": "bench:poll"})
@@ -841,7 +837,7 @@ async def run(server_url: str, args: argparse.Namespace) -> Results:
         results.scout_requests, results.scout_pages = scout.requests, scout.pages
         await scout.stop()
         if not args.keep:
-            await admin_execute(server_url, f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+            await drop(server_url, DB_NAME)
     results.wall_seconds = time.perf_counter() - started
     return results
 
