@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.protobuf import struct_pb2, timestamp_pb2
+from google.protobuf import timestamp_pb2
 
 from omnium.command.v1 import command_pb2
 from omnium_command._intent import Intent, Request
@@ -466,32 +466,6 @@ class Planner:
                     },
                 }
             )
-
-
-def _value(value: Any) -> struct_pb2.Value:
-    out = struct_pb2.Value()
-    if value is None:
-        out.null_value = struct_pb2.NULL_VALUE
-    elif isinstance(value, bool):
-        out.bool_value = value
-    elif isinstance(value, int | float):
-        out.number_value = value
-    else:
-        out.string_value = str(value)
-    return out
-
-
-def field_changes(entries: list[dict[str, Any]]) -> list[command_pb2.FieldChange]:
-    return [
-        command_pb2.FieldChange(
-            subject_kind=e["kind"],
-            subject_id=e["id"],
-            field=e["field"],
-            old=_value(e["old"]),
-            new=_value(e["new"]),
-        )
-        for e in entries
-    ]
 
 
 def now_timestamp() -> timestamp_pb2.Timestamp:

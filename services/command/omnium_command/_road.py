@@ -13,8 +13,9 @@ import asyncpg
 from omnium.command.v1 import command_pb2
 from omnium_command._intent import Request
 from omnium_command._parse import Refusal
-from omnium_command._plan import Plan, Planner, field_changes, now_timestamp
+from omnium_command._plan import Plan, Planner, now_timestamp
 from omnium_db import Queries
+from omnium_grpc import field_changes
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)

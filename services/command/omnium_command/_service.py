@@ -15,8 +15,8 @@ from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium_command._intent import ACTOR_KIND_NAMES
 from omnium_command._parse import Refusal, parse_batch, parse_command
-from omnium_command._plan import field_changes
 from omnium_command._road import QUERIES, Road
+from omnium_grpc import field_changes
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)

@@ -15,6 +15,7 @@ from grpc import aio
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
+from omnium_grpc import field_changes
 from omnium_imports import _queue
 from omnium_imports._pipeline import Pipeline
 from omnium_imports._setup import add_lookups
@@ -31,32 +32,6 @@ def _stamp(moment: datetime | None) -> timestamp_pb2.Timestamp | None:
     stamp = timestamp_pb2.Timestamp()
     stamp.FromDatetime(moment)
     return stamp
-
-
-def _value(value: Any) -> struct_pb2.Value:
-    out = struct_pb2.Value()
-    if value is None:
-        out.null_value = struct_pb2.NULL_VALUE
-    elif isinstance(value, bool):
-        out.bool_value = value
-    elif isinstance(value, int | float):
-        out.number_value = value
-    else:
-        out.string_value = str(value)
-    return out
-
-
-def _changes(entries: Any) -> list[command_pb2.FieldChange]:
-    return [
-        command_pb2.FieldChange(
-            subject_kind=e.get("kind", ""),
-            subject_id=e.get("id") or "",
-            field=e["field"],
-            old=_value(e.get("old")),
-            new=_value(e.get("new")),
-        )
-        for e in entries or ()
-    ]
 
 
 def run_message(row: Mapping[str, Any]) -> imports_pb2.Run:
@@ -195,8 +170,8 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                 key=row["subject_key"],
                 outcome=row["outcome"],
                 reason=row["reason"] or "",
-                changes=_changes(row["diff"]),
-                kept_by_hand=_changes(row["kept_by_hand"]),
+                changes=field_changes(row["diff"]),
+                kept_by_hand=field_changes(row["kept_by_hand"]),
             )
             if row["outcome"] == "accepted":
                 detail.changed.append(entry)
