@@ -131,6 +131,7 @@ async def test_a_batch_that_keeps_answering_try_again_then_a_rerun(database_url:
         ours = await day.wait_for_run(run.id)
         assert ours["status"] == "partly_done"
         assert "1 of 51 batches could not be saved" in ours["reason"]
+        await day.jobs_idle()  # the alert is raised as the job closes, just after the run
         assert (
             await day.db.fetchval(
                 "SELECT count(*) FROM alert WHERE kind = 'batch_failed' AND status = 'open'"

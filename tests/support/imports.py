@@ -55,7 +55,14 @@ class GamesDay:
                 scout_run_id,
             )
             if row is not None and row["status"] in FINISHED:
-                return row
+                # The job closes just after its run (alerts, follow-ups): wait for that too.
+                open_jobs = await self.db.fetchval(
+                    "SELECT count(*) FROM integration_job "
+                    "WHERE run_id = $1::uuid AND status = 'running'",
+                    row["id"],
+                )
+                if open_jobs == 0:
+                    return row
             await asyncio.sleep(0.05)
         raise AssertionError(f"run {scout_run_id} did not finish within {seconds} s: {row}")
 
