@@ -53,12 +53,16 @@ contracts: $(CONTRACT_STAMP) ## Generate the Python contract package from protos
 system: $(STAMP) ## Check PostgreSQL and Redis binaries; apt-get install them when missing (as root)
 	@$(PY) -m omnium_devstack ensure
 
+.PHONY: tools
+tools: $(STAMP) ## Check the browser, sshd and wrk the tests and benchmarks drive; apt-get them (as root)
+	@$(PY) -m omnium_devstack ensure --tools >/dev/null
+
 .PHONY: run
 run: install system ## Start PostgreSQL, Redis and every service; print where each listens
 	$(PY) -m omnium_devstack run
 
 .PHONY: test
-test: install system ## Run every test against real PostgreSQL, Redis and gRPC servers
+test: install system tools ## Run every test against real PostgreSQL, Redis and gRPC servers
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 .PHONY: test-unit

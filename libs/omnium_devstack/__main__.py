@@ -29,6 +29,11 @@ def _parser() -> argparse.ArgumentParser:
         "run: both servers, the schema and every service (make run)",
     )
     parser.add_argument(
+        "--tools",
+        action="store_true",
+        help="ensure: also the peers tests and benchmarks drive (chromium, sshd, wrk)",
+    )
+    parser.add_argument(
         "--data-dir",
         type=Path,
         default=DEFAULT_DATA_DIR,
@@ -80,7 +85,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     )
     stack = _stack(args)
     if args.command == "ensure":
-        binaries = ensure_binaries(install=True)
+        binaries = ensure_binaries(install=True, tools=args.tools)
         print(f"postgres: {binaries.postgres.bindir}")
         print(f"redis-server: {binaries.redis_server}")
         return 0

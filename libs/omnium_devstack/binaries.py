@@ -122,9 +122,30 @@ def find_redis_server() -> Path | None:
     return Path(found) if found else None
 
 
-def _problems() -> tuple[list[str], list[str]]:
+# Tools the tests and benchmarks drive as real peers: (Debian package, program, what for).
+TOOLS: tuple[tuple[str, str, str], ...] = (
+    ("chromium", "chromium", "the browser the console tests drive headless"),
+    ("openssh-server", "/usr/sbin/sshd", "OpenSSH's sshd, an SFTP peer for the delivery tests"),
+    ("wrk", "wrk", "the HTTP load generator of 'make bench-api'"),
+)
+
+
+def _tool_present(program: str) -> bool:
+    if program.startswith("/"):
+        return os.access(program, os.X_OK)
+    return shutil.which(program) is not None
+
+
+def _problems(tools: bool) -> tuple[list[str], list[str]]:
     messages: list[str] = []
     packages: list[str] = []
+    for package, program, purpose in TOOLS if tools else ():
+        if not _tool_present(program):
+            messages.append(
+                f"{program} ({purpose}) is missing: install the Debian package '{package}' "
+                f"(sudo apt-get install {package})."
+            )
+            packages.append(package)
     if not _server_dirs():
         messages.append(PG_MISSING)
         packages.append("postgresql")
@@ -149,9 +170,13 @@ def _apt_install(apt_get: str, packages: list[str]) -> None:
     subprocess.run(install, env=env, check=True)
 
 
-def ensure_binaries(install: bool = False) -> Binaries:
-    """Return the binaries, installing missing ones with apt-get only if asked and root."""
-    messages, packages = _problems()
+def ensure_binaries(install: bool = False, tools: bool = False) -> Binaries:
+    """Return the binaries, installing missing ones with apt-get only if asked and root.
+
+    With `tools`, the test and benchmark peers (TOOLS) must be there too; running the stack
+    needs only PostgreSQL and Redis.
+    """
+    messages, packages = _problems(tools)
     apt_get = shutil.which("apt-get")
     if messages and install and os.geteuid() == 0 and apt_get:
         try:
@@ -162,7 +187,7 @@ def ensure_binaries(install: bool = False) -> Binaries:
                 + " ".join(messages),
                 tuple(packages),
             ) from exc
-        messages, packages = _problems()
+        messages, packages = _problems(tools)
     pg = find_postgres()
     redis = find_redis_server()
     if messages or pg is None or redis is None:
