@@ -61,6 +61,11 @@ tools: $(STAMP) ## Check the browser, sshd and wrk the tests and benchmarks driv
 run: install system ## Start PostgreSQL, Redis and every service; print where each listens
 	$(PY) -m omnium_devstack run
 
+.PHONY: account
+account: install system ## Make an account: make account LOGIN=ana ROLE=admin (asks the password)
+	@test -n "$(LOGIN)" -a -n "$(ROLE)" || { echo "usage: make account LOGIN=<login> ROLE=<admin|operator|scorer|viewer> [NAME='Full Name']"; exit 2; }
+	$(PY) -m omnium_accounts create --login "$(LOGIN)" --role "$(ROLE)" $(if $(NAME),--name "$(NAME)")
+
 .PHONY: test
 test: install system tools ## Run every test against real PostgreSQL, Redis and gRPC servers
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -73,7 +78,7 @@ test-unit: install ## Run only the tests that need no servers
 lint: install ## ruff (lint and format check) and mypy strict
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy libs/omnium_settings libs/omnium_db libs/omnium_grpc libs/omnium_telemetry libs/omnium_devstack libs/omnium_process services/command/omnium_command services/scout-sim/omnium_scout_sim services/imports/omnium_imports bench
+	$(VENV)/bin/mypy libs/omnium_settings libs/omnium_db libs/omnium_grpc libs/omnium_telemetry libs/omnium_devstack libs/omnium_process libs/omnium_accounts services/command/omnium_command services/scout-sim/omnium_scout_sim services/imports/omnium_imports bench
 
 .PHONY: fmt
 fmt: install ## Format the code with ruff

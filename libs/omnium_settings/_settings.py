@@ -144,6 +144,14 @@ class Settings:
     admin_sign_in_required: bool = _setting(True, "Operators must sign in.")
     failover_extra_delay_seconds: float = _setting(120.0, "Most extra delay a failover may add.")
 
+    # -- Sign-in (accounts of the admin console and the scorer console) ----------------------
+    session_hours: float = _setting(12.0, "A session ends after this long without use.")
+    session_cookie_secure: bool = _setting(False, "Send the session cookie over HTTPS only.")
+    password_min_length: int = _setting(10, "Shortest password an account may have.")
+    sign_in_free_failures: int = _setting(5, "Failed sign-ins before a login is slowed down.")
+    sign_in_lock_seconds: float = _setting(2.0, "First wait after too many failures; doubles.")
+    sign_in_lock_max_seconds: float = _setting(300.0, "Longest wait after failed sign-ins.")
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Read OMNIUM_* from `environ` (the process environment by default) over the defaults.

@@ -1,0 +1,114 @@
+"""Command line for accounts: python -m omnium_accounts {create,password,list}.
+
+There is no built-in password: the first admin is made here. The password is asked twice on
+the terminal, or read from the first line of standard input with --password-stdin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import asyncpg
+
+from omnium_accounts._accounts import ROLES, AccountError, Accounts, check_password_rules
+from omnium_db import apply_migrations, create_pool, init_connection
+from omnium_db._pool import Road
+from omnium_devstack.binaries import MissingBinaries
+from omnium_devstack.stack import StackError
+from omnium_settings import Settings, SettingsError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m omnium_accounts", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    create = sub.add_parser("create", help="make an account")
+    create.add_argument("--login", required=True)
+    create.add_argument("--name", help="the person's name (default: the login)")
+    create.add_argument("--role", required=True, choices=ROLES)
+    create.add_argument("--password-stdin", action="store_true")
+    password = sub.add_parser("password", help="set a new password (also lifts a slow-down)")
+    password.add_argument("--login", required=True)
+    password.add_argument("--password-stdin", action="store_true")
+    sub.add_parser("list", help="every account and its role")
+    return parser
+
+
+def _read_password(from_stdin: bool, settings: Settings) -> str:
+    if from_stdin:
+        return sys.stdin.readline().rstrip("\n")
+    while True:
+        first = getpass.getpass("Password: ")
+        try:
+            check_password_rules(first, settings)
+        except AccountError as exc:
+            print(exc, file=sys.stderr)
+            continue
+        if getpass.getpass("Again: ") == first:
+            return first
+        print("the two passwords differ; try again", file=sys.stderr)
+
+
+@contextmanager
+def _database(settings: Settings) -> Iterator[str]:
+    """OMNIUM_DATABASE_URL, or the dev stack's PostgreSQL (started for this call if it is down)."""
+    if settings.database_url:
+        yield settings.database_url
+        return
+    from omnium_devstack.__main__ import DEFAULT_DATA_DIR, DEFAULT_PG_PORT, DEFAULT_REDIS_PORT
+    from omnium_devstack.stack import Stack
+
+    stack = Stack(DEFAULT_DATA_DIR, DEFAULT_PG_PORT, DEFAULT_REDIS_PORT, True)
+    stack.start()
+    try:
+        yield stack.database_url
+    finally:
+        stack.stop(only_started=True)
+
+
+async def _run(args: argparse.Namespace, settings: Settings) -> None:
+    conn = await asyncpg.connect(settings.require_database_url())
+    try:
+        await init_connection(conn)
+        await apply_migrations(conn)
+    finally:
+        await conn.close()
+    pool = await create_pool(settings, Road.PEOPLE, application_name="accounts-cli", size=2)
+    try:
+        accounts = Accounts(pool, settings)
+        if args.command == "list":
+            for account in await accounts.list():
+                print(f"{account.login:24} {account.role:9} {account.name}")
+        elif args.command == "create":
+            password = _read_password(args.password_stdin, settings)
+            account = await accounts.create(
+                args.login, args.name or args.login, args.role, password
+            )
+            print(f"made the {account.role} account {account.login!r}")
+        else:
+            await accounts.set_password(args.login, _read_password(args.password_stdin, settings))
+            print(f"set a new password for {args.login!r}")
+    finally:
+        await pool.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = Settings.from_env()
+        with _database(settings) as url:
+            asyncio.run(_run(args, settings.replace(database_url=url)))
+    except (AccountError, SettingsError, StackError, MissingBinaries) as exc:
+        print(f"accounts: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    os.umask(0o077)
+    sys.exit(main())

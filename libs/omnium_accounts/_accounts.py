@@ -1,0 +1,166 @@
+"""Accounts, sign-in with a slow-down after failures, and server-side sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+from uuid import UUID
+
+import asyncpg
+
+from omnium_accounts._passwords import DUMMY_HASH, hash_password, verify_password
+from omnium_db import Queries
+from omnium_settings import Settings
+
+Role = Literal["admin", "operator", "scorer", "viewer"]
+ROLES: tuple[Role, ...] = ("admin", "operator", "scorer", "viewer")
+_LOGIN = re.compile(r"^[a-z0-9._@-]{2,64}$")
+
+QUERIES = Queries.load(Path(__file__).parent)
+
+
+class AccountError(ValueError):
+    """An account cannot be made or changed as asked; the message says why."""
+
+
+class SignInRefused(Exception):
+    """Sign-in failed. `retry_after` > 0 when the login is slowed down after failures."""
+
+    def __init__(self, message: str, retry_after: float = 0.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    id: UUID
+    login: str
+    name: str
+    role: Role
+
+    def may(self, *roles: Role) -> bool:
+        """Admins may do everything; others only what their role is listed for."""
+        return self.role == "admin" or self.role in roles
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    token: str
+    account: Account
+    csrf_token: str
+    screen: str
+    expires_at: datetime
+
+
+def _token_hash(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+def check_password_rules(password: str, settings: Settings) -> None:
+    if len(password) < settings.password_min_length:
+        raise AccountError(
+            f"the password is too short: use at least {settings.password_min_length} characters"
+        )
+
+
+class Accounts:
+    """Every account and session operation; one per process, over the people pool."""
+
+    def __init__(self, pool: asyncpg.Pool, settings: Settings) -> None:
+        self._pool = pool
+        self._settings = settings
+
+    async def create(self, login: str, name: str, role: str, password: str) -> Account:
+        if not _LOGIN.match(login):
+            raise AccountError(
+                f"the login {login!r} is not allowed: use 2 to 64 of a-z, 0-9 and . _ @ -"
+            )
+        if role not in ROLES:
+            raise AccountError(f"the role {role!r} is unknown: use one of {', '.join(ROLES)}")
+        if not name.strip():
+            raise AccountError("the name is empty: give the person's name")
+        check_password_rules(password, self._settings)
+        hashed = await asyncio.to_thread(hash_password, password)
+        try:
+            row = await self._pool.fetchrow(QUERIES["insert_account"], login, name, role, hashed)
+        except asyncpg.UniqueViolationError:
+            raise AccountError(f"an account with the login {login!r} exists already") from None
+        assert row is not None
+        return _account(row)
+
+    async def set_password(self, login: str, password: str) -> None:
+        check_password_rules(password, self._settings)
+        hashed = await asyncio.to_thread(hash_password, password)
+        if await self._pool.fetchval(QUERIES["set_password"], login, hashed) is None:
+            raise AccountError(f"there is no account with the login {login!r}")
+
+    async def list(self) -> list[Account]:
+        return [_account(r) for r in await self._pool.fetch(QUERIES["list_accounts"])]
+
+    async def sign_in(self, login: str, password: str, *, screen: str) -> Session:
+        """A new session for the login, or SignInRefused with one message for every mistake."""
+        s = self._settings
+        row = await self._pool.fetchrow(QUERIES["account_for_sign_in"], login.strip().lower())
+        wrong = SignInRefused("the login or the password is wrong")
+        if row is None or row["disabled"]:
+            await asyncio.to_thread(verify_password, password, DUMMY_HASH)
+            raise wrong
+        if row["locked_for"] > 0:
+            raise SignInRefused(
+                f"too many failed sign-ins: try again in {_seconds(row['locked_for'])}",
+                row["locked_for"],
+            )
+        if not await asyncio.to_thread(verify_password, password, row["password_hash"]):
+            locked_for = await self._pool.fetchval(
+                QUERIES["sign_in_failed"],
+                row["id"],
+                s.sign_in_free_failures,
+                s.sign_in_lock_seconds,
+                s.sign_in_lock_max_seconds,
+            )
+            wrong.retry_after = float(locked_for or 0.0)
+            raise wrong
+        await self._pool.execute(QUERIES["sign_in_passed"], row["id"])
+        token = secrets.token_urlsafe(32)
+        csrf = secrets.token_urlsafe(32)
+        expires_at = await self._pool.fetchval(
+            QUERIES["insert_session"],
+            _token_hash(token),
+            row["id"],
+            csrf,
+            screen,
+            s.session_hours * 3600.0,
+        )
+        return Session(token, _account(row), csrf, screen, expires_at)
+
+    async def session(self, token: str | None) -> Session | None:
+        """The live session for a cookie's token, or None (unknown, expired, disabled)."""
+        if not token:
+            return None
+        row = await self._pool.fetchrow(
+            QUERIES["session_by_token"], _token_hash(token), self._settings.session_hours * 3600.0
+        )
+        if row is None:
+            return None
+        return Session(token, _account(row), row["csrf_token"], row["screen"], row["expires_at"])
+
+    async def sign_out(self, token: str) -> None:
+        await self._pool.execute(QUERIES["delete_session"], _token_hash(token))
+
+    async def forget_expired(self) -> None:
+        await self._pool.execute(QUERIES["delete_expired_sessions"])
+
+
+def _account(row: asyncpg.Record) -> Account:
+    return Account(row["id"], row["login"], row["name"], row["role"])
+
+
+def _seconds(value: float) -> str:
+    whole = max(1, round(value))
+    return f"{whole} s" if whole < 120 else f"{round(whole / 60)} min"

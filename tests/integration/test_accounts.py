@@ -1,0 +1,207 @@
+"""Accounts: slow hashes, sign-in that slows down after failures, sessions, the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from omnium_accounts import (
+    AccountError,
+    Accounts,
+    SignInRefused,
+    hash_password,
+    verify_password,
+)
+from omnium_accounts.web import CSRF_FIELD, csrf_ok, request_session, set_session_cookie
+from omnium_db import Road, create_pool
+from omnium_settings import Settings
+
+PASSWORD = "correct horse battery"
+
+
+@pytest.fixture
+async def accounts(database_url: str) -> AsyncIterator[Accounts]:
+    settings = Settings.from_env({}, database_url=database_url, sign_in_lock_seconds=30.0)
+    pool = await create_pool(settings, Road.PEOPLE, application_name="test", size=2)
+    try:
+        yield Accounts(pool, settings)
+    finally:
+        await pool.close()
+
+
+def test_hash_is_salted_and_checks() -> None:
+    one, two = hash_password(PASSWORD), hash_password(PASSWORD)
+    assert one != two and one.startswith("scrypt$")
+    assert verify_password(PASSWORD, one)
+    assert not verify_password(PASSWORD + "!", one)
+    assert not verify_password(PASSWORD, "not a hash")
+
+
+async def test_sign_in_session_and_sign_out(accounts: Accounts, db: asyncpg.Connection) -> None:
+    await accounts.create("ops.lead", "Ops Lead", "operator", PASSWORD)
+    stored = await db.fetchval("SELECT password_hash FROM account WHERE login = 'ops.lead'")
+    assert PASSWORD not in stored
+    session = await accounts.sign_in("Ops.Lead", PASSWORD, screen="admin")
+    assert session.account.role == "operator" and session.account.may("operator")
+    assert not session.account.may("admin")
+    # Only a hash of the token is kept: a copy of the table signs nobody in.
+    assert (
+        await db.fetchval(
+            "SELECT count(*) FROM account_session WHERE token_hash = $1::bytea",
+            session.token.encode(),
+        )
+        == 0
+    )
+    again = await accounts.session(session.token)
+    assert again is not None and again.account.login == "ops.lead"
+    assert again.csrf_token == session.csrf_token
+    await accounts.sign_out(session.token)
+    assert await accounts.session(session.token) is None
+    assert await accounts.session("made-up") is None
+
+
+async def test_wrong_login_and_wrong_password_read_the_same(accounts: Accounts) -> None:
+    await accounts.create("scorer1", "Scorer One", "scorer", PASSWORD)
+    with pytest.raises(SignInRefused) as unknown:
+        await accounts.sign_in("nobody", PASSWORD, screen="admin")
+    with pytest.raises(SignInRefused) as wrong:
+        await accounts.sign_in("scorer1", "wrong password", screen="admin")
+    assert str(unknown.value) == str(wrong.value) == "the login or the password is wrong"
+
+
+async def test_failed_sign_ins_slow_the_login_down(
+    accounts: Accounts, db: asyncpg.Connection
+) -> None:
+    await accounts.create("viewer1", "Viewer", "viewer", PASSWORD)
+    for _ in range(5):  # the free failures
+        with pytest.raises(SignInRefused) as refused:
+            await accounts.sign_in("viewer1", "guess", screen="admin")
+        assert refused.value.retry_after == 0
+    with pytest.raises(SignInRefused) as sixth:
+        await accounts.sign_in("viewer1", "guess", screen="admin")
+    assert 25 < sixth.value.retry_after <= 30
+    # Even the right password waits now, and the message says how long.
+    with pytest.raises(SignInRefused) as right:
+        await accounts.sign_in("viewer1", PASSWORD, screen="admin")
+    assert "too many failed sign-ins: try again in" in str(right.value)
+    await db.execute("UPDATE account SET locked_until = now() WHERE login = 'viewer1'")
+    session = await accounts.sign_in("viewer1", PASSWORD, screen="admin")
+    assert session.account.login == "viewer1"
+    assert await db.fetchval("SELECT failed_sign_ins FROM account WHERE login='viewer1'") == 0
+
+
+async def test_disabled_account_cannot_sign_in_or_use_its_session(
+    accounts: Accounts, db: asyncpg.Connection
+) -> None:
+    await accounts.create("gone", "Gone", "viewer", PASSWORD)
+    session = await accounts.sign_in("gone", PASSWORD, screen="admin")
+    await db.execute("UPDATE account SET disabled = true WHERE login = 'gone'")
+    assert await accounts.session(session.token) is None
+    with pytest.raises(SignInRefused):
+        await accounts.sign_in("gone", PASSWORD, screen="admin")
+
+
+@pytest.mark.parametrize(
+    ("login", "role", "password", "message"),
+    [
+        ("Bad Login", "viewer", PASSWORD, "is not allowed"),
+        ("fine", "boss", PASSWORD, "the role 'boss' is unknown"),
+        ("fine", "viewer", "short", "too short: use at least 10"),
+    ],
+)
+async def test_bad_accounts_are_refused_plainly(
+    accounts: Accounts, login: str, role: str, password: str, message: str
+) -> None:
+    with pytest.raises(AccountError, match=message):
+        await accounts.create(login, "Someone", role, password)
+
+
+async def test_a_login_is_made_once(accounts: Accounts) -> None:
+    await accounts.create("twice", "Twice", "viewer", PASSWORD)
+    with pytest.raises(AccountError, match="exists already"):
+        await accounts.create("twice", "Twice", "viewer", PASSWORD)
+
+
+def _cli(database_url: str, stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env["OMNIUM_DATABASE_URL"] = database_url
+    return subprocess.run(
+        [sys.executable, "-m", "omnium_accounts", *args],
+        input=stdin,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+async def test_cli_makes_the_first_admin(database_url: str, accounts: Accounts) -> None:
+    made = await asyncio.to_thread(
+        _cli,
+        database_url,
+        PASSWORD + "\n",
+        "create",
+        "--login",
+        "first.admin",
+        "--role",
+        "admin",
+        "--password-stdin",
+    )
+    assert made.returncode == 0, made.stderr
+    assert "made the admin account 'first.admin'" in made.stdout
+    session = await accounts.sign_in("first.admin", PASSWORD, screen="admin")
+    assert session.account.role == "admin"
+    short = await asyncio.to_thread(
+        _cli,
+        database_url,
+        "short\n",
+        "create",
+        "--login",
+        "second",
+        "--role",
+        "admin",
+        "--password-stdin",
+    )
+    assert short.returncode == 2 and "too short" in short.stderr
+    listed = await asyncio.to_thread(_cli, database_url, "", "list")
+    assert "first.admin" in listed.stdout and "second" not in listed.stdout
+
+
+async def test_csrf_token_is_required_on_forms(accounts: Accounts) -> None:
+    await accounts.create("formuser", "Form User", "operator", PASSWORD)
+    settings = Settings.from_env({})
+
+    async def sign_in(request: web.Request) -> web.Response:
+        session = await accounts.sign_in("formuser", PASSWORD, screen="test")
+        response = web.json_response({"csrf": session.csrf_token})
+        set_session_cookie(response, session, settings)
+        return response
+
+    async def act(request: web.Request) -> web.Response:
+        session = await request_session(request, accounts)
+        if session is None:
+            return web.Response(status=401)
+        return web.Response(status=204 if await csrf_ok(request, session) else 403)
+
+    app = web.Application()
+    app.router.add_post("/sign-in", sign_in)
+    app.router.add_post("/act", act)
+    async with TestClient(TestServer(app)) as client:
+        assert (await client.post("/act")).status == 401
+        signed = await client.post("/sign-in")
+        assert "HttpOnly" in signed.headers["Set-Cookie"]
+        assert "SameSite=Lax" in signed.headers["Set-Cookie"]
+        csrf = (await signed.json())["csrf"]
+        assert (await client.post("/act", data={"x": "1"})).status == 403
+        assert (await client.post("/act", data={CSRF_FIELD: "forged"})).status == 403
+        assert (await client.post("/act", data={CSRF_FIELD: csrf})).status == 204
+        assert (await client.post("/act", headers={"X-CSRF-Token": csrf})).status == 204
