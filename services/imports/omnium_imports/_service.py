@@ -55,13 +55,30 @@ def run_message(row: Mapping[str, Any]) -> imports_pb2.Run:
 
 
 def omnium_health(
-    state: str, check_seconds: int, last: Mapping[str, Any] | None, now: datetime
+    state: str,
+    check_seconds: int,
+    last: Mapping[str, Any] | None,
+    now: datetime,
+    check_failed: Mapping[str, Any] | None = None,
 ) -> imports_pb2.Health:
-    """Our side of the card. Nothing is green unless our last run is good and on time."""
+    """Our side of the card. Nothing is green unless our last run is good and on time.
+
+    `check_failed` is the open run_failed alert: a check that could not read Scout at all
+    records no run, but the card must still say Failing until a run is done again.
+    """
     if state == "off":
         return imports_pb2.Health(word="Off", ok=False, detail="the integration is off")
     if state == "paused":
         return imports_pb2.Health(word="Paused", ok=False, detail="paused by an operator")
+    if check_failed is not None and (
+        last is None or check_failed["raised_at"] >= last["received_at"]
+    ):
+        return imports_pb2.Health(
+            word="Failing",
+            ok=False,
+            detail=check_failed["message"],
+            at=_stamp(check_failed["raised_at"]),
+        )
     if last is None:
         return imports_pb2.Health(word="Late", ok=False, detail="no run yet")
     at = _stamp(last["received_at"])
@@ -128,7 +145,9 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                         state=row["state"],
                         target=row["target"],
                         scout=scout_health(verdict),
-                        omnium=omnium_health(row["state"], row["check_seconds"], last, now),
+                        omnium=omnium_health(
+                            row["state"], row["check_seconds"], last, now, _check_failed(alerts)
+                        ),
                         open_alerts=[
                             imports_pb2.Alert(
                                 id=a["id"],
@@ -261,8 +280,8 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                     actor=actor_pb2.Actor(
                         kind=actor_pb2.Actor.KIND_PERSON,
                         name=who,
-                        source_code=who,
-                        screen="waiting-for-you",
+                        source_code=request.source_code or who,
+                        screen=request.screen or "waiting-for-you",
                     ),
                 ),
                 timeout=self.settings.grpc_deadline_seconds,
@@ -335,6 +354,10 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
             uuid.UUID(value)
         except ValueError:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name} is not an id (a UUID)")
+
+
+def _check_failed(alerts: list[asyncpg.Record]) -> asyncpg.Record | None:
+    return next((a for a in alerts if a["kind"] == "run_failed"), None)
 
 
 async def _integration_id(conn: asyncpg.Connection, code: str, context: aio.ServicerContext) -> str:
