@@ -31,6 +31,7 @@ OUTCOME_WORDS = {
     "not_placed": "not placed",
     "problem": "problem",
     "duplicate": "sent twice",
+    "fast_path": "unchanged, skipped early",
 }
 
 
@@ -158,14 +159,17 @@ def rows(entries: Iterable[imports_pb2.RowEntry], limit: int) -> list[dict[str, 
     return out
 
 
-def chart(runs: list[dict[str, Any]], width: int = 600, height: int = 120) -> dict[str, Any]:
+def chart(
+    runs: list[dict[str, Any]], width: int = 600, height: int = 120, slots: int = 20
+) -> dict[str, Any]:
     """Two bar series, oldest first: rows and time taken, each scaled to its own maximum."""
     points = list(reversed([r for r in runs if not r["running"]]))
     if not points:
         return {"bars": [], "width": width, "height": height, "max_rows": 0, "max_took": ""}
     most_rows = max(r["rows"] for r in points) or 1
     most_ms = max(r["took_ms"] for r in points) or 1
-    step = width / len(points)
+    # At least `slots` slots wide, so two runs do not look like two walls.
+    step = width / max(len(points), slots)
     half = max(1.0, step / 2 - 1)
     bars = []
     for n, r in enumerate(points):

@@ -62,7 +62,9 @@ function setBar(root, run) {
   bar.max = run.batch_total || 1;
   bar.value = run.batch_total ? run.batch_done : run.running ? 0 : 1;
   bar.textContent = `${run.percent}%`;
-  setText(root, "[data-batches]", `${run.batch_done} / ${run.batch_total}`);
+  const batches = run.batch_total || run.running
+    ? `${run.batch_done} / ${run.batch_total}` : "nothing to write";
+  setText(root, "[data-batches]", batches);
 }
 
 function setRun(root, run) {
