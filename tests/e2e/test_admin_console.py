@@ -200,6 +200,9 @@ async def test_a_card_turns_failing_when_scout_answers_500_and_back(console: Con
     await expect(omnium).to_have_text("On time")
     await expect(card).to_have_class(re.compile(r"\bgreen\b"))
     await console.shot(page, "integrations-on-time")
+    await page.set_viewport_size({"width": 820, "height": 1180})
+    await console.shot(page, "integrations-on-time-tablet")
+    await page.set_viewport_size({"width": 1280, "height": 900})
     day.sim.fail_next(1000, path_prefix="/v1/")
     await card.get_by_role("button", name="Run now").click()
     await expect(page.get_by_role("status")).to_contain_text("queued")
@@ -373,6 +376,31 @@ async def test_a_held_row_is_resolved_from_waiting_for_you(console: Console) -> 
     await page.reload()
     await expect(page.get_by_text("Nothing is waiting for you.")).to_be_visible()
     await console.shot(page, "waiting-empty")
+    await page.close()
+
+
+async def test_a_missing_key_is_confirmed_as_a_person_s_cancel(console: Console) -> None:
+    day = console.day
+    gone = day.sim.reference()["units"][40]
+    day.sim.drop(gone["externalId"])
+    for _ in range(2):
+        run = await day.sim.make_run("schedule", wait_doorbell=True)
+        await day.wait_for_run(run.id)
+    page = await console.page()
+    await page.goto(f"{console.url}/waiting")
+    item = page.locator("article.item", has_text=gone["externalId"])
+    await expect(item).to_contain_text("no longer list")
+    await console.shot(page, "waiting-missing")
+    await item.get_by_role("button", name="Confirm: cancel the unit").click()
+    await expect(page.get_by_role("status")).to_contain_text("cancelled")
+    status = await day.db.fetchval("SELECT status FROM unit WHERE code = $1", gone["rsc"])
+    actor = await day.db.fetchrow(
+        "SELECT actor_name, source_code, screen FROM timeline_item "
+        "WHERE code = 'results.set_status' ORDER BY id DESC LIMIT 1"
+    )
+    assert status == "CANCELLED"
+    assert tuple(actor) == ("Ana Operator", f"account:{console.operator_id}", "admin:waiting")
+    day.sim.restore(gone["externalId"])
     await page.close()
 
 

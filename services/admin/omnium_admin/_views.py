@@ -192,7 +192,8 @@ async def _detail(request: web.Request) -> imports_pb2.RunDetail:
     try:
         uuid.UUID(run_id)
     except ValueError:
-        raise web.HTTPNotFound(text=f"{run_id!r} is not a run id") from None
+        page = plain_page(request, 404, "Not found", f"{run_id!r} is not a run id.")
+        raise web.HTTPNotFound(text=page.text, content_type="text/html") from None
     detail: imports_pb2.RunDetail = await console(request).imports.GetRun(
         imports_pb2.GetRunRequest(run_id=run_id), timeout=_deadline(request)
     )
