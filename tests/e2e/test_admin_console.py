@@ -459,3 +459,20 @@ async def test_a_console_that_cannot_reach_imports_says_failed_to_read(
         await page.close()
     finally:
         await broken.stop()
+
+
+async def test_with_sign_in_off_pages_read_as_a_viewer_and_actions_still_need_it(
+    console: Console,
+) -> None:
+    open_app = AdminApp(console.app.settings.replace(admin_sign_in_required=False))
+    await open_app.start(0)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{open_app.port}") as anon:
+            page = await anon.get("/integrations")
+            action = await anon.post(f"/integrations/{SCHEDULE}/pause", data={"csrf_token": ""})
+    finally:
+        await open_app.stop()
+    assert page.status_code == 200 and "nobody (sign-in is off)" in page.text
+    assert "Run now" not in page.text  # a viewer sees no actions
+    assert action.status_code == 401
+    assert (await _state(console))[SCHEDULE] == "on"
