@@ -9,6 +9,7 @@ import shutil
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
@@ -18,6 +19,7 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 
 from omnium_accounts import Accounts
 from omnium_admin import AdminApp
+from omnium_admin._auth import PUBLIC
 from omnium_db import Road, create_pool
 from tests.conftest import REPO
 from tests.support.imports import SCHEDULE, GamesDay, games_day, import_settings
@@ -116,37 +118,50 @@ def _card(page: Page, code: str = SCHEDULE) -> tuple[object, object]:
     return card, card.locator('[data-health="omnium"] [data-word]')
 
 
+def _every_route(app: AdminApp) -> list[tuple[str, str]]:
+    """(method, path) for every page, JSON endpoint and action the console serves, each
+    placeholder filled in and each alternative of an {action:a|b} route listed."""
+    values = {"code": SCHEDULE, "run_id": str(uuid.uuid4()), "unit_id": str(uuid.uuid4())}
+    values["item_id"] = "1"
+    out = []
+    assert app.runner is not None
+    for route in app.runner.app.router.routes():
+        if route.method not in ("GET", "POST") or route.resource is None:
+            continue
+        info = route.resource.get_info()
+        template = info.get("path") or info.get("formatter")
+        if template is None or template in PUBLIC:
+            continue  # the static folder and the sign-in page itself
+        pattern = info.get("pattern")
+        actions = re.search(r"\(\?P<action>([^)]+)\)", pattern.pattern) if pattern else None
+        for action in actions[1].split("|") if actions else [""]:
+            out.append((route.method, template.format(**values, action=action)))
+    return out
+
+
 async def test_every_page_and_action_needs_a_session(console: Console) -> None:
-    pages = ["/", "/integrations", "/runs", "/waiting", "/units", "/runs/" + str(uuid.uuid4())]
-    actions = [
-        f"/integrations/{SCHEDULE}/pause",
-        f"/integrations/{SCHEDULE}/run-now",
-        f"/runs/{uuid.uuid4()}/start",
-        "/waiting/lookup",
-        "/waiting/1/cancel",
-        f"/units/{uuid.uuid4()}/fields",
-        "/sign-out",
-    ]
+    routes = _every_route(console.app)
+    assert len([m for m, _ in routes if m == "POST"]) >= 10
     async with httpx.AsyncClient(base_url=console.url, follow_redirects=False) as anon:
-        for path in pages:
-            answer = await anon.get(path)
-            assert answer.status_code == 303, path
-            assert answer.headers["location"].startswith("/sign-in?next=")
-        for path in ["/api/integrations", f"/api/runs?integration={SCHEDULE}"]:
-            assert (await anon.get(path)).status_code == 401, path
-        for path in actions:
-            assert (await anon.post(path, data={"csrf_token": "x"})).status_code == 401, path
+        for method, path in routes:
+            answer = await anon.request(method, path, data={"csrf_token": "x"})
+            if method == "GET" and not path.startswith("/api/"):
+                assert answer.status_code == 303, path
+                assert answer.headers["location"].startswith("/sign-in?next=")
+            else:
+                assert answer.status_code == 401, (method, path)
     async with httpx.AsyncClient(base_url=console.url, follow_redirects=False) as ana:
         await _sign_in(ana, "ana")
-        page = await ana.get("/integrations")
-        assert page.status_code == 200
+        assert (await ana.get("/integrations")).status_code == 200
         # A forged form: the session cookie rides along, the CSRF token does not.
-        forged = await ana.post(f"/integrations/{SCHEDULE}/pause", data={"x": "1"})
-        assert forged.status_code == 403 and "security token" in forged.text
+        for method, path in routes:
+            if method == "POST":
+                forged = await ana.post(path, data={"login": "x"})
+                assert forged.status_code == 403, path
+                assert "security token" in forged.text
         wrong = await ana.post(f"/integrations/{SCHEDULE}/pause", data={"csrf_token": "guess"})
         assert wrong.status_code == 403
-        cookies = dict(ana.cookies)
-        assert "omnium_session" in cookies
+        assert (await ana.get("/integrations")).status_code == 200  # still signed in
     async with httpx.AsyncClient(base_url=console.url, follow_redirects=False) as vic:
         token = await _sign_in(vic, "vic")
         assert (await vic.get("/integrations")).status_code == 200
@@ -156,8 +171,7 @@ async def test_every_page_and_action_needs_a_session(console: Console) -> None:
         await _sign_in(sam, "sam")
         scorer = await sam.get("/integrations")
         assert scorer.status_code == 403 and "Scorer accounts" in scorer.text
-    cards = (await _state(console)).get(SCHEDULE)
-    assert cards == "on"
+    assert (await _state(console))[SCHEDULE] == "on"
 
 
 async def _sign_in(client: httpx.AsyncClient, login: str) -> str:
@@ -476,3 +490,91 @@ async def test_with_sign_in_off_pages_read_as_a_viewer_and_actions_still_need_it
     assert "Run now" not in page.text  # a viewer sees no actions
     assert action.status_code == 401
     assert (await _state(console))[SCHEDULE] == "on"
+
+
+class Cable:
+    """A plain TCP relay to the imports service that the test can cut and mend: the console
+    loses its source mid-page the way a restart or a network fault would."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = 0
+        self.server: asyncio.Server | None = None
+        self.writers: list[asyncio.StreamWriter] = []
+
+    async def mend(self) -> None:
+        self.server = await asyncio.start_server(
+            self._relay, "127.0.0.1", self.port, reuse_address=True
+        )
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def cut(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        for writer in self.writers:
+            writer.close()
+        self.writers.clear()
+        await self.server.wait_closed()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        self.writers += [writer, up_writer]
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while chunk := await src.read(65536):
+                    dst.write(chunk)
+                    await dst.drain()
+            except OSError:
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+
+
+async def test_a_live_part_that_cannot_read_says_so_and_tries_again(console: Console) -> None:
+    cable = Cable(console.day.imports.grpc_port)
+    await cable.mend()
+    app = AdminApp(
+        console.app.settings.replace(
+            imports_address=f"127.0.0.1:{cable.port}", grpc_deadline_seconds=2.0
+        )
+    )
+    await app.start(0)
+    page = await console.browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        await page.goto(f"http://127.0.0.1:{app.port}/integrations")
+        await page.get_by_label("Login").fill("ana")
+        await page.get_by_label("Password").fill(PASSWORD)
+        await page.get_by_role("button", name="Sign in").click()
+        await expect(_card(page)[1]).to_have_text("On time")
+        await cable.cut()
+        status = page.locator("[data-live-status]")
+        await expect(status).to_contain_text("Failed to read", timeout=20_000)
+        retry = status.get_by_role("button", name="Try again")
+        await expect(retry).to_be_visible()
+        await console.shot(page, "integrations-failed-to-read")
+        # Try again reads at once (the section counts its tries), and still says it failed.
+        live = page.locator('[data-live="integrations"]')
+        # Stop the page's clock, so from here only the button polls; a timer set before the
+        # stop may fire once, so wait for that poll to end before counting.
+        await page.clock.install()
+        await page.clock.pause_at(datetime.now(UTC) + timedelta(seconds=1))
+        await page.wait_for_timeout(1000)
+        await expect(live).not_to_have_attribute("aria-busy", "true")
+        tries = int(await live.get_attribute("data-tries") or "0")
+        await retry.click()
+        await expect(live).to_have_attribute("data-tries", str(tries + 1))
+        await expect(status).to_contain_text("Failed to read")
+        # Mended: Try again (and, once the clock runs again, the page's own polls) read again.
+        await cable.mend()
+        await retry.click()
+        await page.clock.resume()
+        await expect(status).to_be_hidden(timeout=30_000)
+        await expect(_card(page)[1]).to_have_text("On time")
+    finally:
+        await page.close()
+        await app.stop()
+        if cable.server is not None:
+            cable.server.close()

@@ -13,6 +13,7 @@ function watch(section) {
     clearTimeout(timer);
     if (busy) return;
     busy = true;
+    section.dataset.tries = String(Number(section.dataset.tries || "0") + 1);
     section.setAttribute("aria-busy", "true");
     const slow = setTimeout(() => say("Loading…", false), 400);
     try {
@@ -30,7 +31,8 @@ function watch(section) {
       say("", false);
       section.dataset.polls = String(Number(section.dataset.polls || "0") + 1);
     } catch (error) {
-      say(`Failed to read: ${error.message}`, true);
+      const text = String(error.message);
+      say(text.startsWith("Failed to read") ? text : `Failed to read: ${text}`, true);
     } finally {
       clearTimeout(slow);
       busy = false;
