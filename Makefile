@@ -94,6 +94,10 @@ bench-imports: install system ## Benchmark: the key-state fast path (1M keys), t
 	$(PY) -m bench.fastpath $(BENCH_ARGS_FASTPATH)
 	$(PY) -m bench.imports_run $(BENCH_ARGS)
 
+.PHONY: bench-admin
+bench-admin: install system tools ## Benchmark: the console's pages under wrk, signed in, with /health as the anchor
+	$(PY) -m bench.admin_pages $(BENCH_ARGS)
+
 .PHONY: stack-up
 stack-up: install system ## Start only the private PostgreSQL and Redis (dev ports 55432, 56379)
 	$(PY) -m omnium_devstack up

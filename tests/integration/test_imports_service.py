@@ -38,6 +38,12 @@ async def test_cards_runs_and_a_run_s_detail(database_url: str) -> None:
             await ops.ListRuns(imports_pb2.ListRunsRequest(integration_code=SCHEDULE), timeout=10)
         ).runs
         detail = await ops.GetRun(imports_pb2.GetRunRequest(run_id=ours["id"]), timeout=10)
+        first_id = await day.db.fetchval(
+            "SELECT id::text FROM integration_run WHERE scout_run_id = $1", first.id
+        )
+        short = await ops.GetRun(
+            imports_pb2.GetRunRequest(run_id=first_id, rows_per_section=3), timeout=10
+        )
         failed = await day.sim.make_run("schedule", fail_checks="site down", wait_doorbell=True)
         await day.wait_for_run(failed.id)
         after = {
@@ -55,6 +61,9 @@ async def test_cards_runs_and_a_run_s_detail(database_url: str) -> None:
     assert [(c.field, c.new.string_value) for c in detail.changed[0].changes] == [
         ("venue", "Nagoya Dome")
     ]
+    assert (detail.changed_total, detail.kept_by_hand_total, detail.held_total) == (1, 0, 0)
+    # A first load changes every unit: three are listed, all are counted.
+    assert (len(short.changed), short.changed_total) == (3, 1252)
     assert (after[SCHEDULE].scout.word, after[SCHEDULE].scout.ok) == ("Failed its checks", False)
     assert "site down" in after[SCHEDULE].scout.detail
 

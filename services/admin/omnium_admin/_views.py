@@ -194,8 +194,10 @@ async def _detail(request: web.Request) -> imports_pb2.RunDetail:
     except ValueError:
         page = plain_page(request, 404, "Not found", f"{run_id!r} is not a run id.")
         raise web.HTTPNotFound(text=page.text, content_type="text/html") from None
-    detail: imports_pb2.RunDetail = await console(request).imports.GetRun(
-        imports_pb2.GetRunRequest(run_id=run_id), timeout=_deadline(request)
+    app = console(request)
+    detail: imports_pb2.RunDetail = await app.imports.GetRun(
+        imports_pb2.GetRunRequest(run_id=run_id, rows_per_section=app.settings.admin_rows_shown),
+        timeout=_deadline(request),
     )
     return detail
 
@@ -213,10 +215,10 @@ async def run_page(request: web.Request) -> web.Response:
         held=_present.rows(detail.held, limit),
         refused=_present.rows(detail.refused, limit),
         counts={
-            "changed": len(detail.changed),
-            "kept": len(detail.kept_by_hand),
-            "held": len(detail.held),
-            "refused": len(detail.refused),
+            "changed": detail.changed_total,
+            "kept": detail.kept_by_hand_total,
+            "held": detail.held_total,
+            "refused": detail.refused_total,
         },
         limit=limit,
         screen="runs",

@@ -24,6 +24,7 @@ from omnium_settings import Settings
 
 SERVICE_NAME = imports_pb2.DESCRIPTOR.services_by_name["ImportsService"].full_name
 _STATES = ("on", "paused", "off")
+_REFUSED = ("refused", "not_placed", "problem")
 
 
 def _stamp(moment: datetime | None) -> timestamp_pb2.Timestamp | None:
@@ -177,29 +178,41 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
         self, request: imports_pb2.GetRunRequest, context: aio.ServicerContext
     ) -> imports_pb2.RunDetail:
         await self._uuid(request.run_id, "run_id", context)
+        if request.rows_per_section < 0:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "rows_per_section must be 0 (all) or more"
+            )
         async with self.pool.acquire() as conn:
             run = await conn.fetchrow(QUERIES["run"], request.run_id)
             if run is None:
                 await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no run {request.run_id}")
             rows = await conn.fetch(QUERIES["run_rows"], request.run_id)
         detail = imports_pb2.RunDetail(run=run_message(run))
+        limit = request.rows_per_section or len(rows)
+        sections = (
+            ("changed", "changed_total", lambda r: r["outcome"] == "accepted"),
+            ("kept_by_hand", "kept_by_hand_total", lambda r: bool(r["kept_by_hand"])),
+            ("held", "held_total", lambda r: r["outcome"] == "held"),
+            ("refused", "refused_total", lambda r: r["outcome"] in _REFUSED),
+        )
         for row in rows:
-            entry = imports_pb2.RowEntry(
-                position=row["position"],
-                key=row["subject_key"],
-                outcome=row["outcome"],
-                reason=row["reason"] or "",
-                changes=field_changes(row["diff"]),
-                kept_by_hand=field_changes(row["kept_by_hand"]),
-            )
-            if row["outcome"] == "accepted":
-                detail.changed.append(entry)
-            if row["kept_by_hand"]:
-                detail.kept_by_hand.append(entry)
-            if row["outcome"] == "held":
-                detail.held.append(entry)
-            if row["outcome"] in ("refused", "not_placed", "problem"):
-                detail.refused.append(entry)
+            entry: imports_pb2.RowEntry | None = None
+            for listed, total, belongs in sections:
+                if not belongs(row):
+                    continue
+                setattr(detail, total, getattr(detail, total) + 1)
+                if len(getattr(detail, listed)) >= limit:
+                    continue  # counted, not listed
+                if entry is None:
+                    entry = imports_pb2.RowEntry(
+                        position=row["position"],
+                        key=row["subject_key"],
+                        outcome=row["outcome"],
+                        reason=row["reason"] or "",
+                        changes=field_changes(row["diff"]),
+                        kept_by_hand=field_changes(row["kept_by_hand"]),
+                    )
+                getattr(detail, listed).append(entry)
         return detail
 
     async def ListWaiting(
