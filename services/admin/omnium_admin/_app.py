@@ -24,6 +24,19 @@ log = logging.getLogger(__name__)
 HERE = Path(__file__).parent
 
 
+def make_templates() -> jinja2.Environment:
+    """The console's templates: autoescaped, and a missing value is an error, not a blank."""
+    templates = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    templates.filters.update(FILTERS)
+    return templates
+
+
 class AdminApp:
     """Everything one console process holds. `start()`, then `stop()`."""
 
@@ -37,14 +50,7 @@ class AdminApp:
         self.command = command_pb2_grpc.CommandServiceStub(self.command_channel)
         self.runner: web.AppRunner | None = None
         self.port = 0
-        self.templates = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(HERE / "templates"),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-        )
-        self.templates.filters.update(FILTERS)
+        self.templates = make_templates()
 
     @property
     def accounts(self) -> Accounts:
@@ -82,7 +88,7 @@ class AdminApp:
         return self.port
 
     def render(self, name: str, **context: Any) -> str:
-        return self.templates.get_template(name).render(settings=self.settings, **context)
+        return render(self.templates, self.settings, name, **context)
 
     async def stop(self) -> None:
         if self.runner is not None:
@@ -92,3 +98,7 @@ class AdminApp:
         for pool in (self.people, self.reader):
             if pool is not None:
                 await pool.close()
+
+
+def render(templates: jinja2.Environment, settings: Settings, name: str, **context: Any) -> str:
+    return templates.get_template(name).render(settings=settings, **context)

@@ -116,8 +116,10 @@ const APPLY = {
       const link = last.querySelector("a");
       if (!run) {
         setText(card, "[data-last-run]", "No runs yet.");
-      } else if (!link || !link.href.endsWith(`/runs/${run.id}`) || (run.running !== !!last.querySelector("[data-bar]"))) {
-        return location.reload();
+      } else if (
+        !link || !link.href.endsWith(`/runs/${run.id}`) || last.dataset.status !== run.status
+      ) {
+        return location.reload(); // a new run, or one that ended: the card is drawn anew
       } else {
         link.textContent = run.word;
         setBar(last, run);
@@ -132,7 +134,13 @@ const APPLY = {
     }
     for (const run of body.runs) {
       const row = section.querySelector(`[data-run="${run.id}"]`);
-      if (row) setRun(row, run);
+      if (!row) continue;
+      const was = (row.className.match(/status-(\S+)/) || [])[1];
+      // A pause by a check (or its end) changes the banner above the table: draw it anew.
+      if (was !== run.status && [was, run.status].includes("paused_by_guard")) {
+        return location.reload();
+      }
+      setRun(row, run);
     }
   },
   run(section, body) {
