@@ -150,6 +150,13 @@ async def test_every_page_and_action_needs_a_session(console: Console) -> None:
                 assert answer.headers["location"].startswith("/sign-in?next=")
             else:
                 assert answer.status_code == 401, (method, path)
+        # A sign-in form posted from elsewhere carries no sign-in cookie: refused, not tried.
+        forged = await anon.post(
+            "/sign-in", data={"csrf_token": "x", "login": "ana", "password": PASSWORD}
+        )
+        assert forged.status_code == 403 and "omnium_session" not in forged.headers.get(
+            "set-cookie", ""
+        )
     async with httpx.AsyncClient(base_url=console.url, follow_redirects=False) as ana:
         await _sign_in(ana, "ana")
         assert (await ana.get("/integrations")).status_code == 200
@@ -182,6 +189,8 @@ async def _sign_in(client: httpx.AsyncClient, login: str) -> str:
         "/sign-in", data={"csrf_token": token[1], "login": login, "password": PASSWORD}
     )
     assert answer.status_code == 303, answer.text
+    cookie = next(c for c in answer.headers.get_list("set-cookie") if "omnium_session=" in c)
+    assert "HttpOnly" in cookie and "SameSite=Lax" in cookie
     page = await client.get("/integrations")
     session_token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
     return session_token[1] if session_token else ""
