@@ -31,6 +31,7 @@ EXPECTED_TABLES = {
     "integration_lookup",
     "review_item",
     "alert",
+    "account_session",
 }
 PINNABLE = {"competitor", "unit", "unit_competitor", "entry", "medal_row"}
 
