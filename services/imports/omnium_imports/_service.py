@@ -25,6 +25,8 @@ from omnium_settings import Settings
 SERVICE_NAME = imports_pb2.DESCRIPTOR.services_by_name["ImportsService"].full_name
 _STATES = ("on", "paused", "off")
 _REFUSED = ("refused", "not_placed", "problem")
+# A run's page lists at most this many rows per section when the caller sets no limit.
+_ROWS_PER_SECTION = 5000
 
 
 def _stamp(moment: datetime | None) -> timestamp_pb2.Timestamp | None:
@@ -180,39 +182,40 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
         await self._uuid(request.run_id, "run_id", context)
         if request.rows_per_section < 0:
             await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, "rows_per_section must be 0 (all) or more"
+                grpc.StatusCode.INVALID_ARGUMENT, "rows_per_section must be 0 (the most) or more"
             )
         async with self.pool.acquire() as conn:
             run = await conn.fetchrow(QUERIES["run"], request.run_id)
             if run is None:
                 await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no run {request.run_id}")
-            rows = await conn.fetch(QUERIES["run_rows"], request.run_id)
-        detail = imports_pb2.RunDetail(run=run_message(run))
-        limit = request.rows_per_section or len(rows)
-        sections = (
-            ("changed", "changed_total", lambda r: r["outcome"] == "accepted"),
-            ("kept_by_hand", "kept_by_hand_total", lambda r: bool(r["kept_by_hand"])),
-            ("held", "held_total", lambda r: r["outcome"] == "held"),
-            ("refused", "refused_total", lambda r: r["outcome"] in _REFUSED),
+            limit = request.rows_per_section or _ROWS_PER_SECTION
+            rows = await conn.fetch(QUERIES["run_rows"], request.run_id, limit)
+            totals = await conn.fetchrow(QUERIES["run_row_totals"], request.run_id)
+        detail = imports_pb2.RunDetail(
+            run=run_message(run),
+            changed_total=totals["changed"],
+            kept_by_hand_total=totals["kept_by_hand"],
+            held_total=totals["held"],
+            refused_total=totals["refused"],
         )
         for row in rows:
-            entry: imports_pb2.RowEntry | None = None
-            for listed, total, belongs in sections:
-                if not belongs(row):
-                    continue
-                setattr(detail, total, getattr(detail, total) + 1)
-                if len(getattr(detail, listed)) >= limit:
-                    continue  # counted, not listed
-                if entry is None:
-                    entry = imports_pb2.RowEntry(
-                        position=row["position"],
-                        key=row["subject_key"],
-                        outcome=row["outcome"],
-                        reason=row["reason"] or "",
-                        changes=field_changes(row["diff"]),
-                        kept_by_hand=field_changes(row["kept_by_hand"]),
-                    )
-                getattr(detail, listed).append(entry)
+            entry = imports_pb2.RowEntry(
+                position=row["position"],
+                key=row["subject_key"],
+                outcome=row["outcome"],
+                reason=row["reason"] or "",
+                changes=field_changes(row["diff"]),
+                kept_by_hand=field_changes(row["kept_by_hand"]),
+            )
+            # The query gives each section at most `limit` rows; a row may be in two.
+            if row["outcome"] == "accepted" and len(detail.changed) < limit:
+                detail.changed.append(entry)
+            if row["kept_by_hand"] and len(detail.kept_by_hand) < limit:
+                detail.kept_by_hand.append(entry)
+            if row["outcome"] == "held" and len(detail.held) < limit:
+                detail.held.append(entry)
+            if row["outcome"] in _REFUSED and len(detail.refused) < limit:
+                detail.refused.append(entry)
         return detail
 
     async def ListWaiting(
