@@ -153,6 +153,7 @@ class Settings:
     admin_chart_runs: int = _setting(30, "Console: runs in the rows-and-duration chart.")
     admin_units_found: int = _setting(50, "Console: most units one search lists.")
     admin_rows_shown: int = _setting(100, "Console: most rows a run's page lists per section.")
+    admin_max_form_bytes: int = _setting(64 * 1024, "Console: largest form it accepts.")
 
     # -- Sign-in (accounts of the admin console and the scorer console) ----------------------
     session_hours: float = _setting(12.0, "A session ends after this long without use.")

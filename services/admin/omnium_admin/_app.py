@@ -64,19 +64,19 @@ class AdminApp:
                 _views.plain_errors,
                 _auth.signed_in,
             ],
-            client_max_size=64 * 1024,
+            client_max_size=self.settings.admin_max_form_bytes,
         )
         app[_auth.CONSOLE] = self
         _auth.add_routes(app)
         _views.add_routes(app)
-        app.router.add_static("/static/", HERE / "static", append_version=True)
+        app.router.add_static("/static/", HERE / "static")
         return app
 
     async def start(self, port: int | None = None) -> int:
         settings = self.settings
         # Sign-in and sessions are people's writes; the screens read on the reader road.
-        self.people = await create_pool(settings, Road.PEOPLE, application_name="admin", size=4)
-        self.reader = await create_pool(settings, Road.READER, application_name="admin", size=4)
+        self.people = await create_pool(settings, Road.PEOPLE, application_name="admin")
+        self.reader = await create_pool(settings, Road.READER, application_name="admin")
         self.runner = web.AppRunner(self.web_app(), access_log=None)
         await self.runner.setup()
         wanted = settings.admin_port if port is None else port

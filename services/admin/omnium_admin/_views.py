@@ -20,7 +20,7 @@ from omnium.command.v1 import command_pb2
 from omnium.common.v1 import actor_pb2
 from omnium.imports.v1 import imports_pb2
 from omnium_admin import _present
-from omnium_admin._auth import CONSOLE, console, may_act, plain_page, session_of
+from omnium_admin._auth import console, may_act, plain_page, session_of
 from omnium_db import Queries
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ UNIT_STATUSES = (
 # map SC-T-KOR3 to one we have." (omnium_imports.mapping); the form starts from it.
 _HELD = re.compile(r"we have no such (competitor|unit)\. Add it, or map (\S+) to one we have")
 
-__all__ = ["CONSOLE", "add_routes", "plain_errors"]
+__all__ = ["add_routes", "plain_errors"]
 
 
 @web.middleware
