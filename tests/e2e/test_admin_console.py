@@ -256,7 +256,13 @@ async def test_pause_off_and_resume_show_on_the_card(console: Console) -> None:
     await expect(page.get_by_text("This integration is off")).to_be_visible()
     await console.shot(page, "runs-empty-and-off")
     await page.get_by_role("button", name="Turn on").click()
+    await expect(page.get_by_role("status")).to_contain_text("now on")
     assert (await _state(console))[MEDALS] == "on"
+    await page.get_by_role("button", name="Sign out").click()
+    await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    await page.goto(f"{console.url}/waiting")
+    await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    await expect(page.locator('input[name="next"]')).to_have_value("/waiting")
     await page.close()
 
 
