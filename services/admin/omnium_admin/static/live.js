@@ -1,6 +1,13 @@
 // Live parts of the console: card health and run progress, polled from the JSON endpoints.
 // Plain ES module, no build step. Pages work without it; it only keeps them fresh.
 
+// An action's answer (?said=...) is shown once: a later reload or bookmark does not repeat it.
+const here = new URL(location.href);
+if (here.searchParams.has("said")) {
+  here.searchParams.delete("said");
+  history.replaceState(null, "", here.pathname + here.search + here.hash);
+}
+
 for (const section of document.querySelectorAll("[data-live]")) watch(section);
 
 function watch(section) {
