@@ -31,6 +31,11 @@ EXPECTED_TABLES = {
     "integration_lookup",
     "review_item",
     "alert",
+    "client",
+    "client_feed",
+    "delivery_attempt",
+    "delivery_cursor",
+    "delivery_alert",
 }
 PINNABLE = {"competitor", "unit", "unit_competitor", "entry", "medal_row"}
 

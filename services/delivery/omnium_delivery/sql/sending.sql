@@ -1,0 +1,123 @@
+-- Claiming clients, building their feeds and recording every send.
+
+-- name: claim_clients
+-- Clients with a feed due, not held by another copy (SKIP LOCKED, then a lease), and not one
+-- this copy is already working.
+UPDATE client c SET leased_by = $1, lease_until = clock_timestamp() + make_interval(secs => $2)
+ WHERE c.id IN (
+   SELECT x.id FROM client x
+    WHERE x.enabled AND NOT x.id = ANY($3::uuid[])
+      AND (x.lease_until IS NULL OR x.lease_until < clock_timestamp() OR x.leased_by = $1)
+      AND EXISTS (SELECT 1 FROM client_feed f
+                   WHERE f.client_id = x.id AND (f.wanted_id > f.built_id OR f.force)
+                     AND f.due_at <= clock_timestamp())
+    ORDER BY x.id
+    FOR UPDATE SKIP LOCKED
+    LIMIT $4)
+RETURNING c.id::text, c.code, c.name, c.transport, c.settings, c.event_id::text,
+          (SELECT e.code FROM event e WHERE e.id = c.event_id) AS event_code;
+
+-- name: renew_client
+UPDATE client SET lease_until = clock_timestamp() + make_interval(secs => $3)
+ WHERE id = $1 AND leased_by = $2
+RETURNING id;
+
+-- name: release_client
+UPDATE client SET lease_until = NULL, leased_by = NULL WHERE id = $1 AND leased_by = $2;
+
+-- name: due_feeds
+SELECT f.id, f.kind, f.format, f.discipline_id::text, d.code AS discipline, f.top_n, f.live,
+       f.wanted_id, f.built_id, f.force, f.version, f.content_sha, f.delivered_content_sha
+  FROM client_feed f
+  LEFT JOIN discipline d ON d.id = f.discipline_id
+ WHERE f.client_id = $1 AND (f.wanted_id > f.built_id OR f.force)
+   AND f.due_at <= clock_timestamp()
+ ORDER BY f.id;
+
+-- name: units
+-- Units of a Games (or one discipline), with their sides and who is on each side.
+SELECT u.id::text, u.code, d.code AS discipline, u.name, u.phase, u.start_at, u.venue, u.status,
+       coalesce((SELECT jsonb_agg(jsonb_build_object(
+                  'order', s.sort_order, 'competitor_id', s.competitor_id, 'score', s.score,
+                  'result', s.result, 'rank', s.rank, 'medal', s.medal) ORDER BY s.sort_order)
+                   FROM unit_competitor s WHERE s.unit_id = u.id), '[]') AS sides
+  FROM unit u
+  JOIN discipline d ON d.id = u.discipline_id
+ WHERE u.event_id = $1 AND ($2::uuid IS NULL OR u.discipline_id = $2)
+ ORDER BY u.start_at NULLS LAST, u.code;
+
+-- name: approved_units
+-- The checker step: each unit's newest approval, as the person approved it.
+SELECT DISTINCT ON (a.unit_id) a.unit_id::text, a.payload
+  FROM domain_event a
+  JOIN unit u ON u.id = a.unit_id
+ WHERE a.event_id = $1 AND a.kind = 'results.approved'
+   AND ($2::uuid IS NULL OR u.discipline_id = $2)
+ ORDER BY a.unit_id, a.id DESC;
+
+-- name: competitors
+SELECT id::text, code, name, noc, kind FROM competitor WHERE id = ANY($1::uuid[]);
+
+-- name: medal_rows
+SELECT m.noc, m.gold, m.silver, m.bronze, m.total, m.rank
+  FROM medal_row m
+ WHERE m.event_id = $1 AND m.discipline_id IS NOT DISTINCT FROM $2::uuid
+ ORDER BY m.rank NULLS LAST, m.gold DESC, m.silver DESC, m.bronze DESC, m.noc
+ LIMIT $3;
+
+-- name: saved_at
+SELECT saved_at FROM domain_event WHERE id = $1;
+
+-- name: new_version
+-- Version only goes up: a new content gets the next number, before it is sent.
+UPDATE client_feed SET version = $2, content_sha = $3 WHERE id = $1;
+
+-- name: unchanged
+-- Same bytes as the last good send: nothing to send, the feed is current up to $2. Changes
+-- that came in while it was built open a new window ($3).
+UPDATE client_feed SET
+  built_id = greatest(built_id, $2), force = false,
+  due_at = CASE WHEN wanted_id > greatest(built_id, $2)
+                THEN clock_timestamp() + make_interval(secs => $3) ELSE NULL END
+ WHERE id = $1;
+
+-- name: record_send
+-- One send: its row, and the feed's state. Delivered: current up to $2 (the outbox id its data
+-- covered). Failed or refused: still owed, tried again after $13 seconds.
+WITH attempt AS (
+  INSERT INTO delivery_attempt (client_id, feed_id, version, file_name, sha256, bytes, attempts,
+                                outcome, error, saved_at, delivered_at, resend)
+  VALUES ($3, $1, $4, $5, $6, $7, $8, $9, $10, $11, $12, $14)
+  RETURNING id
+)
+UPDATE client_feed f SET
+  built_id = CASE WHEN $9 = 'delivered' THEN greatest(f.built_id, $2) ELSE f.built_id END,
+  force = CASE WHEN $9 = 'delivered' THEN false ELSE f.force END,
+  due_at = CASE
+    WHEN $9 <> 'delivered' THEN clock_timestamp() + make_interval(secs => $13)
+    WHEN f.wanted_id > greatest(f.built_id, $2)
+      THEN clock_timestamp() + make_interval(secs => $16)
+    ELSE NULL END,
+  delivered_version = CASE WHEN $9 = 'delivered' THEN $4 ELSE f.delivered_version END,
+  delivered_content_sha = CASE WHEN $9 = 'delivered' THEN $15 ELSE f.delivered_content_sha END,
+  delivered_sha256 = CASE WHEN $9 = 'delivered' THEN $6 ELSE f.delivered_sha256 END,
+  delivered_at = CASE WHEN $9 = 'delivered' THEN $12 ELSE f.delivered_at END
+ WHERE f.id = $1
+RETURNING (SELECT id FROM attempt);
+
+-- name: postpone_client
+-- The client could not be reached: its other due feeds wait as long as the failed one.
+UPDATE client_feed SET due_at = clock_timestamp() + make_interval(secs => $2)
+ WHERE client_id = $1 AND (wanted_id > built_id OR force);
+
+-- name: raise_alert
+INSERT INTO delivery_alert (client_id, kind, message) VALUES ($1, $2, $3)
+ON CONFLICT (client_id, kind) WHERE status = 'open' DO NOTHING
+RETURNING id;
+
+-- name: alert_sent
+UPDATE delivery_alert SET sent_at = now() WHERE id = $1;
+
+-- name: clear_alerts
+UPDATE delivery_alert SET status = 'cleared', cleared_at = now()
+ WHERE client_id = $1 AND status = 'open';
