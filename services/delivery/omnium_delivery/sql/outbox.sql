@@ -11,7 +11,7 @@ SELECT d.id, d.kind, d.subject_kind, d.unit_id::text, e.code AS event_code, d.pa
   FROM domain_event d
   JOIN event e ON e.id = d.event_id
  WHERE d.id > $1
-    OR (d.saved_at > clock_timestamp() - make_interval(secs => $3)
+    OR (d.saved_at > clock_timestamp() - make_interval(secs => $3::float8)
         AND NOT d.id = ANY($2::bigint[]))
  ORDER BY d.id
  LIMIT $4;
@@ -22,7 +22,7 @@ UPDATE delivery_cursor SET
   last_id = greatest(last_id, $1),
   recent_ids = coalesce((SELECT array_agg(d.id ORDER BY d.id) FROM domain_event d
                           WHERE d.id = ANY($2::bigint[])
-                            AND d.saved_at > clock_timestamp() - make_interval(secs => $3)), '{}'),
+                            AND d.saved_at > clock_timestamp() - make_interval(secs => $3::float8)), '{}'),
   updated_at = now()
  WHERE name = 'outbox';
 
@@ -54,7 +54,7 @@ hits AS (
 UPDATE client_feed f SET
   due_at = CASE WHEN f.wanted_id > f.built_id AND f.due_at IS NOT NULL THEN f.due_at
                 ELSE clock_timestamp()
-                     + make_interval(secs => CASE WHEN f.live THEN $4 ELSE $3 END) END,
+                     + make_interval(secs => CASE WHEN f.live THEN $4::float8 ELSE $3::float8 END) END,
   wanted_id = h.top
   FROM hits h
  WHERE f.id = h.id AND h.top > f.wanted_id AND h.top > f.built_id

@@ -3,7 +3,7 @@
 -- name: claim_clients
 -- Clients with a feed due, not held by another copy (SKIP LOCKED, then a lease), and not one
 -- this copy is already working.
-UPDATE client c SET leased_by = $1, lease_until = clock_timestamp() + make_interval(secs => $2)
+UPDATE client c SET leased_by = $1, lease_until = clock_timestamp() + make_interval(secs => $2::float8)
  WHERE c.id IN (
    SELECT x.id FROM client x
     WHERE x.enabled AND NOT x.id = ANY($3::uuid[])
@@ -18,7 +18,7 @@ RETURNING c.id::text, c.code, c.name, c.transport, c.settings, c.event_id::text,
           (SELECT e.code FROM event e WHERE e.id = c.event_id) AS event_code;
 
 -- name: renew_client
-UPDATE client SET lease_until = clock_timestamp() + make_interval(secs => $3)
+UPDATE client SET lease_until = clock_timestamp() + make_interval(secs => $3::float8)
  WHERE id = $1 AND leased_by = $2
 RETURNING id;
 
@@ -78,7 +78,7 @@ UPDATE client_feed SET version = $2, content_sha = $3 WHERE id = $1;
 UPDATE client_feed SET
   built_id = greatest(built_id, $2), force = false,
   due_at = CASE WHEN wanted_id > greatest(built_id, $2)
-                THEN clock_timestamp() + make_interval(secs => $3) ELSE NULL END
+                THEN clock_timestamp() + make_interval(secs => $3::float8) ELSE NULL END
  WHERE id = $1;
 
 -- name: record_send
@@ -94,9 +94,9 @@ UPDATE client_feed f SET
   built_id = CASE WHEN $9 = 'delivered' THEN greatest(f.built_id, $2) ELSE f.built_id END,
   force = CASE WHEN $9 = 'delivered' THEN false ELSE f.force END,
   due_at = CASE
-    WHEN $9 <> 'delivered' THEN clock_timestamp() + make_interval(secs => $13)
+    WHEN $9 <> 'delivered' THEN clock_timestamp() + make_interval(secs => $13::float8)
     WHEN f.wanted_id > greatest(f.built_id, $2)
-      THEN clock_timestamp() + make_interval(secs => $16)
+      THEN clock_timestamp() + make_interval(secs => $16::float8)
     ELSE NULL END,
   delivered_version = CASE WHEN $9 = 'delivered' THEN $4 ELSE f.delivered_version END,
   delivered_content_sha = CASE WHEN $9 = 'delivered' THEN $15 ELSE f.delivered_content_sha END,
@@ -107,7 +107,7 @@ RETURNING (SELECT id FROM attempt);
 
 -- name: postpone_client
 -- The client could not be reached: its other due feeds wait as long as the failed one.
-UPDATE client_feed SET due_at = clock_timestamp() + make_interval(secs => $2)
+UPDATE client_feed SET due_at = clock_timestamp() + make_interval(secs => $2::float8)
  WHERE client_id = $1 AND (wanted_id > built_id OR force);
 
 -- name: raise_alert
