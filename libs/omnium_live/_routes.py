@@ -43,6 +43,8 @@ async def _start_id(redis: aioredis.Redis, key: str, last: str | None) -> tuple[
     if last is None:
         newest = await redis.xrevrange(key, count=1)
         return (_decode(newest[0][0]) if newest else "0-0"), False
+    if last == "0-0":
+        return last, False  # "everything still kept", asked for on purpose
     oldest = await redis.xrange(key, count=1)
     gap = bool(oldest) and _parse_id(_decode(oldest[0][0])) > _next(_parse_id(last))
     return last, gap
@@ -54,6 +56,12 @@ def _next(stream_id: tuple[int, int]) -> tuple[int, int]:
 
 def _decode(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _field(fields: Any, name: str, default: str) -> str:
+    """A stream entry's field, from a client that decodes responses or one that does not."""
+    value = fields.get(name.encode(), fields.get(name, default))
+    return _decode(value)
 
 
 async def _live(request: web.Request) -> web.StreamResponse:
@@ -105,10 +113,10 @@ async def _live(request: web.Request) -> web.StreamResponse:
             for _key, entries in found:
                 for entry_id, fields in entries:
                     cursor = _decode(entry_id)
-                    if unit is not None and _decode(fields.get(b"unit", b"")) != unit:
+                    if unit is not None and _field(fields, "unit", "") != unit:
                         continue
-                    kind = _decode(fields.get(b"kind", b"change"))
-                    data = _decode(fields.get(b"data", b"{}"))
+                    kind = _field(fields, "kind", "change")
+                    data = _field(fields, "data", "{}")
                     chunks.append(f"id: {cursor}\nevent: {kind}\ndata: {data}\n\n".encode())
             if chunks:
                 await response.write(b"".join(chunks))
