@@ -75,12 +75,17 @@ async def test_a_burst_of_100_writes_is_one_rebuild_per_feed(
                     await score(cmd, games.units[n % 10], n, f"burst-{n}")
 
             await asyncio.gather(*(write(n) for n in range(100)))
-            await eventually(lambda: _more_sends(db, first + 3), what="the rebuilt feeds")
+            await eventually(lambda: _more_sends(db, first + 2), what="the rebuilt feeds")
             await asyncio.sleep(2.5)  # a second rebuild would have come within one more window
-            assert delivery.app.builds - builds == 3
+            # One rebuild of each results feed; scores are not in the schedule, so it is not
+            # rebuilt at all.
+            assert delivery.app.builds - builds == 2
         records = await sends(db, "ndtv")
-    assert len(records) == first + 3
-    assert sorted(r["version"] for r in records[first:]) == [2, 2, 2]
+    assert len(records) == first + 2
+    assert sorted((r["kind"], r["version"]) for r in records[first:]) == [
+        ("results", 2),
+        ("results", 2),
+    ]
     final = document(server, "ndtv", "results", "FBL")
     scores = {u["code"]: u["sides"][0]["score"] for u in final["units"]}
     # The one rebuild carries what was saved last for every unit.
@@ -209,7 +214,7 @@ async def test_delivery_service_shows_last_received_and_resends(
     games = await make_games(db, units=2)
     async with asyncssh_server(tmp_path) as server:
         (server.root / "ndtv").mkdir()
-        await load_clients(db, [client("ndtv", server, [{"kind": "schedule", "format": "odf"}])])
+        await load_clients(db, [client("ndtv", server, [{"kind": "results", "format": "odf"}])])
         async with (
             running_command(database_url) as cmd,
             running_delivery(database_url, feed_debounce_seconds=0.1) as delivery,
@@ -270,3 +275,29 @@ async def test_two_copies_share_the_work_and_send_nothing_twice(
         "SELECT feed_id, version, count(*) AS n FROM delivery_attempt GROUP BY feed_id, version"
     )
     assert rows and all(r["n"] == 1 for r in rows)
+
+
+async def test_the_sweep_rebuilds_a_feed_behind_its_data(
+    db: asyncpg.Connection, database_url: str, tmp_path: Path
+) -> None:
+    games = await make_games(db, units=2)
+    async with asyncssh_server(tmp_path) as server:
+        (server.root / "ndtv").mkdir()
+        await load_clients(db, [client("ndtv", server, [{"kind": "results", "format": "json"}])])
+        async with running_delivery(database_url, feed_rebuild_seconds=3600) as delivery:
+            await eventually(lambda: settled(db, "ndtv"), what="the first version")
+            # A change the outbox never told of (as if its row were read before it committed).
+            await db.execute(
+                "UPDATE unit_competitor SET score = '5' WHERE unit_id = $1 AND sort_order = 1",
+                games.units[0],
+            )
+            await asyncio.sleep(0.5)
+            assert len(await sends(db, "ndtv")) == 1
+            assert await delivery.app.sweep() == 1
+            await eventually(lambda: _more_sends(db, 2), what="the swept feed sent")
+            assert await delivery.app.sweep() == 1
+            await eventually(lambda: settled(db, "ndtv"), what="checked again")
+            await asyncio.sleep(0.5)
+    # The second sweep rebuilt it too, found the same bytes and sent nothing.
+    assert len(await sends(db, "ndtv")) == 2
+    assert await _score_is(server, "ndtv", "5")

@@ -55,7 +55,8 @@ CREATE TABLE delivery_attempt (
   attempts     int NOT NULL,
   outcome      text NOT NULL CHECK (outcome IN ('delivered', 'failed', 'refused')),
   error        text,
-  saved_at     timestamptz,          -- commit time of the newest change the file carries
+  outbox_id    bigint,               -- the newest outbox row (domain_event) the file carries
+  saved_at     timestamptz,          -- commit time of that change
   delivered_at timestamptz,
   finished_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
   resend       boolean NOT NULL DEFAULT false

@@ -12,7 +12,7 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import httpx
@@ -22,7 +22,7 @@ from omnium.delivery.v1 import delivery_pb2_grpc
 from omnium_db import Road, create_pool
 from omnium_delivery._build import FeedRow, build
 from omnium_delivery._clients import load_clients, read_clients_file
-from omnium_delivery._documents import render
+from omnium_delivery._documents import Document, render
 from omnium_delivery._service import SERVICE_NAME, DeliveryService
 from omnium_delivery._sftp import SftpTransport
 from omnium_delivery._sql import QUERIES
@@ -33,10 +33,22 @@ from omnium_live import LivePublisher
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 OUTBOX_CHANNEL = "omnium_domain_event"
 FEED_CHANNEL = "omnium_delivery_feed"
 _OUTBOX_BATCH = 500
+
+
+_BIG_DOCUMENT = 200  # rows; hashing and rendering more than this goes to a thread
+
+
+async def _off_loop(document: Document, work: Callable[..., T], *args: Any) -> T:
+    """Hashing and rendering a big Games is CPU work: off the loop, so live pushes and other
+    clients' sends keep moving meanwhile. Small documents are quicker done in place."""
+    if len(document.rows) > _BIG_DOCUMENT:
+        return await asyncio.to_thread(work, *args)
+    return work(*args)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +203,6 @@ class DeliveryApp:
             marked = await conn.fetch(
                 QUERIES["mark_feeds"],
                 ids,
-                None,
                 settings.feed_debounce_seconds,
                 settings.live_debounce_seconds,
             )
@@ -244,23 +255,15 @@ class DeliveryApp:
                 log.warning("delivery: the sweep failed (%s)", exc)
 
     async def sweep(self) -> int:
-        """Mark every feed that is behind its data: a safety net for anything the outbox pass
-        missed (a commit later than the lag window, a copy that died mid-pass)."""
+        """Check every feed against its data again: a safety net for anything the outbox pass
+        could not see (a commit later than the lag window, a copy that died mid-pass). Feeds
+        whose bytes did not change are not sent."""
         assert self.pool is not None
         async with self.pool.acquire() as conn:
-            floor = await conn.fetchval(QUERIES["sweep_floor"])
-            if floor is None:
-                return 0
-            marked = await conn.fetch(
-                QUERIES["mark_feeds"],
-                [],
-                floor,
-                self.settings.feed_debounce_seconds,
-                self.settings.live_debounce_seconds,
-            )
-        if marked:
-            log.info("delivery: the sweep found %s feeds behind their data", len(marked))
-            self.dispatch_wake.set()
+            marked = await conn.fetch(QUERIES["sweep"])
+            if marked:
+                await conn.execute(QUERIES["wake_senders"])
+        self.dispatch_wake.set()
         return len(marked)
 
     # -- sending --------------------------------------------------------------------------
@@ -392,7 +395,7 @@ class DeliveryApp:
                 held=self._held(client),
             )
             self.builds += 1
-            content_sha = document.content_sha(feed.format)
+            content_sha = await _off_loop(document, document.content_sha, feed.format)
             if content_sha == feed.delivered_content_sha and not feed.force:
                 await conn.execute(QUERIES["unchanged"], feed.id, feed.wanted_id, window)
                 return True
@@ -405,7 +408,7 @@ class DeliveryApp:
                 if feed.wanted_id > 0
                 else None
             )
-        body = render(document, feed.format, version, datetime.now(UTC))
+        body = await _off_loop(document, render, document, feed.format, version, datetime.now(UTC))
         item = Outgoing(
             client_code=client.code,
             feed_id=feed.id,

@@ -51,16 +51,21 @@ async def build(
         return Document(
             "medals", event_code, feed.discipline, feed.top_n, [medal_row(r) for r in rows]
         )
-    units = [dict(r) for r in await conn.fetch(QUERIES["units"], event_id, feed.discipline_id)]
+    # A results feed reads only units with results, unless approved ones may stand in for them.
+    only_results = feed.kind == "results" and held is not None and not held
+    units = [
+        dict(r)
+        for r in await conn.fetch(QUERIES["units"], event_id, feed.discipline_id, only_results)
+    ]
     if feed.kind == "results":
         units = await _results(conn, event_id, feed, units, held)
     competitors = {
         r["id"]: dict(r)
         for r in await conn.fetch(QUERIES["competitors"], competitor_ids(units))
     }
-    return Document(
-        feed.kind, event_code, feed.discipline, None, [unit_row(u, competitors) for u in units]
-    )
+    results = feed.kind == "results"
+    rows = [unit_row(u, competitors, results=results) for u in units]
+    return Document(feed.kind, event_code, feed.discipline, None, rows)
 
 
 async def _results(

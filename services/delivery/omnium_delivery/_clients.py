@@ -35,7 +35,7 @@ def read_clients_file(path: str | Path) -> list[dict[str, Any]]:
     return clients
 
 
-def _feed(client: str, index: int, raw: Any) -> dict[str, Any]:
+def _feed(client: str, index: int, raw: Any, transport: str) -> dict[str, Any]:
     where = f"client {client}, feed {index + 1}"
     if not isinstance(raw, Mapping):
         raise ClientSettingsError(f"{where}: a feed is an object with kind and format")
@@ -55,7 +55,8 @@ def _feed(client: str, index: int, raw: Any) -> dict[str, Any]:
         "format": fmt,
         "discipline": discipline.upper() if discipline else None,
         "top": top,
-        "live": bool(raw.get("live", False)),
+        # A webhook is one small POST per version: by default it merges at the live window.
+        "live": bool(raw.get("live", transport == "webhook")),
     }
 
 
@@ -78,7 +79,7 @@ def check_client(raw: Any, settings: Settings | None = None) -> dict[str, Any]:
     feeds = raw.get("feeds")
     if not isinstance(feeds, list) or not feeds:
         raise ClientSettingsError(f"client {code}: list at least one feed")
-    checked = [_feed(code, i, f) for i, f in enumerate(feeds)]
+    checked = [_feed(code, i, f, transport) for i, f in enumerate(feeds)]
     checker = raw.get("checker", False)
     if not isinstance(checker, bool | list):
         raise ClientSettingsError(

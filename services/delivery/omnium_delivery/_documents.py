@@ -16,7 +16,8 @@ DOCUMENT_TYPES = {"schedule": "DT_SCHEDULE", "results": "DT_RESULT", "medals": "
 EXTENSIONS = {"json": "json", "csv": "csv", "odf": "xml"}
 # A unit is in a results feed once it has started, or once any side has a score or result.
 RESULT_STATUSES = frozenset({"RUNNING", "INTERRUPTED", "UNOFFICIAL", "OFFICIAL", "PROTESTED"})
-_SIDE_FIELDS = ("competitor", "name", "noc", "score", "result", "rank", "medal")
+_RESULT_FIELDS = ("score", "result", "rank", "medal")
+_SIDE_FIELDS = ("competitor", "name", "noc", *_RESULT_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,25 +63,23 @@ class Document:
 
 
 def unit_row(
-    unit: Mapping[str, Any], competitors: Mapping[str, Mapping[str, Any]]
+    unit: Mapping[str, Any], competitors: Mapping[str, Mapping[str, Any]], *, results: bool
 ) -> dict[str, Any]:
-    """One unit as every format shows it; `unit["sides"]` name competitors by id."""
+    """One unit as every format shows it; `unit["sides"]` name competitors by id. A schedule
+    shows who is on each side, not the results, so a score does not change it."""
     start = unit.get("start_at")
     sides = []
     for side in unit.get("sides") or ():
         who = competitors.get(str(side.get("competitor_id") or ""), {})
-        sides.append(
-            {
-                "order": side["order"],
-                "competitor": who.get("code"),
-                "name": who.get("name"),
-                "noc": who.get("noc"),
-                "score": side.get("score"),
-                "result": side.get("result"),
-                "rank": side.get("rank"),
-                "medal": side.get("medal"),
-            }
-        )
+        row = {
+            "order": side["order"],
+            "competitor": who.get("code"),
+            "name": who.get("name"),
+            "noc": who.get("noc"),
+        }
+        if results:
+            row.update({k: side.get(k) for k in _RESULT_FIELDS})
+        sides.append(row)
     return {
         "code": unit["code"],
         "discipline": unit["discipline"],
@@ -138,7 +137,7 @@ def _csv(document: Document) -> bytes:
         if not unit["sides"]:
             writer.writerow([*head, "", *("" for _ in _SIDE_FIELDS)])
         for side in unit["sides"]:
-            writer.writerow([*head, side["order"], *(_cell(side[k]) for k in _SIDE_FIELDS)])
+            writer.writerow([*head, side["order"], *(_cell(side.get(k)) for k in _SIDE_FIELDS)])
     return out.getvalue().encode()
 
 

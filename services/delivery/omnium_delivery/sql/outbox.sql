@@ -27,16 +27,20 @@ UPDATE delivery_cursor SET
  WHERE name = 'outbox';
 
 -- name: mark_feeds
--- The feeds these outbox rows touch ($1), or that any row past $2 touches (the sweep), owe a
--- rebuild. A feed not owed yet opens its debounce window now; one already owed keeps its window,
+-- The feeds these outbox rows touch owe a rebuild. A feed not owed yet opens its debounce window now; one already owed keeps its window,
 -- so a burst of writes is one rebuild per window.
 WITH ev AS (
   SELECT d.id, d.event_id, d.subject_kind,
-         coalesce(u.discipline_id, m.discipline_id) AS discipline_id
+         coalesce(u.discipline_id, m.discipline_id) AS discipline_id,
+         -- Only results changed (scores, ranks, medals): a schedule shows none of them.
+         d.kind = 'unit.changed' AND NOT EXISTS (
+           SELECT 1 FROM jsonb_array_elements(d.payload->'changes') c
+            WHERE c->>'field' !~ '^sides\[[0-9]+\]\.(score|result|rank|medal)$'
+         ) AS results_only
     FROM domain_event d
     LEFT JOIN unit u ON u.id = d.unit_id
     LEFT JOIN medal_row m ON d.subject_kind = 'medal_row' AND m.id = d.subject_id
-   WHERE d.id = ANY($1::bigint[]) OR d.id > $2
+   WHERE d.id = ANY($1::bigint[])
 ),
 hits AS (
   SELECT f.id, max(ev.id) AS top
@@ -44,6 +48,7 @@ hits AS (
     JOIN client c ON c.id = f.client_id AND c.enabled
     JOIN ev ON ev.event_id = c.event_id
    WHERE (f.kind IN ('schedule', 'results')
+          AND NOT (f.kind = 'schedule' AND ev.results_only)
           AND (ev.subject_kind = 'competitor'
                OR (ev.subject_kind = 'unit'
                    AND (f.discipline_id IS NULL OR f.discipline_id = ev.discipline_id))))
@@ -54,16 +59,20 @@ hits AS (
 UPDATE client_feed f SET
   due_at = CASE WHEN f.wanted_id > f.built_id AND f.due_at IS NOT NULL THEN f.due_at
                 ELSE clock_timestamp()
-                     + make_interval(secs => CASE WHEN f.live THEN $4::float8 ELSE $3::float8 END) END,
+                     + make_interval(secs => CASE WHEN f.live THEN $3::float8 ELSE $2::float8 END) END,
   wanted_id = h.top
   FROM hits h
  WHERE f.id = h.id AND h.top > f.wanted_id AND h.top > f.built_id
 RETURNING f.id;
 
--- name: sweep_floor
--- The oldest outbox id a built feed has covered: the sweep reads from there.
-SELECT min(f.built_id) FROM client_feed f JOIN client c ON c.id = f.client_id AND c.enabled
- WHERE f.built_id >= 0;
+-- name: sweep
+-- Every built feed is checked again: rebuilt, and sent only if its bytes changed. This catches
+-- what no outbox id can show, such as a change that committed after a later one was built.
+UPDATE client_feed f SET built_id = least(f.built_id, f.wanted_id - 1),
+                         due_at = coalesce(f.due_at, clock_timestamp())
+  FROM client c
+ WHERE c.id = f.client_id AND c.enabled AND f.built_id >= 0 AND f.wanted_id <= f.built_id
+RETURNING f.id;
 
 -- name: next_due
 SELECT extract(epoch FROM min(f.due_at) - clock_timestamp())::float8

@@ -44,7 +44,14 @@ SELECT u.id::text, u.code, d.code AS discipline, u.name, u.phase, u.start_at, u.
   FROM unit u
   JOIN discipline d ON d.id = u.discipline_id
  WHERE u.event_id = $1 AND ($2::uuid IS NULL OR u.discipline_id = $2)
+   -- $3: only units that have results (started, or a side with a score or result).
+   AND (NOT $3 OR u.status IN ('RUNNING', 'INTERRUPTED', 'UNOFFICIAL', 'OFFICIAL', 'PROTESTED')
+        OR EXISTS (SELECT 1 FROM unit_competitor s WHERE s.unit_id = u.id
+                    AND (s.score IS NOT NULL OR s.result IS NOT NULL)))
  ORDER BY u.start_at NULLS LAST, u.code;
+
+-- name: outbox_top
+SELECT coalesce(max(id), 0) FROM domain_event;
 
 -- name: approved_units
 -- The checker step: each unit's newest approval, as the person approved it.
@@ -86,8 +93,8 @@ UPDATE client_feed SET
 -- covered). Failed or refused: still owed, tried again after $13 seconds.
 WITH attempt AS (
   INSERT INTO delivery_attempt (client_id, feed_id, version, file_name, sha256, bytes, attempts,
-                                outcome, error, saved_at, delivered_at, resend)
-  VALUES ($3, $1, $4, $5, $6, $7, $8, $9, $10, $11, $12, $14)
+                                outcome, error, outbox_id, saved_at, delivered_at, resend)
+  VALUES ($3, $1, $4, $5, $6, $7, $8, $9, $10, $2, $11, $12, $14)
   RETURNING id
 )
 UPDATE client_feed f SET
