@@ -377,7 +377,7 @@ class DeliveryApp:
         checker = client.settings.get("checker", False)
         if checker is True:
             return None
-        held = set(self.settings.checker_disciplines)
+        held = {d.upper() for d in self.settings.checker_disciplines}
         if isinstance(checker, list):
             held.update(str(c).upper() for c in checker)
         return frozenset(held)
