@@ -91,7 +91,7 @@ class Seen:
 async def sftp_server(root: Path, keys: Path, seen: Seen) -> tuple[asyncssh.SSHAcceptor, str]:
     host = asyncssh.generate_private_key("ssh-ed25519")
     client = asyncssh.read_private_key(str(keys / "client_key"))
-    root.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(root.mkdir, parents=True, exist_ok=True)
 
     class Sftp(asyncssh.SFTPServer):
         def __init__(self, chan: asyncssh.SSHServerChannel[bytes]) -> None:
@@ -110,9 +110,7 @@ async def sftp_server(root: Path, keys: Path, seen: Seen) -> tuple[asyncssh.SSHA
         "127.0.0.1",
         0,
         server_host_keys=[host],
-        authorized_client_keys=asyncssh.import_authorized_keys(
-            client.export_public_key().decode()
-        ),
+        authorized_client_keys=asyncssh.import_authorized_keys(client.export_public_key().decode()),
         sftp_factory=Sftp,
         allow_scp=False,
     )

@@ -41,11 +41,11 @@ def _parse_id(value: str) -> tuple[int, int]:
 async def _start_id(redis: aioredis.Redis, key: str, last: str | None) -> tuple[str, bool]:
     """Where to read from, and whether events the client asked for were already trimmed."""
     if last is None:
-        newest = await redis.xrevrange(key, count=1)
+        newest: Any = await redis.xrevrange(key, count=1)
         return (_decode(newest[0][0]) if newest else "0-0"), False
     if last == "0-0":
         return last, False  # "everything still kept", asked for on purpose
-    oldest = await redis.xrange(key, count=1)
+    oldest: Any = await redis.xrange(key, count=1)
     gap = bool(oldest) and _parse_id(_decode(oldest[0][0])) > _next(_parse_id(last))
     return last, gap
 
@@ -101,9 +101,9 @@ async def _live(request: web.Request) -> web.StreamResponse:
             )
         while True:
             try:
-                found = await redis.xread({key: cursor}, count=100, block=heartbeat_ms)
+                found: Any = await redis.xread({key: cursor}, count=100, block=heartbeat_ms)
             except (aioredis.RedisError, OSError):
-                await response.write(b"event: error\ndata: {\"message\": \"live updates paused\"}\n\n")
+                await response.write(b'event: error\ndata: {"message": "live updates paused"}\n\n')
                 await asyncio.sleep(1)
                 continue
             if not found:

@@ -27,7 +27,9 @@ FEEDS = [
 ]
 
 
-def client(code: str, server: SftpServer, feeds: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
+def client(
+    code: str, server: SftpServer, feeds: list[dict[str, Any]], **more: Any
+) -> dict[str, Any]:
     return {
         "code": code,
         "event": EVENT,
@@ -226,7 +228,12 @@ async def test_delivery_service_shows_last_received_and_resends(
             (ndtv,) = answer.clients
             (feed,) = ndtv.feeds
             last = feed.last_received
-            assert (ndtv.code, ndtv.transport, feed.version, feed.owed) == ("ndtv", "sftp", 2, False)
+            assert (ndtv.code, ndtv.transport, feed.version, feed.owed) == (
+                "ndtv",
+                "sftp",
+                2,
+                False,
+            )
             assert last.outcome == "delivered" and last.version == 2
             assert 0 < last.delay_seconds < 30
             assert last.delivered_at.ToDatetime() > last.saved_at.ToDatetime()
@@ -240,7 +247,11 @@ async def test_delivery_service_shows_last_received_and_resends(
             listed = await delivery.stub.ListSends(
                 delivery_pb2.ListSendsRequest(client_code="ndtv"), timeout=5
             )
-            assert [(s.version, s.resend) for s in listed.sends] == [(2, True), (2, False), (1, False)]
+            assert [(s.version, s.resend) for s in listed.sends] == [
+                (2, True),
+                (2, False),
+                (1, False),
+            ]
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await delivery.stub.Resend(
                     delivery_pb2.ResendRequest(client_code="nobody"), timeout=5

@@ -25,7 +25,9 @@ SEVEN_FEEDS = [
 ]
 
 
-def sftp_client(code: str, server: SftpServer, feeds: list[dict[str, Any]], **sftp: Any) -> dict[str, Any]:
+def sftp_client(
+    code: str, server: SftpServer, feeds: list[dict[str, Any]], **sftp: Any
+) -> dict[str, Any]:
     return {
         "code": code,
         "name": code.upper(),
@@ -40,7 +42,9 @@ def files(root: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in root.iterdir() if p.is_file()}
 
 
-async def _seven_files_arrive_whole(db: asyncpg.Connection, database_url: str, server: SftpServer) -> None:
+async def _seven_files_arrive_whole(
+    db: asyncpg.Connection, database_url: str, server: SftpServer
+) -> None:
     await make_games(db, units=4)
     await load_clients(db, [sftp_client("ndtv", server, SEVEN_FEEDS)])
     async with running_delivery(database_url):
@@ -79,7 +83,9 @@ async def test_a_cut_mid_upload_leaves_no_half_file_and_the_retry_delivers(
     await make_games(db, units=4)
     async with asyncssh_server(tmp_path) as server:
         server.cut_uploads[0] = 1
-        await load_clients(db, [sftp_client("ndtv", server, [{"kind": "schedule", "format": "odf"}])])
+        await load_clients(
+            db, [sftp_client("ndtv", server, [{"kind": "schedule", "format": "odf"}])]
+        )
         seen: list[tuple[str, bytes]] = []
         stop = asyncio.Event()
 
@@ -115,7 +121,14 @@ async def test_a_wrong_host_key_is_refused_before_any_byte_is_sent(
     async with asyncssh_server(tmp_path) as server:
         await load_clients(
             db,
-            [sftp_client("ndtv", server, [{"kind": "schedule", "format": "odf"}], host_key=public(impostor))],
+            [
+                sftp_client(
+                    "ndtv",
+                    server,
+                    [{"kind": "schedule", "format": "odf"}],
+                    host_key=public(impostor),
+                )
+            ],
         )
         async with running_delivery(database_url):
             records = await eventually(lambda: sends(db, "ndtv"), what="a refused send")
@@ -138,7 +151,8 @@ async def test_a_new_client_from_settings_alone_gets_its_files(
             settings_file = tmp_path / "clients.json"
             settings_file.write_text(
                 '{"clients": [{"code": "news18", "name": "News18", "event": "AG2026", '
-                '"transport": "sftp", "sftp": ' + __import__("json").dumps(server.sftp_settings())
+                '"transport": "sftp", "sftp": '
+                + __import__("json").dumps(server.sftp_settings())
                 + ', "feeds": [{"kind": "schedule", "format": "csv"}, '
                 '{"kind": "medals", "format": "json", "top": 5}]}]}'
             )

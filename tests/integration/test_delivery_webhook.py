@@ -16,8 +16,7 @@ from tests.support.receiver import webhook_receiver
 async def _medals(db: asyncpg.Connection, games_event: str) -> None:
     for rank, noc in enumerate(["CHN", "JPN", "KOR", "IND", "THA", "IRI", "UZB"], start=1):
         await db.execute(
-            "INSERT INTO medal_row (event_id, noc, gold, total, rank) "
-            "VALUES ($1, $2, $3, $3, $4)",
+            "INSERT INTO medal_row (event_id, noc, gold, total, rank) VALUES ($1, $2, $3, $3, $4)",
             games_event,
             noc,
             20 - rank,
@@ -36,7 +35,9 @@ def hook_client(code: str, url: str, secret: str) -> dict[str, object]:
     }
 
 
-async def test_the_top_five_medal_table_arrives_signed(db: asyncpg.Connection, database_url: str) -> None:
+async def test_the_top_five_medal_table_arrives_signed(
+    db: asyncpg.Connection, database_url: str
+) -> None:
     games = await make_games(db, units=1)
     await _medals(db, games.event_id)
     async with webhook_receiver() as receiver:

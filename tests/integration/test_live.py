@@ -42,7 +42,7 @@ async def live_app(redis_url: str) -> AsyncIterator[tuple[str, aioredis.Redis]]:
 
 
 async def read_events(
-    url: str, n: int, headers: dict[str, str] | None = None, timeout: float = 10
+    url: str, n: int, headers: dict[str, str] | None = None, within: float = 10
 ) -> list[dict[str, Any]]:
     """The first `n` SSE events (comments and retry lines skipped), parsed."""
     events: list[dict[str, Any]] = []
@@ -50,7 +50,7 @@ async def read_events(
         assert response.status == 200
         assert response.headers["Content-Type"].startswith("text/event-stream")
         current: dict[str, Any] = {}
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(within):
             async for raw in response.content:
                 line = raw.decode().rstrip("\n")
                 if not line:
@@ -104,7 +104,12 @@ async def test_a_resume_older_than_the_buffer_says_so(servers: Servers) -> None:
         first = await publisher.publish(event, [{"kind": "x", "n": 0}])
         # Exact trimming, so the first entry is surely gone from the replay buffer.
         for n in range(1, 5):
-            await redis.xadd(stream_key(event), {"kind": "x", "data": json.dumps({"n": n})}, maxlen=2, approximate=False)
+            await redis.xadd(
+                stream_key(event),
+                {"kind": "x", "data": json.dumps({"n": n})},
+                maxlen=2,
+                approximate=False,
+            )
         got = await read_events(f"{base}/v1/events/{event}/live", 3, {"Last-Event-ID": first[0]})
         assert got[0]["event"] == "gap"
         assert [e["data"]["n"] for e in got[1:]] == [3, 4]

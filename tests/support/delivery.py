@@ -43,16 +43,16 @@ async def running_delivery(
 
 
 async def eventually(
-    check: Callable[[], Awaitable[T]], *, timeout: float = 30.0, what: str = "it"
+    check: Callable[[], Awaitable[T]], *, within: float = 30.0, what: str = "it"
 ) -> T:
-    """Ask `check` until it answers something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
+    """Ask `check` until it answers something truthy; fail after `within` seconds."""
+    deadline = time.monotonic() + within
     while True:
         value = await check()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"waited {timeout}s for {what}; last answer {value!r}")
+            raise AssertionError(f"waited {within}s for {what}; last answer {value!r}")
         await asyncio.sleep(0.05)
 
 

@@ -45,7 +45,9 @@ def verify(secret: str, headers: dict[str, str], body: bytes) -> bool:
 
 
 @asynccontextmanager
-async def webhook_receiver(secret: str = "whsec_" + base64.b64encode(b"k" * 24).decode()) -> AsyncIterator[Receiver]:
+async def webhook_receiver(
+    secret: str = "whsec_" + base64.b64encode(b"k" * 24).decode(),
+) -> AsyncIterator[Receiver]:
     receiver = Receiver("", secret)
 
     async def hook(request: web.Request) -> web.Response:

@@ -7,7 +7,6 @@ import contextlib
 import os
 import shutil
 import socket
-import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,9 +62,7 @@ async def asyncssh_server(tmp_path: Path, username: str = "media") -> AsyncItera
     root = tmp_path / "sftp"
     root.mkdir()
     host, _, client, client_path = new_keys(tmp_path / "keys")
-    server = SftpServer(
-        "127.0.0.1", 0, public(host), client_path, username, Path("."), root
-    )
+    server = SftpServer("127.0.0.1", 0, public(host), client_path, username, Path("."), root)
 
     class Sftp(asyncssh.SFTPServer):
         def __init__(self, chan: asyncssh.SSHServerChannel[bytes]) -> None:
@@ -114,7 +111,7 @@ async def openssh_server(tmp_path: Path) -> AsyncIterator[SftpServer]:
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     # sshd refuses to start without its privilege separation folder (the package's service
     # makes it at boot; here nothing has).
-    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+    await asyncio.to_thread(Path("/run/sshd").mkdir, mode=0o755, exist_ok=True)
     keys = tmp_path / "sshd"
     host, host_path, client, client_path = new_keys(keys)
     (keys / "authorized_keys").write_text(public(client) + "\n")
@@ -142,15 +139,19 @@ async def openssh_server(tmp_path: Path) -> AsyncIterator[SftpServer]:
             ]
         )
     )
-    proc = subprocess.Popen(
-        [sshd, "-D", "-e", "-f", str(config)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    proc = await asyncio.create_subprocess_exec(
+        sshd,
+        "-D",
+        "-e",
+        "-f",
+        str(config),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         for _ in range(200):
-            if proc.poll() is not None:
-                err = proc.stderr.read().decode() if proc.stderr else ""
+            if proc.returncode is not None:
+                err = (await proc.stderr.read()).decode() if proc.stderr else ""
                 raise RuntimeError(f"sshd stopped at start: {err}")
             try:
                 _, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -160,11 +161,10 @@ async def openssh_server(tmp_path: Path) -> AsyncIterator[SftpServer]:
                 await asyncio.sleep(0.05)
         yield SftpServer("127.0.0.1", port, public(host), client_path, user, inbox, inbox)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 5)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()

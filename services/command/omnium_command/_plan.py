@@ -311,7 +311,10 @@ class Planner:
         sides = [
             {
                 "order": side["order"],
-                **{f: as_json(side[f]) for f in ("competitor_id", "score", "result", "rank", "medal")},
+                **{
+                    f: as_json(side[f])
+                    for f in ("competitor_id", "score", "result", "rank", "medal")
+                },
             }
             for side in sorted(unit["sides"], key=lambda s: s["order"])
         ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -74,7 +75,9 @@ class Sent:
 class DeliveryApp:
     """Everything one delivery process holds. `start()`, then `stop()`."""
 
-    def __init__(self, settings: Settings, *, on_send: Callable[[Sent], None] | None = None) -> None:
+    def __init__(
+        self, settings: Settings, *, on_send: Callable[[Sent], None] | None = None
+    ) -> None:
         self.settings = settings
         self.me = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self.stopping = asyncio.Event()
@@ -176,9 +179,7 @@ class DeliveryApp:
             if read:
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self.outbox_wake.wait(), self.settings.delivery_poll_seconds
-                )
+                await asyncio.wait_for(self.outbox_wake.wait(), self.settings.delivery_poll_seconds)
 
     async def outbox_pass(self) -> int:
         """Read what was saved since the last pass: push it live, mark the feeds it touches.
@@ -299,23 +300,24 @@ class DeliveryApp:
                     client = ClientRow(**dict(row))
                     task = asyncio.create_task(self._work(client))
                     self.busy[client.id] = task
-                    task.add_done_callback(lambda _t, cid=client.id: self._done(cid))
+                    task.add_done_callback(functools.partial(self._done, client.id))
             delay = await conn.fetchval(QUERIES["next_due"], self.me, list(self.busy))
         if delay is None:
             return settings.delivery_poll_seconds
         return min(float(delay), settings.delivery_poll_seconds)
 
-    def _done(self, client_id: str) -> None:
+    def _done(self, client_id: str, _task: asyncio.Task[None]) -> None:
         self.busy.pop(client_id, None)
         self.dispatch_wake.set()
 
-    def _transport(self, client: ClientRow) -> Transport:
+    async def _transport(self, client: ClientRow) -> Transport:
         key = json.dumps(client.settings, sort_keys=True) + client.transport
         held = self.transports.get(client.id)
         if held is not None and held[0] == key:
             return held[1]
         if held is not None:
-            asyncio.ensure_future(held[1].close())
+            # The client's settings changed: its old connection goes.
+            await held[1].close()
         transport: Transport
         if client.transport == "sftp":
             transport = SftpTransport(self.settings, client.code, client.settings)
@@ -331,13 +333,15 @@ class DeliveryApp:
         renew = asyncio.create_task(self._renew(client))
         try:
             try:
-                transport = self._transport(client)
+                transport = await self._transport(client)
             except ClientSettingsError as exc:
                 await self._unreachable(client, "send_failed", str(exc))
                 return
             while not self.stopping.is_set():
                 async with self.pool.acquire() as conn:
-                    feeds = [FeedRow.of(r) for r in await conn.fetch(QUERIES["due_feeds"], client.id)]
+                    feeds = [
+                        FeedRow.of(r) for r in await conn.fetch(QUERIES["due_feeds"], client.id)
+                    ]
                 if not feeds:
                     return
                 for feed in feeds:
@@ -470,7 +474,12 @@ class DeliveryApp:
             try:
                 response = await self.http.post(
                     url,
-                    json={"alert": alert_id, "client": client.code, "kind": kind, "message": message},
+                    json={
+                        "alert": alert_id,
+                        "client": client.code,
+                        "kind": kind,
+                        "message": message,
+                    },
                     timeout=self.settings.webhook_timeout_seconds,
                 )
                 if response.status_code < 300:

@@ -60,8 +60,7 @@ async def build(
     if feed.kind == "results":
         units = await _results(conn, event_id, feed, units, held)
     competitors = {
-        r["id"]: dict(r)
-        for r in await conn.fetch(QUERIES["competitors"], competitor_ids(units))
+        r["id"]: dict(r) for r in await conn.fetch(QUERIES["competitors"], competitor_ids(units))
     }
     results = feed.kind == "results"
     rows = [unit_row(u, competitors, results=results) for u in units]
@@ -81,13 +80,14 @@ async def _results(
     for row in await conn.fetch(QUERIES["approved_units"], event_id, feed.discipline_id):
         approved[row["unit_id"]] = row["payload"]["unit"]
     out = []
-    for unit in units:
-        if held is None or unit["discipline"] in held:
+    for current in units:
+        unit = current
+        if held is None or current["discipline"] in held:
             # Held: what a person approved, never what was saved since.
-            snapshot = approved.get(unit["id"])
+            snapshot = approved.get(current["id"])
             if snapshot is None:
                 continue
-            unit = {**unit, **snapshot}
+            unit = {**current, **snapshot}
         if has_results(unit):
             out.append(unit)
     return out

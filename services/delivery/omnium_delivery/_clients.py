@@ -67,7 +67,8 @@ def check_client(raw: Any, settings: Settings | None = None) -> dict[str, Any]:
     code = raw.get("code")
     if not isinstance(code, str) or not _CODE.match(code):
         raise ClientSettingsError(
-            f"client code {code!r}: use 2 to 40 of a-z, 0-9, _ or -, starting with a letter or digit"
+            f"client code {code!r}: use 2 to 40 of a-z, 0-9, _ or -, "
+            "starting with a letter or digit"
         )
     transport = raw.get("transport")
     if transport not in TRANSPORTS:

@@ -128,7 +128,9 @@ def _csv(document: Document) -> bytes:
     if document.kind == "medals":
         writer.writerow(["rank", "noc", "gold", "silver", "bronze", "total"])
         for row in document.rows:
-            writer.writerow([_cell(row[k]) for k in ("rank", "noc", "gold", "silver", "bronze", "total")])
+            writer.writerow(
+                [_cell(row[k]) for k in ("rank", "noc", "gold", "silver", "bronze", "total")]
+            )
         return out.getvalue().encode()
     unit_fields = ("code", "discipline", "name", "phase", "start_at", "venue", "status")
     writer.writerow([*unit_fields, "side", *_SIDE_FIELDS])
@@ -188,7 +190,8 @@ def _odf(document: Document, version: int, now: datetime) -> bytes:
         for unit in document.rows:
             _odf_unit(competition, unit, results=document.kind == "results")
     ET.indent(root)
-    return ET.tostring(root, encoding="UTF-8", xml_declaration=True) + b"\n"
+    xml: bytes = ET.tostring(root, encoding="UTF-8", xml_declaration=True)
+    return xml + b"\n"
 
 
 def _odf_unit(parent: ET.Element, unit: Mapping[str, Any], *, results: bool) -> None:
@@ -229,5 +232,10 @@ def medal_row(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def competitor_ids(units: Sequence[Mapping[str, Any]]) -> list[str]:
     return sorted(
-        {str(s["competitor_id"]) for u in units for s in u.get("sides") or () if s.get("competitor_id")}
+        {
+            str(s["competitor_id"])
+            for u in units
+            for s in u.get("sides") or ()
+            if s.get("competitor_id")
+        }
     )

@@ -40,7 +40,9 @@ class SftpTransport:
         self.folder = str(sftp.get("folder") or ".")
         host_key = sftp.get("host_key")
         if not self.host or not self.username:
-            raise ClientSettingsError(f"client {client_code}: sftp.host and sftp.username are needed")
+            raise ClientSettingsError(
+                f"client {client_code}: sftp.host and sftp.username are needed"
+            )
         if not host_key:
             raise ClientSettingsError(
                 f"client {client_code}: sftp.host_key is needed (the server's public key, "

@@ -43,4 +43,4 @@ class Transport(Protocol):
 
 def backoff(base: float, attempt: int) -> float:
     """Growing waits between tries: base, 2*base, 4*base..."""
-    return base * (2 ** (attempt - 1))
+    return float(base * 2 ** (attempt - 1))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -94,7 +95,7 @@ def webhook_app(secret: str) -> web.Application:
 
 async def main(args: argparse.Namespace) -> None:
     acceptor = await serve_sftp(Path(args.folder), Path(args.keys), args.host, args.sftp_port)
-    runner = web.AppRunner(webhook_app(Path(args.secret_file).read_text().strip()), access_log=None)
+    runner = web.AppRunner(webhook_app(args.secret), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, args.host, args.webhook_port).start()
     print(f"webhook: listening on http://{args.host}:{args.webhook_port}/hooks/<client>")
@@ -114,7 +115,7 @@ if __name__ == "__main__":
     parser.add_argument("--sftp-port", type=int, default=8022)
     parser.add_argument("--webhook-port", type=int, default=8092)
     logging.basicConfig(level=logging.WARNING)
-    try:
-        asyncio.run(main(parser.parse_args()))
-    except KeyboardInterrupt:
-        pass
+    arguments = parser.parse_args()
+    arguments.secret = Path(arguments.secret_file).read_text().strip()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main(arguments))
