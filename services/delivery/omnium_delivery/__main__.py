@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import asyncpg
@@ -17,6 +18,8 @@ from omnium_settings import Settings
 
 
 async def main(settings: Settings) -> None:
+    # asyncssh logs every connection step at INFO: noise for a service that keeps connections.
+    logging.getLogger("asyncssh").setLevel(logging.WARNING)
     app = DeliveryApp(settings)
     try:
         await app.start()

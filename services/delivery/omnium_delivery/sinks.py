@@ -40,6 +40,7 @@ def ensure_keys(keys: Path) -> tuple[str, Path]:
 
 async def serve_sftp(folder: Path, keys: Path, host: str, port: int) -> asyncssh.SSHAcceptor:
     ensure_keys(keys)
+    folder = folder.resolve()
     client = asyncssh.read_private_key(str(keys / "client_key"))
     authorized = asyncssh.import_authorized_keys(client.export_public_key().decode())
 
@@ -52,9 +53,12 @@ async def serve_sftp(folder: Path, keys: Path, host: str, port: int) -> asyncssh
 
         def posix_rename(self, oldpath: bytes, newpath: bytes) -> None:
             super().posix_rename(oldpath, newpath)
-            path = Path(self.map_path(newpath).decode())
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-            print(f"sftp: {path.relative_to(folder)} ({path.stat().st_size} bytes, {digest})")
+            # Only a log line: the file is in place whatever happens to it.
+            with contextlib.suppress(OSError, ValueError):
+                path = Path(self.map_path(newpath).decode())
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+                size = path.stat().st_size
+                print(f"sftp: {path.relative_to(folder)} ({size} bytes, sha256 {digest}...)")
 
     acceptor = await asyncssh.listen(
         host,
