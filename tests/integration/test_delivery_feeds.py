@@ -136,8 +136,17 @@ async def _built(app: Any, n: int) -> bool:
     return bool(app.builds >= n)
 
 
+@pytest.mark.parametrize(
+    ("checker", "overrides"),
+    [(True, {}), (["FBL"], {}), (False, {"checker_disciplines": ("fbl",)})],
+    ids=["per-client", "per-client-discipline", "per-sport-setting"],
+)
 async def test_the_checker_holds_results_until_a_person_approves(
-    db: asyncpg.Connection, database_url: str, tmp_path: Path
+    db: asyncpg.Connection,
+    database_url: str,
+    tmp_path: Path,
+    checker: bool | list[str],
+    overrides: dict[str, Any],
 ) -> None:
     games = await make_games(db, units=3)
     unit = games.units[1]
@@ -146,19 +155,26 @@ async def test_the_checker_holds_results_until_a_person_approves(
         for code in ("checked", "direct"):
             (server.root / code).mkdir()
         await load_clients(
-            db, [client("checked", server, feeds, checker=True), client("direct", server, feeds)]
+            db,
+            [
+                client("checked", server, feeds, checker=checker),
+                client("direct", server, feeds, checker=["ATH"]),
+            ],
         )
+        # The per-sport setting holds football for every client, "direct" too.
+        direct_held = bool(overrides)
         async with (
             running_command(database_url) as cmd,
-            running_delivery(database_url, feed_debounce_seconds=0.2),
+            running_delivery(database_url, feed_debounce_seconds=0.2, **overrides),
         ):
             await eventually(lambda: settled(db, "checked"), what="the empty results")
             await score(cmd, unit, 3, "goal-1")
-            await eventually(lambda: _has_unit(server, "direct", 1), what="results at once")
-            await eventually(lambda: settled(db, "checked"), what="the checked feed rebuilt")
-            # Held: the checked client has nothing of it yet.
+            for code in ("checked", "direct"):
+                await eventually(lambda c=code: _covers(db, c, "goal-1"), what=f"{code} rebuilt")
+            # Held: the checked client has nothing of it yet; a client not held has it at once.
             assert document(server, "checked", "results")["units"] == []
             assert len(await sends(db, "checked")) == 1
+            assert await _has_unit(server, "direct", 0 if direct_held else 1)
 
             answer = await cmd.submit(
                 command_id="approve-1", code="results.approve", payload={}, unit_id=unit
@@ -171,13 +187,10 @@ async def test_the_checker_holds_results_until_a_person_approves(
 
             # A change after the approval waits for the next one; the approved score stays.
             await score(cmd, unit, 4, "goal-2")
-            await eventually(
-                lambda: _score_is(server, "direct", "4"), what="the new score, unchecked"
-            )
-            await eventually(
-                lambda: _covers(db, "checked", "goal-2"), what="the checked feed rebuilt"
-            )
+            for code in ("checked", "direct"):
+                await eventually(lambda c=code: _covers(db, c, "goal-2"), what=f"{code} rebuilt")
             assert await _score_is(server, "checked", "3")
+            assert await _score_is(server, "direct", "3" if direct_held else "4")
             assert len(await sends(db, "checked")) == 2
     log = await db.fetchrow(
         "SELECT actor_name, code FROM timeline_item WHERE command_id = 'approve-1'"
@@ -200,7 +213,7 @@ async def _covers(db: asyncpg.Connection, code: str, command_id: str) -> bool:
 
 async def _has_unit(server: SftpServer, code: str, n: int) -> bool:
     try:
-        return len(document(server, code, "results")["units"]) == n
+        return bool(len(document(server, code, "results")["units"]) == n)
     except (OSError, ValueError):
         return False
 

@@ -166,3 +166,51 @@ async def test_a_new_client_from_settings_alone_gets_its_files(
         f"{EVENT}_{'GLO':-<34}_DT_SCHEDULE.csv",
     ]
     assert landed[f"{EVENT}_{'GLO':-<34}_DT_SCHEDULE.csv"].count(b"\n") == 1 + 3 * 2
+
+
+async def test_a_dead_client_holds_up_nobody_else(
+    db: asyncpg.Connection, database_url: str, tmp_path: Path
+) -> None:
+    await make_games(db, units=2)
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.read()  # accepts the connection and never says a word
+        finally:
+            writer.close()
+
+    dead = await asyncio.start_server(silent, "127.0.0.1", 0)
+    dead_port = dead.sockets[0].getsockname()[1]
+    try:
+        async with asyncssh_server(tmp_path) as server:
+            feeds = [{"kind": "schedule", "format": "csv"}]
+            await load_clients(
+                db,
+                [
+                    sftp_client("dead", server, feeds, port=dead_port),
+                    sftp_client("alive", server, feeds),
+                ],
+            )
+            async with running_delivery(
+                database_url, sftp_connect_timeout_seconds=10, sftp_tries=1
+            ):
+                await eventually(lambda: settled(db, "alive"), what="the live client's file")
+                # The dead client is still in its first try, and nobody waited for it.
+                assert await sends(db, "dead") == []
+                await eventually(lambda: _open_alert(db, "dead"), what="the dead one's alert")
+                records = await sends(db, "dead")
+    finally:
+        dead.close()
+        await dead.wait_closed()
+    assert [(r["outcome"], r["attempts"]) for r in records] == [("failed", 1)]
+    assert records[0]["error"] == f"127.0.0.1:{dead_port} did not answer in time"
+    assert await _open_alert(db, "dead") == "send_failed"
+
+
+async def _open_alert(db: asyncpg.Connection, client: str) -> str | None:
+    kind: str | None = await db.fetchval(
+        "SELECT a.kind FROM delivery_alert a JOIN client c ON c.id = a.client_id "
+        "WHERE c.code = $1 AND a.status = 'open'",
+        client,
+    )
+    return kind

@@ -116,9 +116,14 @@ class SftpTransport:
             except asyncssh.PermissionDenied as exc:
                 await self.close()
                 error = f"sign-in to {self.host}:{self.port} as {self.username} refused: {exc}"
-            except (OSError, asyncssh.Error, TimeoutError, EOFError) as exc:
+            except TimeoutError:
                 await self.close()
-                error = f"upload to {self.host}:{self.port} failed: {exc or type(exc).__name__}"
+                error = f"{self.host}:{self.port} did not answer in time"
+            except (OSError, asyncssh.Error, EOFError) as exc:
+                await self.close()
+                error = (
+                    f"upload to {self.host}:{self.port} failed: {str(exc) or type(exc).__name__}"
+                )
             log.warning("sftp %s: try %s of %s: %s", self.client_code, attempt, tries, error)
             if attempt < tries:
                 await asyncio.sleep(backoff(self.settings.sftp_retry_base_seconds, attempt))

@@ -119,7 +119,7 @@ class WebhookTransport:
             except httpx.TimeoutException:
                 error = f"{self.url} did not answer within {self.settings.webhook_timeout_seconds}s"
             except httpx.HTTPError as exc:
-                error = f"{self.url} could not be reached: {exc or type(exc).__name__}"
+                error = f"{self.url} could not be reached: {str(exc) or type(exc).__name__}"
             log.warning("webhook %s: try %s of %s: %s", self.client_code, attempt, tries, error)
             if attempt < tries:
                 await asyncio.sleep(backoff(self.settings.webhook_retry_base_seconds, attempt))

@@ -40,7 +40,6 @@ def ensure_keys(keys: Path) -> tuple[str, Path]:
 
 async def serve_sftp(folder: Path, keys: Path, host: str, port: int) -> asyncssh.SSHAcceptor:
     ensure_keys(keys)
-    folder = folder.resolve()
     client = asyncssh.read_private_key(str(keys / "client_key"))
     authorized = asyncssh.import_authorized_keys(client.export_public_key().decode())
 
@@ -121,5 +120,6 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING)
     arguments = parser.parse_args()
     arguments.secret = Path(arguments.secret_file).read_text().strip()
+    arguments.folder = str(Path(arguments.folder).resolve())
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main(arguments))
