@@ -24,6 +24,9 @@ async def main(settings: Settings) -> None:
     try:
         await app.start()
         await wait_for_signal()
+    except ClientSettingsError as exc:
+        print(f"delivery: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     finally:
         await app.stop()
 
