@@ -291,14 +291,20 @@ async def stop(service: Service) -> None:
             await service.proc.wait()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU a process used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.asynccontextmanager
-async def processes(env: Mapping[str, str], logdir: Path) -> AsyncIterator[None]:
+async def processes(env: Mapping[str, str], logdir: Path) -> AsyncIterator[Service]:
     command = await start("command", "omnium_command", env, logdir)
     delivery = await start("delivery", "omnium_delivery", env, logdir)
     try:
         await wait_port(command, int(env["OMNIUM_COMMAND_PORT"]))
         await wait_port(delivery, int(env["OMNIUM_DELIVERY_PORT"]))
-        yield
+        yield delivery
     finally:
         await stop(delivery)
         await stop(command)
@@ -344,7 +350,8 @@ class Results:
     changes: int
     missing: dict[str, int]
     sends: int
-    builds_per_change: float
+    delivery_cpu_s: float = 0.0
+    load: float = 0.0
 
 
 async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Results:
@@ -386,7 +393,7 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Resul
             "OMNIUM_GRPC_TOKEN": TOKEN,
             "OMNIUM_LOG_LEVEL": "WARNING",
         }
-        async with processes(env, tmp):
+        async with processes(env, tmp) as delivery:
             say("waiting for every client's first files")
             for _ in range(1200):
                 if await all_delivered(conn):
@@ -395,6 +402,8 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Resul
             else:
                 raise BenchError("the first versions of the feeds never all arrived")
             sends_before = await conn.fetchval("SELECT count(*) FROM delivery_attempt")
+            cpu_before = cpu_seconds(delivery.proc.pid)
+            load_before = os.getloadavg()[0]
             stop_listening = asyncio.Event()
             ready = [asyncio.Event() for _ in range(args.listeners)]
             listeners = [
@@ -431,11 +440,15 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Resul
                 task.cancel()
             await asyncio.gather(*listeners, return_exceptions=True)
             sends = await conn.fetchval("SELECT count(*) FROM delivery_attempt") - sends_before
+            cpu = cpu_seconds(delivery.proc.pid) - cpu_before
+            load = (load_before + os.getloadavg()[0]) / 2
         await runner.cleanup()
         await redis.aclose()
         for acceptor, _ in acceptors:
             acceptor.close()
-        return await measure(conn, seen, args, sends)
+        results = await measure(conn, seen, args, sends)
+        results.delivery_cpu_s, results.load = cpu, load
+        return results
     finally:
         await conn.close()
         if not args.keep:
@@ -489,7 +502,7 @@ async def measure(
                 missing[info["transport"]] += 1
                 continue
             target.append((landed - save["saved"]) * 1000)
-    return Results(push, webhook, sftp, len(saves), missing, sends, 0.0)
+    return Results(push, webhook, sftp, len(saves), missing, sends)
 
 
 def describe(name: str, values: Sequence[float]) -> str:
@@ -516,6 +529,8 @@ def report(args: argparse.Namespace, results: Results) -> list[str]:
         describe("webhook (save -> received)", results.webhook),
         describe("sftp (save -> final file present)", results.sftp),
         f"# not delivered within the wait: {results.missing}",
+        f"# the delivery process used {results.delivery_cpu_s:.1f} s of CPU during the changes; "
+        f"machine load average about {results.load:.1f} on {os.cpu_count()} cores",
     ]
     for name, value in figures.items():
         met = "met" if value <= TARGETS[name] else "MISSED"

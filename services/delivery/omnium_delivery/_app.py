@@ -110,7 +110,10 @@ class DeliveryApp:
                 )
             log.info("delivery: clients %s loaded from %s", codes, settings.delivery_clients_file)
         if settings.redis_url:
-            self.redis = aioredis.from_url(settings.redis_url)
+            # Bounded waits: a stuck Redis must not hold the outbox cursor (and the feeds).
+            self.redis = aioredis.from_url(
+                settings.redis_url, socket_timeout=2.0, socket_connect_timeout=2.0
+            )
             self.publisher = LivePublisher(self.redis, max_length=settings.live_stream_length)
         else:
             log.warning("delivery: OMNIUM_REDIS_URL is not set, so nothing is pushed live")
@@ -403,14 +406,10 @@ class DeliveryApp:
             if content_sha == feed.delivered_content_sha and not feed.force:
                 await conn.execute(QUERIES["unchanged"], feed.id, feed.wanted_id, window)
                 return True
-            version = feed.version
-            if content_sha != feed.content_sha or version == 0:
-                version += 1
-                await conn.execute(QUERIES["new_version"], feed.id, version, content_sha)
-            saved_at = (
-                await conn.fetchval(QUERIES["saved_at"], feed.wanted_id)
-                if feed.wanted_id > 0
-                else None
+            new = content_sha != feed.content_sha or feed.version == 0
+            version = feed.version + 1 if new else feed.version
+            saved_at = await conn.fetchval(
+                QUERIES["new_version"], feed.id, version, content_sha, new, feed.wanted_id
             )
         body = await _off_loop(document, render, document, feed.format, version, datetime.now(UTC))
         item = Outgoing(
@@ -445,9 +444,7 @@ class DeliveryApp:
                 content_sha,
                 window,
             )
-            if result.outcome == "delivered":
-                await conn.execute(QUERIES["clear_alerts"], client.id)
-            elif result.alert:
+            if result.outcome != "delivered" and result.alert:
                 await self._alert(conn, client, result.alert, result.error or "")
         if self.on_send is not None:
             self.on_send(Sent(client, item, result))

@@ -72,12 +72,14 @@ SELECT m.noc, m.gold, m.silver, m.bronze, m.total, m.rank
  ORDER BY m.rank NULLS LAST, m.gold DESC, m.silver DESC, m.bronze DESC, m.noc
  LIMIT $3;
 
--- name: saved_at
-SELECT saved_at FROM domain_event WHERE id = $1;
-
 -- name: new_version
--- Version only goes up: a new content gets the next number, before it is sent.
-UPDATE client_feed SET version = $2, content_sha = $3 WHERE id = $1;
+-- Version only goes up: a new content gets the next number ($4: it is new), before it is sent.
+-- Answers when the newest change it carries ($5) was saved.
+WITH bumped AS (
+  UPDATE client_feed SET version = $2, content_sha = $3 WHERE id = $1 AND $4 RETURNING id
+)
+SELECT (SELECT saved_at FROM domain_event WHERE id = $5) AS saved_at,
+       (SELECT count(*) FROM bumped) AS bumped;
 
 -- name: unchanged
 -- Same bytes as the last good send: nothing to send, the feed is current up to $2. Changes
@@ -90,8 +92,14 @@ UPDATE client_feed SET
 
 -- name: record_send
 -- One send: its row, and the feed's state. Delivered: current up to $2 (the outbox id its data
--- covered). Failed or refused: still owed, tried again after $13 seconds.
-WITH attempt AS (
+-- covered) and the client's open alerts cleared. Failed or refused: still owed, tried again
+-- after $13 seconds.
+WITH cleared AS (
+  UPDATE delivery_alert SET status = 'cleared', cleared_at = now()
+   WHERE client_id = $3 AND status = 'open' AND $9 = 'delivered'
+  RETURNING id
+),
+attempt AS (
   INSERT INTO delivery_attempt (client_id, feed_id, version, file_name, sha256, bytes, attempts,
                                 outcome, error, outbox_id, saved_at, delivered_at, resend)
   VALUES ($3, $1, $4, $5, $6, $7, $8, $9, $10, $2, $11, $12, $14)
@@ -110,7 +118,7 @@ UPDATE client_feed f SET
   delivered_sha256 = CASE WHEN $9 = 'delivered' THEN $6 ELSE f.delivered_sha256 END,
   delivered_at = CASE WHEN $9 = 'delivered' THEN $12 ELSE f.delivered_at END
  WHERE f.id = $1
-RETURNING (SELECT id FROM attempt);
+RETURNING (SELECT id FROM attempt), (SELECT count(*) FROM cleared) AS cleared;
 
 -- name: postpone_client
 -- The client could not be reached: its other due feeds wait as long as the failed one.
@@ -124,7 +132,3 @@ RETURNING id;
 
 -- name: alert_sent
 UPDATE delivery_alert SET sent_at = now() WHERE id = $1;
-
--- name: clear_alerts
-UPDATE delivery_alert SET status = 'cleared', cleared_at = now()
- WHERE client_id = $1 AND status = 'open';
