@@ -81,6 +81,37 @@ async def test_a_receiver_that_is_down_gets_retries_then_an_alert(
     assert owed, "the feed is still owed, so it is tried again later"
 
 
+async def test_the_alert_clears_once_a_send_gets_through(
+    db: asyncpg.Connection, database_url: str
+) -> None:
+    games = await make_games(db, units=1)
+    await _medals(db, games.event_id)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/hook"
+        async with webhook_receiver() as receiver:
+            await load_clients(db, [hook_client("dailyhunt", dead, receiver.secret)])
+            async with running_delivery(
+                database_url,
+                webhook_tries=2,
+                webhook_retry_base_seconds=0.05,
+                delivery_retry_seconds=0.5,
+            ):
+                await eventually(lambda: _alerts(db, "open"), what="the alert")
+                # The client fixes its address: a settings change; the next try gets through.
+                await load_clients(db, [hook_client("dailyhunt", receiver.url, receiver.secret)])
+                await eventually(lambda: settled(db, "dailyhunt"), what="the medal table")
+    assert await _alerts(db, "open") == 0
+    assert await _alerts(db, "cleared") == 1
+    assert [r["outcome"] for r in await sends(db, "dailyhunt")][-1] == "delivered"
+    assert len(receiver.got) == 1 and receiver.got[0].signature_ok
+
+
+async def _alerts(db: asyncpg.Connection, status: str) -> int:
+    count: int = await db.fetchval("SELECT count(*) FROM delivery_alert WHERE status = $1", status)
+    return count
+
+
 async def _sent_alert(db: asyncpg.Connection) -> bool:
     return bool(await db.fetchval("SELECT count(*) FROM delivery_alert WHERE sent_at IS NOT NULL"))
 
