@@ -9,7 +9,9 @@ from typing import Any
 
 import asyncpg
 
+from omnium.command.v1 import command_pb2
 from omnium_delivery import load_clients
+from tests.support.command import running_command
 from tests.support.delivery import eventually, running_delivery, sends, settled
 from tests.support.games import EVENT, make_games
 from tests.support.sftp import SftpServer, asyncssh_server, new_keys, openssh_server, public
@@ -214,3 +216,39 @@ async def _open_alert(db: asyncpg.Connection, client: str) -> str | None:
         client,
     )
     return kind
+
+
+async def test_a_kept_connection_the_server_closed_is_opened_again_at_once(
+    db: asyncpg.Connection, database_url: str, tmp_path: Path
+) -> None:
+    games = await make_games(db, units=2)
+    async with asyncssh_server(tmp_path) as server:
+        await load_clients(
+            db, [sftp_client("ndtv", server, [{"kind": "results", "format": "csv"}])]
+        )
+        async with (
+            running_command(database_url) as cmd,
+            running_delivery(database_url, feed_debounce_seconds=0.1),
+        ):
+            await eventually(lambda: settled(db, "ndtv"), what="the first version")
+            for conn in server.connections:
+                conn.abort()  # the server drops the idle connection
+            await asyncio.sleep(0.2)
+            answer = await cmd.submit(
+                command_id="goal-1",
+                code="results.set_sides",
+                payload={"sides": [{"order": 1, "score": "1"}]},
+                unit_id=games.units[0],
+            )
+            assert answer.outcome == command_pb2.OUTCOME_ACCEPTED
+            await eventually(lambda: _two_sends(db), what="the second version")
+    records = await sends(db, "ndtv")
+    assert [(r["version"], r["attempts"], r["outcome"]) for r in records] == [
+        (1, 1, "delivered"),
+        (2, 1, "delivered"),
+    ]
+    assert len(server.connections) == 2
+
+
+async def _two_sends(db: asyncpg.Connection) -> bool:
+    return len(await sends(db, "ndtv")) == 2 and await settled(db, "ndtv")

@@ -27,6 +27,7 @@ class SftpServer:
     # asyncssh server only: cut the connection during the next N uploads.
     cut_uploads: list[int] = field(default_factory=lambda: [0])
     uploads: list[str] = field(default_factory=list)
+    connections: list[Any] = field(default_factory=list)  # asyncssh server only
 
     def sftp_settings(self, **over: Any) -> dict[str, Any]:
         return {
@@ -67,6 +68,7 @@ async def asyncssh_server(tmp_path: Path, username: str = "media") -> AsyncItera
     class Sftp(asyncssh.SFTPServer):
         def __init__(self, chan: asyncssh.SSHServerChannel[bytes]) -> None:
             super().__init__(chan, chroot=str(root).encode())
+            server.connections.append(chan.get_connection())
 
         def write(self, file_obj: object, offset: int, data: bytes) -> int:
             if server.cut_uploads[0] > 0:

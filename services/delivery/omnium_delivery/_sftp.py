@@ -74,6 +74,9 @@ class SftpTransport:
             agent_path=None,
             config=[],
             connect_timeout=self.settings.sftp_connect_timeout_seconds,
+            # The connection is kept between files: keepalives find a dead one early.
+            keepalive_interval=30,
+            keepalive_count_max=3,
         )
         self.sftp = await self.conn.start_sftp_client()
         return self.sftp
@@ -95,35 +98,45 @@ class SftpTransport:
                 await sftp.remove(final)
             await sftp.rename(part, final)
 
+    async def _try(self, item: Outgoing, attempt: int) -> SendResult | str:
+        """One try: its result, or what went wrong (worth another try)."""
+        try:
+            async with asyncio.timeout(self.settings.sftp_timeout_seconds):
+                await self._upload(item)
+            return SendResult("delivered", attempt, None, datetime.now(UTC))
+        except asyncssh.HostKeyNotVerifiable as exc:
+            await self.close()
+            return SendResult(
+                "refused",
+                attempt,
+                f"the server at {self.host}:{self.port} did not show the pinned host key "
+                f"({exc}); nothing was sent. If the client changed its key, put the new one "
+                "in sftp.host_key.",
+                alert="host_key",
+            )
+        except asyncssh.PermissionDenied as exc:
+            await self.close()
+            return f"sign-in to {self.host}:{self.port} as {self.username} refused: {exc}"
+        except TimeoutError:
+            await self.close()
+            return f"{self.host}:{self.port} did not answer in time"
+        except (OSError, asyncssh.Error, EOFError) as exc:
+            await self.close()
+            return f"upload to {self.host}:{self.port} failed: {str(exc) or type(exc).__name__}"
+
     async def send(self, item: Outgoing) -> SendResult:
         tries = max(1, self.settings.sftp_tries)
         error = ""
         for attempt in range(1, tries + 1):
-            try:
-                async with asyncio.timeout(self.settings.sftp_timeout_seconds):
-                    await self._upload(item)
-                return SendResult("delivered", attempt, None, datetime.now(UTC))
-            except asyncssh.HostKeyNotVerifiable as exc:
-                await self.close()
-                return SendResult(
-                    "refused",
-                    attempt,
-                    f"the server at {self.host}:{self.port} did not show the pinned host key "
-                    f"({exc}); nothing was sent. If the client changed its key, put the new one "
-                    "in sftp.host_key.",
-                    alert="host_key",
-                )
-            except asyncssh.PermissionDenied as exc:
-                await self.close()
-                error = f"sign-in to {self.host}:{self.port} as {self.username} refused: {exc}"
-            except TimeoutError:
-                await self.close()
-                error = f"{self.host}:{self.port} did not answer in time"
-            except (OSError, asyncssh.Error, EOFError) as exc:
-                await self.close()
-                error = (
-                    f"upload to {self.host}:{self.port} failed: {str(exc) or type(exc).__name__}"
-                )
+            kept = self.sftp is not None
+            outcome = await self._try(item, attempt)
+            if isinstance(outcome, str) and kept and attempt == 1:
+                # The kept connection was closed by the server while idle: connect again at
+                # once, without spending a try or a wait on it.
+                outcome = await self._try(item, attempt)
+            if isinstance(outcome, SendResult):
+                return outcome
+            error = outcome
             log.warning("sftp %s: try %s of %s: %s", self.client_code, attempt, tries, error)
             if attempt < tries:
                 await asyncio.sleep(backoff(self.settings.sftp_retry_base_seconds, attempt))
