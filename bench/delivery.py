@@ -27,7 +27,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import asyncpg
 import asyncssh
 import redis.asyncio as aioredis
@@ -40,7 +39,7 @@ from omnium.common.v1 import actor_pb2
 from omnium_db import apply_migrations, init_connection
 from omnium_delivery import load_clients
 from omnium_grpc import open_channel
-from omnium_live import add_live_routes, stream_key
+from omnium_live import stream_key
 from omnium_settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,21 +129,29 @@ def receivers_app(seen: Seen) -> web.Application:
     return app
 
 
-async def listener(url: str, seen: Seen, ready: asyncio.Event, stop: asyncio.Event) -> None:
-    timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
-    async with aiohttp.ClientSession(timeout=timeout) as http, http.get(url) as response:
-        ready.set()
-        buffer = ""
-        async for chunk in response.content.iter_any():
-            arrived = time.time()
-            buffer += chunk.decode()
-            while "\n\n" in buffer:
-                message, buffer = buffer.split("\n\n", 1)
-                for line in message.split("\n"):
-                    if line.startswith("data: ") and '"id"' in line:
-                        seen.pushes.append((json.loads(line[6:])["id"], arrived))
-            if stop.is_set():
-                return
+@contextlib.asynccontextmanager
+async def sse_side(redis_url: str, listeners: int, logdir: Path, seen: Seen) -> AsyncIterator[None]:
+    """The gateway's live routes and the listeners, in their own process (bench.delivery_sse),
+    as they would be on their own machines: the receivers here do not slow them, nor they
+    the receivers."""
+    out = logdir / "pushes.json"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.delivery_sse", "--redis-url", redis_url, "--event", EVENT,
+        "--listeners", str(listeners), "--port", str(free_port()), "--out", str(out),
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        if line.strip() != b"ready":
+            raise BenchError(f"the SSE listeners did not start: {line!r}")
+        yield
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.wait(), 30)
+        if out.exists():
+            seen.pushes.extend((int(i), float(t)) for i, t in json.loads(out.read_text()))
 
 
 # --- set-up ----------------------------------------------------------------------------------
@@ -373,7 +380,6 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Resul
         redis = aioredis.from_url(redis_url)
         await redis.delete(stream_key(EVENT))
         app = receivers_app(seen)
-        add_live_routes(app, redis, heartbeat_seconds=5)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
         await runner.setup()
         http_port = free_port()
@@ -393,7 +399,10 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Resul
             "OMNIUM_GRPC_TOKEN": TOKEN,
             "OMNIUM_LOG_LEVEL": "WARNING",
         }
-        async with processes(env, tmp) as delivery:
+        async with (
+            processes(env, tmp) as delivery,
+            sse_side(redis_url, args.listeners, tmp, seen),
+        ):
             say("waiting for every client's first files")
             for _ in range(1200):
                 if await all_delivered(conn):
@@ -404,15 +413,6 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Resul
             sends_before = await conn.fetchval("SELECT count(*) FROM delivery_attempt")
             cpu_before = cpu_seconds(delivery.proc.pid)
             load_before = os.getloadavg()[0]
-            stop_listening = asyncio.Event()
-            ready = [asyncio.Event() for _ in range(args.listeners)]
-            listeners = [
-                asyncio.create_task(
-                    listener(f"{base}/v1/events/{EVENT}/live", seen, r, stop_listening)
-                )
-                for r in ready
-            ]
-            await asyncio.wait_for(asyncio.gather(*(r.wait() for r in ready)), 30)
             settings = Settings.from_env({}, grpc_token=TOKEN)
             channel = open_channel(f"127.0.0.1:{ports['OMNIUM_COMMAND_PORT']}", settings)
             stub = command_pb2_grpc.CommandServiceStub(channel)
@@ -431,14 +431,10 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Resul
             await channel.close()
             say("waiting for the last deliveries")
             for _ in range(600):
-                if await all_delivered(conn) and len(seen.pushes) >= args.changes * args.listeners:
+                if await all_delivered(conn):
                     break
                 await asyncio.sleep(0.05)
             await asyncio.sleep(1)
-            stop_listening.set()
-            for task in listeners:
-                task.cancel()
-            await asyncio.gather(*listeners, return_exceptions=True)
             sends = await conn.fetchval("SELECT count(*) FROM delivery_attempt") - sends_before
             cpu = cpu_seconds(delivery.proc.pid) - cpu_before
             load = (load_before + os.getloadavg()[0]) / 2
@@ -528,7 +524,8 @@ def report(args: argparse.Namespace, results: Results) -> list[str]:
         describe("push (save -> SSE event read)", results.push),
         describe("webhook (save -> received)", results.webhook),
         describe("sftp (save -> final file present)", results.sftp),
-        f"# not delivered within the wait: {results.missing}",
+        f"# not delivered within the wait: {results.missing}; SSE events read "
+        f"{len(results.push)} of {results.changes * args.listeners}",
         f"# the delivery process used {results.delivery_cpu_s:.1f} s of CPU during the changes; "
         f"machine load average about {results.load:.1f} on {os.cpu_count()} cores",
     ]
