@@ -184,6 +184,7 @@ async def test_the_checker_holds_results_until_a_person_approves(
             approved = document(server, "checked", "results")["units"][0]
             assert approved["code"] == games.unit_codes[unit]
             assert [s["score"] for s in approved["sides"]] == ["3", "0"]
+            assert [s["noc"] for s in approved["sides"]] == ["KOR", "JPN"]
 
             # A change after the approval waits for the next one; the approved score stays.
             await score(cmd, unit, 4, "goal-2")

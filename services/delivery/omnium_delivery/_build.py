@@ -59,12 +59,15 @@ async def build(
     ]
     if feed.kind == "results":
         units = await _results(conn, event_id, feed, units, held)
-    competitors = {
-        r["id"]: dict(r) for r in await conn.fetch(QUERIES["competitors"], competitor_ids(units))
-    }
+    # Approved results name their competitors by id only: look those up.
+    missing = competitor_ids([u for u in units if any("name" not in s for s in u["sides"])])
+    competitors: dict[str, dict[str, Any]] = {}
+    if missing:
+        rows = await conn.fetch(QUERIES["competitors"], missing)
+        competitors = {r["id"]: dict(r) for r in rows}
     results = feed.kind == "results"
-    rows = [unit_row(u, competitors, results=results) for u in units]
-    return Document(feed.kind, event_code, feed.discipline, None, rows)
+    lines = [unit_row(u, competitors, results=results) for u in units]
+    return Document(feed.kind, event_code, feed.discipline, None, lines)
 
 
 async def _results(

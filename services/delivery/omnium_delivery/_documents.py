@@ -70,10 +70,11 @@ def unit_row(
     start = unit.get("start_at")
     sides = []
     for side in unit.get("sides") or ():
-        who = competitors.get(str(side.get("competitor_id") or ""), {})
+        # Sides read with the unit name their competitor; approved ones name only its id.
+        who = side if "name" in side else competitors.get(str(side.get("competitor_id") or ""), {})
         row = {
             "order": side["order"],
-            "competitor": who.get("code"),
+            "competitor": who.get("competitor", who.get("code")),
             "name": who.get("name"),
             "noc": who.get("noc"),
         }

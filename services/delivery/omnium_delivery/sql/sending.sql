@@ -39,8 +39,10 @@ SELECT f.id, f.kind, f.format, f.discipline_id::text, d.code AS discipline, f.to
 SELECT u.id::text, u.code, d.code AS discipline, u.name, u.phase, u.start_at, u.venue, u.status,
        coalesce((SELECT jsonb_agg(jsonb_build_object(
                   'order', s.sort_order, 'competitor_id', s.competitor_id, 'score', s.score,
-                  'result', s.result, 'rank', s.rank, 'medal', s.medal) ORDER BY s.sort_order)
-                   FROM unit_competitor s WHERE s.unit_id = u.id), '[]') AS sides
+                  'result', s.result, 'rank', s.rank, 'medal', s.medal,
+                  'competitor', c.code, 'name', c.name, 'noc', c.noc) ORDER BY s.sort_order)
+                   FROM unit_competitor s LEFT JOIN competitor c ON c.id = s.competitor_id
+                  WHERE s.unit_id = u.id), '[]') AS sides
   FROM unit u
   JOIN discipline d ON d.id = u.discipline_id
  WHERE u.event_id = $1 AND ($2::uuid IS NULL OR u.discipline_id = $2)
