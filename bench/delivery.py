@@ -399,6 +399,8 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Resul
             "OMNIUM_GRPC_TOKEN": TOKEN,
             "OMNIUM_LOG_LEVEL": "WARNING",
         }
+        if args.delivery_nice is not None:
+            env["OMNIUM_DELIVERY_NICE"] = str(args.delivery_nice)
         async with (
             processes(env, tmp) as delivery,
             sse_side(redis_url, args.listeners, tmp, seen),
@@ -520,7 +522,8 @@ def report(args: argparse.Namespace, results: Results) -> list[str]:
     lines = [
         f"# {results.changes} saved changes over {args.seconds:.0f} s; {args.sftp} SFTP clients, "
         f"{args.webhooks} webhook clients, {args.listeners} SSE listeners; "
-        f"{results.sends} sends after the first versions",
+        f"{results.sends} sends after the first versions; delivery at nice "
+        f"{5 if args.delivery_nice is None else args.delivery_nice}",
         describe("push (save -> SSE event read)", results.push),
         describe("webhook (save -> received)", results.webhook),
         describe("sftp (save -> final file present)", results.sftp),
@@ -550,6 +553,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=20261007)
     parser.add_argument("--data-dir", type=Path, default=ROOT / ".omnium" / "bench")
     parser.add_argument("--keep", action="store_true", help="keep the bench database")
+    parser.add_argument(
+        "--delivery-nice",
+        type=int,
+        default=None,
+        help="run delivery at this CPU priority step instead of its setting (default +5)",
+    )
     return parser.parse_args(argv)
 
 
