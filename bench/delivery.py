@@ -318,10 +318,14 @@ async def processes(env: Mapping[str, str], logdir: Path) -> AsyncIterator[Servi
 
 
 async def all_delivered(conn: asyncpg.Connection) -> bool:
-    owed = await conn.fetchval(
-        "SELECT count(*) FROM client_feed WHERE wanted_id > built_id OR delivered_at IS NULL"
+    """Delivery has read every outbox row, and no feed is owed anything."""
+    row = await conn.fetchrow(
+        "SELECT (SELECT count(*) FROM client_feed "
+        "         WHERE wanted_id > built_id OR delivered_at IS NULL) AS owed, "
+        "       (SELECT last_id FROM delivery_cursor) >= "
+        "       (SELECT coalesce(max(id), 0) FROM domain_event) AS read"
     )
-    return bool(owed == 0)
+    return bool(row["owed"] == 0 and row["read"])
 
 
 # --- the run ---------------------------------------------------------------------------------
