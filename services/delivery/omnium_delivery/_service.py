@@ -9,6 +9,7 @@ from typing import Any
 
 import asyncpg
 import grpc
+from google.protobuf import timestamp_pb2
 from grpc import aio
 
 from omnium.delivery.v1 import delivery_pb2, delivery_pb2_grpc
@@ -18,12 +19,9 @@ from omnium_delivery._sql import QUERIES
 SERVICE_NAME = delivery_pb2.DESCRIPTOR.services_by_name["DeliveryService"].full_name
 
 
-def _stamp(value: datetime | None) -> Any:
-    from google.protobuf import timestamp_pb2
-
+def _stamp(value: datetime) -> timestamp_pb2.Timestamp:
     stamp = timestamp_pb2.Timestamp()
-    if value is not None:
-        stamp.FromDatetime(value)
+    stamp.FromDatetime(value)
     return stamp
 
 
