@@ -321,7 +321,7 @@ async def all_delivered(conn: asyncpg.Connection) -> bool:
     """Delivery has read every outbox row, and no feed is owed anything."""
     row = await conn.fetchrow(
         "SELECT (SELECT count(*) FROM client_feed "
-        "         WHERE wanted_id > built_id OR delivered_at IS NULL) AS owed, "
+        "         WHERE marks > built_marks OR delivered_at IS NULL) AS owed, "
         "       (SELECT last_id FROM delivery_cursor) >= "
         "       (SELECT coalesce(max(id), 0) FROM domain_event) AS read"
     )
@@ -502,6 +502,8 @@ async def measure(
             target = sftp if info["transport"] == "sftp" else webhook
             if landed is None:
                 missing[info["transport"]] += 1
+                if os.environ.get("BENCH_DEBUG"):
+                    say(f"missing: save {save['id']} feed {key} sends {by_feed[key]}")
                 continue
             target.append((landed - save["saved"]) * 1000)
     return Results(push, webhook, sftp, len(saves), missing, sends)

@@ -326,3 +326,46 @@ async def test_the_sweep_rebuilds_a_feed_behind_its_data(
     # The second sweep rebuilt it too, found the same bytes and sent nothing.
     assert len(await sends(db, "ndtv")) == 2
     assert await _score_is(server, "ndtv", "5")
+
+
+async def test_a_change_that_commits_late_still_reaches_the_feed(
+    db: asyncpg.Connection, database_url: str, tmp_path: Path
+) -> None:
+    games = await make_games(db, units=2)
+    late_unit, other_unit = games.units
+    async with asyncssh_server(tmp_path) as server:
+        (server.root / "ndtv").mkdir()
+        await load_clients(db, [client("ndtv", server, [{"kind": "results", "format": "json"}])])
+        async with (
+            running_command(database_url) as cmd,
+            running_delivery(database_url, feed_debounce_seconds=0.1),
+        ):
+            await eventually(lambda: settled(db, "ndtv"), what="the first version")
+            # A writer takes its outbox id first and commits last, after a later change was
+            # read and its feed built and sent.
+            late = await asyncpg.connect(database_url)
+            try:
+                async with late.transaction():
+                    await late.execute(
+                        "UPDATE unit_competitor SET score = '7' "
+                        "WHERE unit_id = $1 AND sort_order = 1",
+                        late_unit,
+                    )
+                    await late.execute(
+                        "INSERT INTO domain_event (event_id, kind, subject_kind, subject_id, "
+                        "unit_id, seq, command_id, payload) "
+                        "VALUES ($1, 'unit.changed', 'unit', $2, $2, nextval('change_seq'), "
+                        "'late-1', '{\"changes\": []}')",
+                        games.event_id,
+                        late_unit,
+                    )
+                    await score(cmd, other_unit, 1, "goal-1")
+                    await eventually(lambda: _covers(db, "ndtv", "goal-1"), what="goal-1 sent")
+                    assert len(document(server, "ndtv", "results")["units"]) == 1
+            finally:
+                await late.close()
+            await eventually(lambda: _has_unit(server, "ndtv", 2), what="the late change")
+    scores = {
+        u["code"]: u["sides"][0]["score"] for u in document(server, "ndtv", "results")["units"]
+    }
+    assert scores == {games.unit_codes[late_unit]: "7", games.unit_codes[other_unit]: "1"}

@@ -77,7 +77,7 @@ async def test_a_receiver_that_is_down_gets_retries_then_an_alert(
     assert "could not be reached" in records[0]["error"]
     (alert,) = on_duty.got
     assert alert.json["client"] == "dailyhunt" and alert.json["kind"] == "send_failed"
-    owed = await db.fetchval("SELECT wanted_id > built_id FROM client_feed")
+    owed = await db.fetchval("SELECT marks > built_marks FROM client_feed")
     assert owed, "the feed is still owed, so it is tried again later"
 
 

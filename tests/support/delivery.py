@@ -68,7 +68,7 @@ async def sends(db: asyncpg.Connection, client: str) -> list[asyncpg.Record]:
 async def settled(db: asyncpg.Connection, client: str) -> bool:
     """Every feed of the client is current: nothing owed, and each was delivered once."""
     row = await db.fetchrow(
-        "SELECT count(*) FILTER (WHERE f.wanted_id > f.built_id OR f.force) AS owed, "
+        "SELECT count(*) FILTER (WHERE f.marks > f.built_marks OR f.force) AS owed, "
         "count(*) FILTER (WHERE f.delivered_at IS NULL) AS never "
         "FROM client_feed f JOIN client c ON c.id = f.client_id WHERE c.code = $1",
         client,

@@ -27,10 +27,14 @@ CREATE TABLE client_feed (
   discipline_id uuid REFERENCES discipline (id) ON DELETE CASCADE,  -- null: the whole Games
   top_n         int CHECK (top_n >= 1),                               -- medals only
   live          boolean NOT NULL DEFAULT false,  -- merged at the live window, not the feed one
-  -- The newest outbox id that touches this feed, and the newest one its last good send covered:
-  -- the feed is owed a rebuild while wanted_id > built_id.
+  -- Every change that touches the feed adds a mark; a build covers the marks it saw. The feed is
+  -- owed a rebuild while marks > built_marks: a change that commits late, with an outbox id lower
+  -- than one already built, still adds its mark.
+  marks         bigint NOT NULL DEFAULT 1,
+  built_marks   bigint NOT NULL DEFAULT 0,
+  -- The newest outbox id that touched the feed, and the newest its last good send carried.
   wanted_id     bigint NOT NULL DEFAULT 0,
-  built_id      bigint NOT NULL DEFAULT -1,
+  built_id      bigint NOT NULL DEFAULT 0,
   due_at        timestamptz DEFAULT now(),       -- when the debounce window closes
   force         boolean NOT NULL DEFAULT false,  -- resend even if the bytes did not change
   version       int NOT NULL DEFAULT 0,          -- only goes up; one per new content
@@ -41,7 +45,7 @@ CREATE TABLE client_feed (
   delivered_at  timestamptz,
   UNIQUE NULLS NOT DISTINCT (client_id, kind, format, discipline_id, top_n)
 );
-CREATE INDEX client_feed_owed ON client_feed (client_id) WHERE wanted_id > built_id;
+CREATE INDEX client_feed_owed ON client_feed (client_id) WHERE marks > built_marks;
 
 -- Every send: what, which version, its hash and size, tries, outcome, saved and delivered times.
 CREATE TABLE delivery_attempt (

@@ -404,7 +404,9 @@ class DeliveryApp:
             self.builds += 1
             content_sha = await _off_loop(document, document.content_sha, feed.format)
             if content_sha == feed.delivered_content_sha and not feed.force:
-                await conn.execute(QUERIES["unchanged"], feed.id, feed.wanted_id, window)
+                await conn.execute(
+                    QUERIES["unchanged"], feed.id, feed.marks, window, feed.wanted_id
+                )
                 return True
             new = content_sha != feed.content_sha or feed.version == 0
             version = feed.version + 1 if new else feed.version
@@ -443,6 +445,7 @@ class DeliveryApp:
                 feed.force,
                 content_sha,
                 window,
+                feed.marks,
             )
             if result.outcome != "delivered" and result.alert:
                 await self._alert(conn, client, result.alert, result.error or "")

@@ -23,8 +23,8 @@ class FeedRow:
     discipline: str | None
     top_n: int | None
     live: bool
+    marks: int
     wanted_id: int
-    built_id: int
     force: bool
     version: int
     content_sha: str | None

@@ -33,7 +33,7 @@ SELECT c.id::text, c.code, c.name, e.code AS event_code, c.transport, c.enabled,
 
 -- name: client_feeds
 SELECT f.id, f.client_id::text, f.kind, f.format, d.code AS discipline, f.top_n, f.version,
-       (f.wanted_id > f.built_id OR f.force) AS owed, e.code AS event_code,
+       (f.marks > f.built_marks OR f.force) AS owed, e.code AS event_code,
        a.version AS a_version, a.sha256, a.bytes, a.attempts, a.outcome, a.error, a.saved_at,
        a.delivered_at, a.file_name, a.resend
   FROM client_feed f

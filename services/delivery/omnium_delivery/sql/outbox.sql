@@ -57,26 +57,26 @@ hits AS (
    GROUP BY f.id
 )
 UPDATE client_feed f SET
-  due_at = CASE WHEN f.wanted_id > f.built_id AND f.due_at IS NOT NULL THEN f.due_at
+  due_at = CASE WHEN f.marks > f.built_marks AND f.due_at IS NOT NULL THEN f.due_at
                 ELSE clock_timestamp()
                      + make_interval(secs => CASE WHEN f.live THEN $3::float8 ELSE $2::float8 END) END,
-  wanted_id = h.top
+  marks = f.marks + 1,
+  wanted_id = greatest(f.wanted_id, h.top)
   FROM hits h
- WHERE f.id = h.id AND h.top > f.wanted_id AND h.top > f.built_id
+ WHERE f.id = h.id
 RETURNING f.id;
 
 -- name: sweep
 -- Every built feed is checked again: rebuilt, and sent only if its bytes changed. This catches
 -- what no outbox id can show, such as a change that committed after a later one was built.
-UPDATE client_feed f SET built_id = least(f.built_id, f.wanted_id - 1),
-                         due_at = coalesce(f.due_at, clock_timestamp())
+UPDATE client_feed f SET marks = f.marks + 1, due_at = coalesce(f.due_at, clock_timestamp())
   FROM client c
- WHERE c.id = f.client_id AND c.enabled AND f.built_id >= 0 AND f.wanted_id <= f.built_id
+ WHERE c.id = f.client_id AND c.enabled AND f.marks <= f.built_marks
 RETURNING f.id;
 
 -- name: next_due
 SELECT extract(epoch FROM min(f.due_at) - clock_timestamp())::float8
   FROM client_feed f JOIN client c ON c.id = f.client_id AND c.enabled
- WHERE (f.wanted_id > f.built_id OR f.force)
+ WHERE (f.marks > f.built_marks OR f.force)
    AND NOT c.id = ANY($2::uuid[])
    AND (c.lease_until IS NULL OR c.lease_until < clock_timestamp() OR c.leased_by = $1);

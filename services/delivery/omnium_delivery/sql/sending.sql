@@ -9,7 +9,7 @@ UPDATE client c SET leased_by = $1, lease_until = clock_timestamp() + make_inter
     WHERE x.enabled AND NOT x.id = ANY($3::uuid[])
       AND (x.lease_until IS NULL OR x.lease_until < clock_timestamp() OR x.leased_by = $1)
       AND EXISTS (SELECT 1 FROM client_feed f
-                   WHERE f.client_id = x.id AND (f.wanted_id > f.built_id OR f.force)
+                   WHERE f.client_id = x.id AND (f.marks > f.built_marks OR f.force)
                      AND f.due_at <= clock_timestamp())
     ORDER BY x.id
     FOR UPDATE SKIP LOCKED
@@ -27,10 +27,10 @@ UPDATE client SET lease_until = NULL, leased_by = NULL WHERE id = $1 AND leased_
 
 -- name: due_feeds
 SELECT f.id, f.kind, f.format, f.discipline_id::text, d.code AS discipline, f.top_n, f.live,
-       f.wanted_id, f.built_id, f.force, f.version, f.content_sha, f.delivered_content_sha
+       f.marks, f.wanted_id, f.force, f.version, f.content_sha, f.delivered_content_sha
   FROM client_feed f
   LEFT JOIN discipline d ON d.id = f.discipline_id
- WHERE f.client_id = $1 AND (f.wanted_id > f.built_id OR f.force)
+ WHERE f.client_id = $1 AND (f.marks > f.built_marks OR f.force)
    AND f.due_at <= clock_timestamp()
  ORDER BY f.id;
 
@@ -84,17 +84,16 @@ SELECT (SELECT saved_at FROM domain_event WHERE id = $5) AS saved_at,
        (SELECT count(*) FROM bumped) AS bumped;
 
 -- name: unchanged
--- Same bytes as the last good send: nothing to send, the feed is current up to $2. Changes
--- that came in while it was built open a new window ($3).
+-- Same bytes as the last good send: nothing to send, the feed is current up to mark $2 (outbox
+-- id $4). Changes that came in while it was built open a new window ($3).
 UPDATE client_feed SET
-  built_id = greatest(built_id, $2), force = false,
-  due_at = CASE WHEN wanted_id > greatest(built_id, $2)
+  built_marks = greatest(built_marks, $2), built_id = greatest(built_id, $4), force = false,
+  due_at = CASE WHEN marks > greatest(built_marks, $2)
                 THEN clock_timestamp() + make_interval(secs => $3::float8) ELSE NULL END
  WHERE id = $1;
 
 -- name: record_send
--- One send: its row, and the feed's state. Delivered: current up to $2 (the outbox id its data
--- covered) and the client's open alerts cleared. Failed or refused: still owed, tried again
+-- One send: its row, and the feed's state. Delivered: current up to mark $17 (outbox id $2) and the client's open alerts cleared. Failed or refused: still owed, tried again
 -- after $13 seconds.
 WITH cleared AS (
   UPDATE delivery_alert SET status = 'cleared', cleared_at = now()
@@ -108,11 +107,13 @@ attempt AS (
   RETURNING id
 )
 UPDATE client_feed f SET
+  built_marks = CASE WHEN $9 = 'delivered' THEN greatest(f.built_marks, $17)
+                     ELSE f.built_marks END,
   built_id = CASE WHEN $9 = 'delivered' THEN greatest(f.built_id, $2) ELSE f.built_id END,
   force = CASE WHEN $9 = 'delivered' THEN false ELSE f.force END,
   due_at = CASE
     WHEN $9 <> 'delivered' THEN clock_timestamp() + make_interval(secs => $13::float8)
-    WHEN f.wanted_id > greatest(f.built_id, $2)
+    WHEN f.marks > greatest(f.built_marks, $17)
       THEN clock_timestamp() + make_interval(secs => $16::float8)
     ELSE NULL END,
   delivered_version = CASE WHEN $9 = 'delivered' THEN $4 ELSE f.delivered_version END,
@@ -125,7 +126,7 @@ RETURNING (SELECT id FROM attempt), (SELECT count(*) FROM cleared) AS cleared;
 -- name: postpone_client
 -- The client could not be reached: its other due feeds wait as long as the failed one.
 UPDATE client_feed SET due_at = clock_timestamp() + make_interval(secs => $2::float8)
- WHERE client_id = $1 AND (wanted_id > built_id OR force);
+ WHERE client_id = $1 AND (marks > built_marks OR force);
 
 -- name: raise_alert
 INSERT INTO delivery_alert (client_id, kind, message) VALUES ($1, $2, $3)
