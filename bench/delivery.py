@@ -502,7 +502,7 @@ async def measure(
             target = sftp if info["transport"] == "sftp" else webhook
             if landed is None:
                 missing[info["transport"]] += 1
-                if os.environ.get("BENCH_DEBUG"):
+                if args.show_missing:
                     say(f"missing: save {save['id']} feed {key} sends {by_feed[key]}")
                 continue
             target.append((landed - save["saved"]) * 1000)
@@ -559,6 +559,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=20261007)
     parser.add_argument("--data-dir", type=Path, default=ROOT / ".omnium" / "bench")
     parser.add_argument("--keep", action="store_true", help="keep the bench database")
+    parser.add_argument(
+        "--show-missing", action="store_true", help="name each save a client never got"
+    )
     parser.add_argument(
         "--delivery-nice",
         type=int,
