@@ -12,6 +12,23 @@ CONTRACT_STAMP := $(CONTRACT)/.generated
 # Every source root: shared libs, the generated contract, and one folder per service.
 SOURCE_ROOTS := libs $(CONTRACT) $(wildcard services/*)
 
+# Every package mypy checks strictly (one per line: easy to add to, easy to merge).
+TYPED := \
+  libs/omnium_settings \
+  libs/omnium_db \
+  libs/omnium_grpc \
+  libs/omnium_telemetry \
+  libs/omnium_devstack \
+  libs/omnium_process \
+  libs/omnium_accounts \
+  libs/omnium_live \
+  services/command/omnium_command \
+  services/scout-sim/omnium_scout_sim \
+  services/imports/omnium_imports \
+  services/admin/omnium_admin \
+  services/delivery/omnium_delivery \
+  bench
+
 .PHONY: help
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -78,7 +95,7 @@ test-unit: install ## Run only the tests that need no servers
 lint: install ## ruff (lint and format check) and mypy strict
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy libs/omnium_settings libs/omnium_db libs/omnium_grpc libs/omnium_telemetry libs/omnium_devstack libs/omnium_process libs/omnium_accounts services/command/omnium_command services/scout-sim/omnium_scout_sim services/imports/omnium_imports services/admin/omnium_admin bench
+	$(VENV)/bin/mypy $(TYPED)
 
 .PHONY: fmt
 fmt: install ## Format the code with ruff
@@ -97,6 +114,9 @@ bench-imports: install system ## Benchmark: the key-state fast path (1M keys), t
 .PHONY: bench-admin
 bench-admin: install system tools ## Benchmark: the console's pages under wrk, signed in, with /health as the anchor
 	$(PY) -m bench.admin_pages $(BENCH_ARGS)
+.PHONY: bench-delivery
+bench-delivery: install system ## Benchmark: 300 changes over 60 s to 3 SFTP, 3 webhook clients and 50 SSE listeners
+	$(PY) -m bench.delivery $(BENCH_ARGS)
 
 .PHONY: stack-up
 stack-up: install system ## Start only the private PostgreSQL and Redis (dev ports 55432, 56379)

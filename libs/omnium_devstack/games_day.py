@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import os
 import secrets
@@ -25,6 +26,7 @@ def services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
     """Every process `make run` starts. A new service adds its line here."""
     host = settings.bind_host
     doorbell = f"http://{host}:{settings.doorbell_port}"
+    data_dir = secret_file.parent
     return [
         ServiceSpec(
             name="command",
@@ -61,14 +63,97 @@ def services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
                 f"medals={DEMO_MEDALS}",
             ),
         ),
+        ServiceSpec(
+            name="delivery",
+            module="omnium_delivery",
+            listens=[("gRPC", f"grpc://{host}:{settings.delivery_port}")],
+            nice=settings.delivery_nice,
+        ),
+        ServiceSpec(
+            name="client-sinks",
+            module="omnium_delivery.sinks",
+            listens=[
+                ("SFTP (demo clients' files)", f"sftp://{host}:{settings.sftp_sink_port}"),
+                ("webhooks (demo receiver)", f"http://{host}:{settings.webhook_sink_port}"),
+            ],
+            args=(
+                "--folder",
+                str(data_dir / "sftp"),
+                "--keys",
+                str(data_dir / "sftp-keys"),
+                "--secret-file",
+                str(data_dir / "webhook-secret"),
+                "--host",
+                host,
+                "--sftp-port",
+                str(settings.sftp_sink_port),
+                "--webhook-port",
+                str(settings.webhook_sink_port),
+            ),
+        ),
     ]
+
+
+def demo_clients(settings: Settings, data_dir: Path, event: str) -> list[dict[str, Any]]:
+    """The seed's media clients: one gets 7 files by SFTP, one the top-5 medal table by webhook."""
+    from omnium_delivery.sinks import ensure_keys
+
+    host_key, client_key = ensure_keys(data_dir / "sftp-keys")
+    host = settings.bind_host
+    return [
+        {
+            "code": "ndtv",
+            "name": "NDTV (demo)",
+            "event": event,
+            "transport": "sftp",
+            "sftp": {
+                "host": host,
+                "port": settings.sftp_sink_port,
+                "username": "ndtv",
+                "client_key": str(client_key.resolve()),
+                "host_key": host_key,
+                "folder": ".",
+            },
+            "feeds": [
+                {"kind": "schedule", "format": "odf"},
+                {"kind": "schedule", "format": "json"},
+                {"kind": "schedule", "format": "csv"},
+                {"kind": "results", "format": "odf", "live": True},
+                {"kind": "results", "format": "json", "live": True},
+                {"kind": "medals", "format": "odf"},
+                {"kind": "medals", "format": "csv"},
+            ],
+        },
+        {
+            "code": "dailyhunt",
+            "name": "DailyHunt (demo)",
+            "event": event,
+            "transport": "webhook",
+            "webhook": {
+                "url": f"http://{host}:{settings.webhook_sink_port}/hooks/dailyhunt",
+                "secret": _webhook_secret(data_dir),
+            },
+            "feeds": [{"kind": "medals", "format": "json", "top": 5}],
+        },
+    ]
+
+
+def _webhook_secret(data_dir: Path) -> str:
+    path = data_dir / "webhook-secret"
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text("whsec_" + base64.b64encode(secrets.token_bytes(24)).decode() + "\n")
+        path.chmod(0o600)
+    return path.read_text().strip()
 
 
 DEMO_SCHEDULE = "scout-schedule"
 DEMO_MEDALS = "scout-medals"
 
 
-async def set_up_demo(database_url: str, settings: Settings, secret: str) -> None:
+async def set_up_demo(
+    database_url: str, settings: Settings, secret: str, data_dir: Path | None = None
+) -> None:
     """The demo's two integrations, set up from the simulator's reference once it answers."""
     from omnium_imports import (
         IntegrationSpec,
@@ -125,9 +210,19 @@ async def set_up_demo(database_url: str, settings: Settings, secret: str) -> Non
             ),
         )
         await add_lookups(conn, schedule, "competitor", ours)
+        if data_dir is not None:
+            from omnium_delivery import load_clients
+
+            await load_clients(conn, demo_clients(settings, data_dir, event), settings)
     finally:
         await conn.close()
     print(f"demo: integrations {DEMO_SCHEDULE} and {DEMO_MEDALS} set up for {event}", flush=True)
+    if data_dir is not None:
+        print(
+            f"demo: clients ndtv (7 files by SFTP into {data_dir / 'sftp' / 'ndtv'}) and "
+            "dailyhunt (top-5 medal table by webhook) set up",
+            flush=True,
+        )
 
 
 def _secret(data_dir: Path, name: str) -> str:
@@ -156,7 +251,12 @@ async def _run(
     running = asyncio.ensure_future(
         run_services(services(settings, data_dir / "scout-secret"), env)
     )
-    demo = asyncio.ensure_future(set_up_demo(database_url, settings, secret))
+    # Made before the sinks start, so the sink and the demo clients agree on them.
+    from omnium_delivery.sinks import ensure_keys
+
+    ensure_keys(data_dir / "sftp-keys")
+    _webhook_secret(data_dir)
+    demo = asyncio.ensure_future(set_up_demo(database_url, settings, secret, data_dir))
     demo.add_done_callback(_report)
     try:
         return await running

@@ -129,6 +129,35 @@ class Settings:
     delivery_poll_seconds: float = _setting(5.0, "Outbox poll when no NOTIFY arrives.")
     push_target_seconds: float = _setting(2.0, "Target: API and push within this, 95 in 100.")
     sftp_target_seconds: float = _setting(10.0, "Target: SFTP files within this, 95 in 100.")
+    delivery_outbox_lag_seconds: float = _setting(
+        10.0, "Outbox rows saved this recently are read again, for late commits."
+    )
+    delivery_lease_seconds: float = _setting(
+        60.0, "A delivery copy holds a client this long; renewed while it sends."
+    )
+    delivery_clients_at_once: int = _setting(16, "Clients one delivery process sends to at once.")
+    delivery_retry_seconds: float = _setting(
+        30.0, "After a send failed every try, try that feed again after this."
+    )
+    delivery_clients_file: str | None = _setting(
+        None, "JSON file of clients and feeds loaded at start (see the README)."
+    )
+    checker_disciplines: tuple[str, ...] = _setting(
+        (), "Disciplines whose results wait for a person's approval (comma list)."
+    )
+    sftp_tries: int = _setting(5, "Tries of one SFTP upload, with growing waits.")
+    sftp_retry_base_seconds: float = _setting(0.5, "First wait between SFTP tries; doubles.")
+    sftp_connect_timeout_seconds: float = _setting(5.0, "SFTP connect and sign-in timeout.")
+    sftp_timeout_seconds: float = _setting(15.0, "Longest one SFTP upload may take.")
+    webhook_tries: int = _setting(5, "Tries of one webhook, with growing waits.")
+    webhook_retry_base_seconds: float = _setting(0.5, "First wait between webhook tries; doubles.")
+    webhook_timeout_seconds: float = _setting(5.0, "Webhook HTTP timeout.")
+    live_stream_length: int = _setting(
+        1000, "Live push: events kept per Games for Last-Event-ID resume."
+    )
+    live_heartbeat_seconds: float = _setting(15.0, "Live push: SSE comment sent when quiet.")
+    sftp_sink_port: int = _setting(8022, "Dev stack: the local SFTP server clients' files go to.")
+    webhook_sink_port: int = _setting(8092, "Dev stack: the local webhook receiver.")
 
     # -- Public API cache (Section 1 seed) -------------------------------------------------
     cache_ttl_live: int = _setting(3, "Cache seconds: live units.")

@@ -32,6 +32,11 @@ EXPECTED_TABLES = {
     "review_item",
     "alert",
     "account_session",
+    "client",
+    "client_feed",
+    "delivery_attempt",
+    "delivery_cursor",
+    "delivery_alert",
 }
 PINNABLE = {"competitor", "unit", "unit_competitor", "entry", "medal_row"}
 

@@ -44,6 +44,8 @@ class Intent:
     row: RowRef | None = None
     # Only for a unit an import batch may create: its ODF discipline code.
     discipline_code: str | None = None
+    # results.approve: record the unit's results as a person approved them (the checker step).
+    approve: bool = False
 
     def referenced_competitors(self) -> set[str]:
         return {side["competitor_id"] for side in self.sides.values() if side.get("competitor_id")}

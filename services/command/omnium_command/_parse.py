@@ -149,6 +149,13 @@ def _medal_set_row(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Inte
     )
 
 
+def _results_approve(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+    ref_id, ref_code = _subject_ref(cmd.subject, "unit")
+    if payload:
+        raise BadValue("results.approve takes no payload: it approves the unit's results as saved")
+    return Intent("unit", ref_id, ref_code, approve=True)
+
+
 # command code -> (the kind of subject, how to read its payload)
 HANDLERS: dict[str, tuple[str, Callable[[command_pb2.Command, Mapping[str, Any]], Intent]]] = {
     "units.set_fields": ("unit", _unit_set_fields),
@@ -158,6 +165,7 @@ HANDLERS: dict[str, tuple[str, Callable[[command_pb2.Command, Mapping[str, Any]]
     "competitors.set_fields": ("competitor", _competitor_set_fields),
     "competitors.unpin": ("competitor", _competitor_unpin),
     "medals.set_row": ("medal_row", _medal_set_row),
+    "results.approve": ("unit", _results_approve),
 }
 
 

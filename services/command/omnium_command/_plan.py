@@ -180,6 +180,8 @@ class Planner:
                 if batch is not None and batch.create_units and intent.ref_code:
                     return self._new_unit(intent)
                 return self._missing(intent, "unit")
+            if intent.approve:
+                return self._approve(self.units[subject_id])
             return self._unit(intent, self.units[subject_id])
         if intent.kind == "competitor":
             if subject_id is None:
@@ -301,6 +303,41 @@ class Planner:
                 }
             )
         return self._finish(Outcome(unit_id, changes, kept, applied_seq))
+
+    def _approve(self, unit: Mapping[str, Any]) -> Outcome:
+        """The checker step: the outbox row carries the results as approved, so delivery sends
+        exactly what the person saw, however the unit changes afterwards."""
+        self.event_id = self.event_id or unit["event_id"]
+        sides = [
+            {
+                "order": side["order"],
+                **{
+                    f: as_json(side[f])
+                    for f in ("competitor_id", "score", "result", "rank", "medal")
+                },
+            }
+            for side in sorted(unit["sides"], key=lambda s: s["order"])
+        ]
+        self.writes.unit_ids.append(unit["id"])
+        self.writes.outbox.append(
+            {
+                "event_id": unit["event_id"],
+                "kind": "results.approved",
+                "subject_kind": "unit",
+                "subject_id": unit["id"],
+                "unit_id": unit["id"],
+                "payload": {
+                    "code": unit["code"],
+                    "approved_seq": unit["changed_seq"],
+                    "unit": {
+                        **{f: as_json(unit[f]) for f in ("name", "phase", "start_at", "venue")},
+                        "status": unit["status"],
+                        "sides": sides,
+                    },
+                },
+            }
+        )
+        return Outcome(unit["id"], [], [], unit["changed_seq"], command_pb2.ROW_OUTCOME_ACCEPTED)
 
     def _new_unit(self, intent: Intent) -> Outcome:
         """A schedule row naming a unit we do not have yet: create it, with its sides."""

@@ -1,0 +1,8 @@
+"""Live push: delivery publishes saved changes to Redis; the gateway streams them as SSE."""
+
+from __future__ import annotations
+
+from omnium_live._publisher import LivePublisher, stream_key
+from omnium_live._routes import add_live_routes
+
+__all__ = ["LivePublisher", "add_live_routes", "stream_key"]

@@ -1,0 +1,488 @@
+"""The delivery process: read the outbox, push live, rebuild feeds, send them, record each send."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import json
+import logging
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import asyncpg
+import httpx
+import redis.asyncio as aioredis
+
+from omnium.delivery.v1 import delivery_pb2_grpc
+from omnium_db import Road, create_pool
+from omnium_delivery._build import FeedRow, build
+from omnium_delivery._clients import load_clients, read_clients_file
+from omnium_delivery._documents import Document, render
+from omnium_delivery._service import SERVICE_NAME, DeliveryService
+from omnium_delivery._sftp import SftpTransport
+from omnium_delivery._sql import QUERIES
+from omnium_delivery._transport import ClientSettingsError, Outgoing, SendResult, Transport
+from omnium_delivery._webhook import WebhookTransport
+from omnium_grpc import GrpcServer
+from omnium_live import LivePublisher
+from omnium_settings import Settings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+OUTBOX_CHANNEL = "omnium_domain_event"
+FEED_CHANNEL = "omnium_delivery_feed"
+_OUTBOX_BATCH = 500
+
+
+_BIG_DOCUMENT = 200  # rows; hashing and rendering more than this goes to a thread
+
+
+async def _off_loop(document: Document, work: Callable[..., T], *args: Any) -> T:
+    """Hashing and rendering a big Games is CPU work: off the loop, so live pushes and other
+    clients' sends keep moving meanwhile. Small documents are quicker done in place."""
+    if len(document.rows) > _BIG_DOCUMENT:
+        return await asyncio.to_thread(work, *args)
+    return work(*args)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRow:
+    id: str
+    code: str
+    name: str
+    transport: str
+    settings: Mapping[str, Any]
+    event_id: str
+    event_code: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What a send hook sees: the client, the outgoing file and how it went."""
+
+    client: ClientRow
+    item: Outgoing
+    result: SendResult
+
+
+class DeliveryApp:
+    """Everything one delivery process holds. `start()`, then `stop()`."""
+
+    def __init__(
+        self, settings: Settings, *, on_send: Callable[[Sent], None] | None = None
+    ) -> None:
+        self.settings = settings
+        self.me = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        self.stopping = asyncio.Event()
+        self.outbox_wake = asyncio.Event()
+        self.dispatch_wake = asyncio.Event()
+        self.pool: asyncpg.Pool | None = None
+        self.listener: asyncpg.Connection | None = None
+        self.redis: aioredis.Redis | None = None
+        self.publisher: LivePublisher | None = None
+        self.http: httpx.AsyncClient | None = None
+        self.grpc: GrpcServer | None = None
+        self.grpc_port = 0
+        self.tasks: list[asyncio.Task[None]] = []
+        self.busy: dict[str, asyncio.Task[None]] = {}
+        self.transports: dict[str, tuple[str, Transport]] = {}
+        self.on_send = on_send
+        # Counted for tests and the benchmark: feeds built, and pushes published.
+        self.builds = 0
+        self.pushes = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self, grpc_port: int | None = None) -> int:
+        settings = self.settings
+        self.pool = await create_pool(settings, Road.READER, application_name="delivery")
+        if settings.delivery_clients_file:
+            async with self.pool.acquire() as conn:
+                codes = await load_clients(
+                    conn, read_clients_file(settings.delivery_clients_file), settings
+                )
+            log.info("delivery: clients %s loaded from %s", codes, settings.delivery_clients_file)
+        if settings.redis_url:
+            # Bounded waits: a stuck Redis must not hold the outbox cursor (and the feeds).
+            self.redis = aioredis.from_url(
+                settings.redis_url, socket_timeout=2.0, socket_connect_timeout=2.0
+            )
+            self.publisher = LivePublisher(self.redis, max_length=settings.live_stream_length)
+        else:
+            log.warning("delivery: OMNIUM_REDIS_URL is not set, so nothing is pushed live")
+        self.http = httpx.AsyncClient()
+        self.listener = await asyncpg.connect(settings.require_database_url())
+        await self.listener.add_listener(OUTBOX_CHANNEL, self._outbox_notified)
+        await self.listener.add_listener(FEED_CHANNEL, self._feed_notified)
+        self.tasks = [
+            asyncio.create_task(self._outbox_loop()),
+            asyncio.create_task(self._dispatch_loop()),
+            asyncio.create_task(self._sweep_loop()),
+        ]
+        self.grpc = GrpcServer(settings, name="delivery")
+        self.grpc.add(
+            delivery_pb2_grpc.add_DeliveryServiceServicer_to_server,
+            DeliveryService(self.pool, self.dispatch_wake),
+            SERVICE_NAME,
+        )
+        self.grpc_port = await self.grpc.start(
+            settings.delivery_port if grpc_port is None else grpc_port
+        )
+        log.info("delivery: gRPC on %s:%s", settings.bind_host, self.grpc_port)
+        return self.grpc_port
+
+    async def stop(self, grace: float | None = None) -> None:
+        self.stopping.set()
+        self.outbox_wake.set()
+        self.dispatch_wake.set()
+        if self.grpc is not None:
+            await self.grpc.stop(min(grace or 1.0, self.settings.grpc_grace_seconds))
+        workers = list(self.busy.values())
+        for task in [*self.tasks, *workers]:
+            task.cancel()
+        for task in [*self.tasks, *workers]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for _, transport in self.transports.values():
+            with contextlib.suppress(Exception):
+                await transport.close()
+        if self.listener is not None:
+            await self.listener.close()
+        if self.http is not None:
+            await self.http.aclose()
+        if self.redis is not None:
+            await self.redis.aclose()
+        if self.pool is not None:
+            await self.pool.close()
+
+    def _outbox_notified(self, *args: object) -> None:
+        self.outbox_wake.set()
+
+    def _feed_notified(self, *args: object) -> None:
+        self.dispatch_wake.set()
+
+    # -- the outbox -----------------------------------------------------------------------
+
+    async def _outbox_loop(self) -> None:
+        while not self.stopping.is_set():
+            self.outbox_wake.clear()
+            try:
+                read = await self.outbox_pass()
+            except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as exc:
+                log.warning("delivery: reading the outbox failed (%s); trying again", exc)
+                read = 0
+                await asyncio.sleep(1)
+            if read:
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.outbox_wake.wait(), self.settings.delivery_poll_seconds)
+
+    async def outbox_pass(self) -> int:
+        """Read what was saved since the last pass: push it live, mark the feeds it touches.
+        Only one copy reads at a time (the cursor is claimed with SKIP LOCKED)."""
+        assert self.pool is not None
+        settings = self.settings
+        async with self.pool.acquire() as conn, conn.transaction():
+            cursor = await conn.fetchrow(QUERIES["claim_cursor"])
+            if cursor is None:
+                return 0
+            rows = await conn.fetch(
+                QUERIES["read_outbox"],
+                cursor["last_id"],
+                cursor["recent_ids"],
+                settings.delivery_outbox_lag_seconds,
+                _OUTBOX_BATCH,
+            )
+            if not rows:
+                return 0
+            await self._push(rows)
+            ids = [r["id"] for r in rows]
+            marked = await conn.fetch(
+                QUERIES["mark_feeds"],
+                ids,
+                settings.feed_debounce_seconds,
+                settings.live_debounce_seconds,
+            )
+            await conn.execute(
+                QUERIES["move_cursor"],
+                max(ids),
+                [*cursor["recent_ids"], *ids],
+                settings.delivery_outbox_lag_seconds,
+            )
+            if marked:
+                await conn.execute(QUERIES["wake_senders"])
+        if marked:
+            self.dispatch_wake.set()
+        return len(rows)
+
+    async def _push(self, rows: list[asyncpg.Record]) -> None:
+        if self.publisher is None:
+            return
+        by_event: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            payload = row["payload"] or {}
+            by_event.setdefault(row["event_code"], []).append(
+                {
+                    "id": row["id"],
+                    "kind": row["kind"],
+                    "subject_kind": row["subject_kind"],
+                    "unit": payload.get("code") if row["subject_kind"] == "unit" else None,
+                    "code": payload.get("code"),
+                    "changes": payload.get("changes", []),
+                    "saved_at": row["saved_at"].isoformat(),
+                }
+            )
+        try:
+            for event_code, items in by_event.items():
+                await self.publisher.publish(event_code, items)
+                self.pushes += len(items)
+        except (aioredis.RedisError, OSError) as exc:
+            # Live push is best effort; feeds and files still go out from the database.
+            log.warning("delivery: live push to Redis failed: %s", exc)
+
+    async def _sweep_loop(self) -> None:
+        while not self.stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), self.settings.feed_rebuild_seconds)
+            if self.stopping.is_set():
+                return
+            try:
+                await self.sweep()
+            except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as exc:
+                log.warning("delivery: the sweep failed (%s)", exc)
+
+    async def sweep(self) -> int:
+        """Check every feed against its data again: a safety net for anything the outbox pass
+        could not see (a commit later than the lag window, a copy that died mid-pass). Feeds
+        whose bytes did not change are not sent."""
+        assert self.pool is not None
+        async with self.pool.acquire() as conn:
+            marked = await conn.fetch(QUERIES["sweep"])
+            if marked:
+                await conn.execute(QUERIES["wake_senders"])
+        self.dispatch_wake.set()
+        return len(marked)
+
+    # -- sending --------------------------------------------------------------------------
+
+    async def _dispatch_loop(self) -> None:
+        settings = self.settings
+        while not self.stopping.is_set():
+            self.dispatch_wake.clear()
+            delay = settings.delivery_poll_seconds
+            try:
+                delay = await self._dispatch()
+            except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as exc:
+                log.warning("delivery: claiming clients failed (%s); trying again", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.dispatch_wake.wait(), max(delay, 0.005))
+
+    async def _dispatch(self) -> float:
+        """Claim clients with feeds due and start a worker for each; the seconds until the
+        next feed falls due."""
+        assert self.pool is not None
+        settings = self.settings
+        async with self.pool.acquire() as conn:
+            free = settings.delivery_clients_at_once - len(self.busy)
+            if free > 0:
+                claimed = await conn.fetch(
+                    QUERIES["claim_clients"],
+                    self.me,
+                    settings.delivery_lease_seconds,
+                    list(self.busy),
+                    free,
+                )
+                for row in claimed:
+                    client = ClientRow(**dict(row))
+                    task = asyncio.create_task(self._work(client))
+                    self.busy[client.id] = task
+                    task.add_done_callback(functools.partial(self._done, client.id))
+            delay = await conn.fetchval(QUERIES["next_due"], self.me, list(self.busy))
+        if delay is None:
+            return settings.delivery_poll_seconds
+        return min(float(delay), settings.delivery_poll_seconds)
+
+    def _done(self, client_id: str, _task: asyncio.Task[None]) -> None:
+        self.busy.pop(client_id, None)
+        self.dispatch_wake.set()
+
+    async def _transport(self, client: ClientRow) -> Transport:
+        key = json.dumps(client.settings, sort_keys=True) + client.transport
+        held = self.transports.get(client.id)
+        if held is not None and held[0] == key:
+            return held[1]
+        if held is not None:
+            # The client's settings changed: its old connection goes.
+            await held[1].close()
+        transport: Transport
+        if client.transport == "sftp":
+            transport = SftpTransport(self.settings, client.code, client.settings)
+        else:
+            transport = WebhookTransport(self.settings, self.http, client.code, client.settings)
+        self.transports[client.id] = (key, transport)
+        return transport
+
+    async def _work(self, client: ClientRow) -> None:
+        """Send a client's due feeds, one at a time over its one connection, until none is due
+        or it cannot be reached (then its feeds wait `delivery_retry_seconds`)."""
+        assert self.pool is not None
+        renew = asyncio.create_task(self._renew(client))
+        try:
+            try:
+                transport = await self._transport(client)
+            except ClientSettingsError as exc:
+                await self._unreachable(client, "send_failed", str(exc))
+                return
+            while not self.stopping.is_set():
+                async with self.pool.acquire() as conn:
+                    feeds = [
+                        FeedRow.of(r) for r in await conn.fetch(QUERIES["due_feeds"], client.id)
+                    ]
+                if not feeds:
+                    return
+                for feed in feeds:
+                    if not await self._deliver(client, transport, feed):
+                        async with self.pool.acquire() as conn:
+                            await conn.execute(
+                                QUERIES["postpone_client"],
+                                client.id,
+                                self.settings.delivery_retry_seconds,
+                            )
+                        return
+        except Exception:
+            log.exception("delivery: working client %s failed", client.code)
+        finally:
+            renew.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renew
+            with contextlib.suppress(Exception):
+                async with self.pool.acquire() as conn:
+                    await conn.execute(QUERIES["release_client"], client.id, self.me)
+
+    async def _renew(self, client: ClientRow) -> None:
+        assert self.pool is not None
+        every = self.settings.delivery_lease_seconds / 3
+        while True:
+            await asyncio.sleep(every)
+            async with self.pool.acquire() as conn:
+                await conn.execute(
+                    QUERIES["renew_client"],
+                    client.id,
+                    self.me,
+                    self.settings.delivery_lease_seconds,
+                )
+
+    def _held(self, client: ClientRow) -> frozenset[str] | None:
+        """Disciplines whose results wait for a person (target 7); None: all of them."""
+        checker = client.settings.get("checker", False)
+        if checker is True:
+            return None
+        held = {d.upper() for d in self.settings.checker_disciplines}
+        if isinstance(checker, list):
+            held.update(str(c).upper() for c in checker)
+        return frozenset(held)
+
+    async def _deliver(self, client: ClientRow, transport: Transport, feed: FeedRow) -> bool:
+        assert self.pool is not None
+        settings = self.settings
+        window = settings.live_debounce_seconds if feed.live else settings.feed_debounce_seconds
+        async with self.pool.acquire() as conn:
+            document = await build(
+                conn,
+                event_id=client.event_id,
+                event_code=client.event_code,
+                feed=feed,
+                held=self._held(client),
+            )
+            self.builds += 1
+            content_sha = await _off_loop(document, document.content_sha, feed.format)
+            if content_sha == feed.delivered_content_sha and not feed.force:
+                await conn.execute(
+                    QUERIES["unchanged"], feed.id, feed.marks, window, feed.wanted_id
+                )
+                return True
+            new = content_sha != feed.content_sha or feed.version == 0
+            version = feed.version + 1 if new else feed.version
+            saved_at = await conn.fetchval(
+                QUERIES["new_version"], feed.id, version, content_sha, new, feed.wanted_id
+            )
+        body = await _off_loop(document, render, document, feed.format, version, datetime.now(UTC))
+        item = Outgoing(
+            client_code=client.code,
+            feed_id=feed.id,
+            kind=feed.kind,
+            format=feed.format,
+            file_name=document.file_name(feed.format),
+            version=version,
+            body=body,
+            sha256=hashlib.sha256(body).hexdigest(),
+            resend=feed.force,
+        )
+        result = await transport.send(item)
+        async with self.pool.acquire() as conn:
+            await conn.fetchval(
+                QUERIES["record_send"],
+                feed.id,
+                feed.wanted_id,
+                client.id,
+                version,
+                item.file_name,
+                item.sha256,
+                len(body),
+                result.attempts,
+                result.outcome,
+                result.error,
+                saved_at,
+                result.delivered_at,
+                settings.delivery_retry_seconds,
+                feed.force,
+                content_sha,
+                window,
+                feed.marks,
+            )
+            if result.outcome != "delivered" and result.alert:
+                await self._alert(conn, client, result.alert, result.error or "")
+        if self.on_send is not None:
+            self.on_send(Sent(client, item, result))
+        return result.outcome == "delivered"
+
+    async def _unreachable(self, client: ClientRow, kind: str, message: str) -> None:
+        assert self.pool is not None
+        async with self.pool.acquire() as conn:
+            await conn.execute(
+                QUERIES["postpone_client"], client.id, self.settings.delivery_retry_seconds
+            )
+            await self._alert(conn, client, kind, message)
+
+    async def _alert(
+        self, conn: asyncpg.Connection, client: ClientRow, kind: str, message: str
+    ) -> None:
+        """One open alert per client and cause; a new one also goes to the alert webhook."""
+        alert_id = await conn.fetchval(QUERIES["raise_alert"], client.id, kind, message)
+        if alert_id is None:
+            return
+        log.warning("delivery alert %s for %s (%s): %s", alert_id, client.code, kind, message)
+        url = self.settings.alert_webhook_url
+        if url and self.http is not None:
+            try:
+                response = await self.http.post(
+                    url,
+                    json={
+                        "alert": alert_id,
+                        "client": client.code,
+                        "kind": kind,
+                        "message": message,
+                    },
+                    timeout=self.settings.webhook_timeout_seconds,
+                )
+                if response.status_code < 300:
+                    await conn.execute(QUERIES["alert_sent"], alert_id)
+            except httpx.HTTPError as exc:
+                log.warning("delivery alert %s could not be sent to %s: %s", alert_id, url, exc)

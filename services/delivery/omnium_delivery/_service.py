@@ -1,0 +1,147 @@
+"""DeliveryService over gRPC: clients, what each feed last received and when, resend."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import grpc
+from google.protobuf import timestamp_pb2
+from grpc import aio
+
+from omnium.delivery.v1 import delivery_pb2, delivery_pb2_grpc
+from omnium_delivery._documents import DOCUMENT_TYPES, EXTENSIONS
+from omnium_delivery._sql import QUERIES
+
+SERVICE_NAME = delivery_pb2.DESCRIPTOR.services_by_name["DeliveryService"].full_name
+
+
+def _stamp(value: datetime) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(value)
+    return stamp
+
+
+def _last_send(row: Mapping[str, Any]) -> delivery_pb2.LastSend:
+    send = delivery_pb2.LastSend(
+        version=row["a_version"] or 0,
+        sha256=row["sha256"] or "",
+        bytes=row["bytes"] or 0,
+        attempts=row["attempts"] or 0,
+        outcome=row["outcome"] or "",
+        error=row["error"] or "",
+        file_name=row["file_name"] or "",
+        resend=bool(row["resend"]),
+    )
+    if row["saved_at"] is not None:
+        send.saved_at.CopyFrom(_stamp(row["saved_at"]))
+    if row["delivered_at"] is not None:
+        send.delivered_at.CopyFrom(_stamp(row["delivered_at"]))
+        if row["saved_at"] is not None:
+            send.delay_seconds = (row["delivered_at"] - row["saved_at"]).total_seconds()
+    return send
+
+
+def _file_name(row: Mapping[str, Any]) -> str:
+    scope = (row["discipline"] or "GLO").ljust(34, "-")
+    parts = [row["event_code"], scope, DOCUMENT_TYPES[row["kind"]]]
+    if row["top_n"]:
+        parts.append(f"TOP{row['top_n']}")
+    return "_".join(parts) + "." + EXTENSIONS[row["format"]]
+
+
+class DeliveryService(delivery_pb2_grpc.DeliveryServiceServicer):
+    def __init__(self, pool: asyncpg.Pool, wake: asyncio.Event) -> None:
+        self.pool = pool
+        self.wake = wake
+
+    async def _clients(self, code: str | None) -> list[delivery_pb2.Client]:
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(QUERIES["list_clients"], code)
+            feeds = await conn.fetch(QUERIES["client_feeds"], [r["id"] for r in rows])
+        by_client: dict[str, list[delivery_pb2.Feed]] = {}
+        for f in feeds:
+            feed = delivery_pb2.Feed(
+                id=f["id"],
+                kind=f["kind"],
+                format=f["format"],
+                discipline=f["discipline"] or "",
+                top_n=f["top_n"] or 0,
+                file_name=_file_name(f),
+                version=f["version"],
+                owed=f["owed"],
+            )
+            if f["outcome"] is not None:
+                send = _last_send(f)
+                send.feed_id = f["id"]
+                feed.last_received.CopyFrom(send)
+            by_client.setdefault(f["client_id"], []).append(feed)
+        out = []
+        for r in rows:
+            checker = (r["settings"] or {}).get("checker", False)
+            out.append(
+                delivery_pb2.Client(
+                    code=r["code"],
+                    name=r["name"],
+                    event_code=r["event_code"],
+                    transport=r["transport"],
+                    enabled=r["enabled"],
+                    checker=bool(checker),
+                    feeds=by_client.get(r["id"], []),
+                    alerts=list(r["alerts"]),
+                )
+            )
+        return out
+
+    async def ListClients(
+        self, request: delivery_pb2.ListClientsRequest, context: aio.ServicerContext[Any, Any]
+    ) -> delivery_pb2.ListClientsResponse:
+        return delivery_pb2.ListClientsResponse(clients=await self._clients(None))
+
+    async def GetClient(
+        self, request: delivery_pb2.GetClientRequest, context: aio.ServicerContext[Any, Any]
+    ) -> delivery_pb2.Client:
+        found = await self._clients(request.code)
+        if not found:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"there is no client {request.code!r}; ListClients shows every client",
+            )
+        return found[0]
+
+    async def ListSends(
+        self, request: delivery_pb2.ListSendsRequest, context: aio.ServicerContext[Any, Any]
+    ) -> delivery_pb2.ListSendsResponse:
+        limit = request.limit or 50
+        if not 1 <= limit <= 500:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "limit is 1 to 500")
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(
+                QUERIES["list_sends"], request.client_code, request.feed_id, limit
+            )
+        sends = []
+        for row in rows:
+            send = _last_send(row)
+            send.feed_id = row["feed_id"]
+            send.client_code = row["client_code"]
+            sends.append(send)
+        return delivery_pb2.ListSendsResponse(sends=sends)
+
+    async def Resend(
+        self, request: delivery_pb2.ResendRequest, context: aio.ServicerContext[Any, Any]
+    ) -> delivery_pb2.ResendResponse:
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(QUERIES["resend"], request.client_code, request.feed_id)
+            if rows:
+                await conn.execute(QUERIES["wake_senders"])
+        if not rows:
+            what = f"feed {request.feed_id} of " if request.feed_id else ""
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"there is no {what}client {request.client_code!r}; ListClients shows them",
+            )
+        self.wake.set()
+        return delivery_pb2.ResendResponse(feeds=len(rows))

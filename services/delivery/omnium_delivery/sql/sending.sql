@@ -1,0 +1,137 @@
+-- Claiming clients, building their feeds and recording every send.
+
+-- name: claim_clients
+-- Clients with a feed due, not held by another copy (SKIP LOCKED, then a lease), and not one
+-- this copy is already working.
+UPDATE client c SET leased_by = $1, lease_until = clock_timestamp() + make_interval(secs => $2::float8)
+ WHERE c.id IN (
+   SELECT x.id FROM client x
+    WHERE x.enabled AND NOT x.id = ANY($3::uuid[])
+      AND (x.lease_until IS NULL OR x.lease_until < clock_timestamp() OR x.leased_by = $1)
+      AND EXISTS (SELECT 1 FROM client_feed f
+                   WHERE f.client_id = x.id AND (f.marks > f.built_marks OR f.force)
+                     AND f.due_at <= clock_timestamp())
+    ORDER BY x.id
+    FOR UPDATE SKIP LOCKED
+    LIMIT $4)
+RETURNING c.id::text, c.code, c.name, c.transport, c.settings, c.event_id::text,
+          (SELECT e.code FROM event e WHERE e.id = c.event_id) AS event_code;
+
+-- name: renew_client
+UPDATE client SET lease_until = clock_timestamp() + make_interval(secs => $3::float8)
+ WHERE id = $1 AND leased_by = $2
+RETURNING id;
+
+-- name: release_client
+UPDATE client SET lease_until = NULL, leased_by = NULL WHERE id = $1 AND leased_by = $2;
+
+-- name: due_feeds
+SELECT f.id, f.kind, f.format, f.discipline_id::text, d.code AS discipline, f.top_n, f.live,
+       f.marks, f.wanted_id, f.force, f.version, f.content_sha, f.delivered_content_sha
+  FROM client_feed f
+  LEFT JOIN discipline d ON d.id = f.discipline_id
+ WHERE f.client_id = $1 AND (f.marks > f.built_marks OR f.force)
+   AND f.due_at <= clock_timestamp()
+ ORDER BY f.id;
+
+-- name: units
+-- Units of a Games (or one discipline), with their sides and who is on each side.
+SELECT u.id::text, u.code, d.code AS discipline, u.name, u.phase, u.start_at, u.venue, u.status,
+       coalesce((SELECT jsonb_agg(jsonb_build_object(
+                  'order', s.sort_order, 'competitor_id', s.competitor_id, 'score', s.score,
+                  'result', s.result, 'rank', s.rank, 'medal', s.medal,
+                  'competitor', c.code, 'name', c.name, 'noc', c.noc) ORDER BY s.sort_order)
+                   FROM unit_competitor s LEFT JOIN competitor c ON c.id = s.competitor_id
+                  WHERE s.unit_id = u.id), '[]') AS sides
+  FROM unit u
+  JOIN discipline d ON d.id = u.discipline_id
+ WHERE u.event_id = $1 AND ($2::uuid IS NULL OR u.discipline_id = $2)
+   -- $3: only units that have results (started, or a side with a score or result).
+   AND (NOT $3 OR u.status IN ('RUNNING', 'INTERRUPTED', 'UNOFFICIAL', 'OFFICIAL', 'PROTESTED')
+        OR EXISTS (SELECT 1 FROM unit_competitor s WHERE s.unit_id = u.id
+                    AND (s.score IS NOT NULL OR s.result IS NOT NULL)))
+ ORDER BY u.start_at NULLS LAST, u.code;
+
+-- name: outbox_top
+SELECT coalesce(max(id), 0) FROM domain_event;
+
+-- name: approved_units
+-- The checker step: each unit's newest approval, as the person approved it.
+SELECT DISTINCT ON (a.unit_id) a.unit_id::text, a.payload
+  FROM domain_event a
+  JOIN unit u ON u.id = a.unit_id
+ WHERE a.event_id = $1 AND a.kind = 'results.approved'
+   AND ($2::uuid IS NULL OR u.discipline_id = $2)
+ ORDER BY a.unit_id, a.id DESC;
+
+-- name: competitors
+SELECT id::text, code, name, noc, kind FROM competitor WHERE id = ANY($1::uuid[]);
+
+-- name: medal_rows
+SELECT m.noc, m.gold, m.silver, m.bronze, m.total, m.rank
+  FROM medal_row m
+ WHERE m.event_id = $1 AND m.discipline_id IS NOT DISTINCT FROM $2::uuid
+ ORDER BY m.rank NULLS LAST, m.gold DESC, m.silver DESC, m.bronze DESC, m.noc
+ LIMIT $3;
+
+-- name: new_version
+-- Version only goes up: a new content gets the next number ($4: it is new), before it is sent.
+-- Answers when the newest change it carries ($5) was saved.
+WITH bumped AS (
+  UPDATE client_feed SET version = $2, content_sha = $3 WHERE id = $1 AND $4 RETURNING id
+)
+SELECT (SELECT saved_at FROM domain_event WHERE id = $5) AS saved_at,
+       (SELECT count(*) FROM bumped) AS bumped;
+
+-- name: unchanged
+-- Same bytes as the last good send: nothing to send, the feed is current up to mark $2 (outbox
+-- id $4). Changes that came in while it was built open a new window ($3).
+UPDATE client_feed SET
+  built_marks = greatest(built_marks, $2), built_id = greatest(built_id, $4), force = false,
+  due_at = CASE WHEN marks > greatest(built_marks, $2)
+                THEN clock_timestamp() + make_interval(secs => $3::float8) ELSE NULL END
+ WHERE id = $1;
+
+-- name: record_send
+-- One send: its row, and the feed's state. Delivered: current up to mark $17 (outbox id $2) and the client's open alerts cleared. Failed or refused: still owed, tried again
+-- after $13 seconds.
+WITH cleared AS (
+  UPDATE delivery_alert SET status = 'cleared', cleared_at = now()
+   WHERE client_id = $3 AND status = 'open' AND $9 = 'delivered'
+  RETURNING id
+),
+attempt AS (
+  INSERT INTO delivery_attempt (client_id, feed_id, version, file_name, sha256, bytes, attempts,
+                                outcome, error, outbox_id, saved_at, delivered_at, resend)
+  VALUES ($3, $1, $4, $5, $6, $7, $8, $9, $10, $2, $11, $12, $14)
+  RETURNING id
+)
+UPDATE client_feed f SET
+  built_marks = CASE WHEN $9 = 'delivered' THEN greatest(f.built_marks, $17)
+                     ELSE f.built_marks END,
+  built_id = CASE WHEN $9 = 'delivered' THEN greatest(f.built_id, $2) ELSE f.built_id END,
+  force = CASE WHEN $9 = 'delivered' THEN false ELSE f.force END,
+  due_at = CASE
+    WHEN $9 <> 'delivered' THEN clock_timestamp() + make_interval(secs => $13::float8)
+    WHEN f.marks > greatest(f.built_marks, $17)
+      THEN clock_timestamp() + make_interval(secs => $16::float8)
+    ELSE NULL END,
+  delivered_version = CASE WHEN $9 = 'delivered' THEN $4 ELSE f.delivered_version END,
+  delivered_content_sha = CASE WHEN $9 = 'delivered' THEN $15 ELSE f.delivered_content_sha END,
+  delivered_sha256 = CASE WHEN $9 = 'delivered' THEN $6 ELSE f.delivered_sha256 END,
+  delivered_at = CASE WHEN $9 = 'delivered' THEN $12 ELSE f.delivered_at END
+ WHERE f.id = $1
+RETURNING (SELECT id FROM attempt), (SELECT count(*) FROM cleared) AS cleared;
+
+-- name: postpone_client
+-- The client could not be reached: its other due feeds wait as long as the failed one.
+UPDATE client_feed SET due_at = clock_timestamp() + make_interval(secs => $2::float8)
+ WHERE client_id = $1 AND (marks > built_marks OR force);
+
+-- name: raise_alert
+INSERT INTO delivery_alert (client_id, kind, message) VALUES ($1, $2, $3)
+ON CONFLICT (client_id, kind) WHERE status = 'open' DO NOTHING
+RETURNING id;
+
+-- name: alert_sent
+UPDATE delivery_alert SET sent_at = now() WHERE id = $1;

@@ -1,0 +1,76 @@
+"""Start a real delivery service on an ephemeral port, and wait for what it sends."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import asyncpg
+
+from omnium.delivery.v1 import delivery_pb2_grpc
+from omnium_delivery import DeliveryApp, Sent
+from omnium_grpc import open_channel
+from tests.support.command import settings_for
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class DeliveryClient:
+    app: DeliveryApp
+    stub: delivery_pb2_grpc.DeliveryServiceStub
+    sent: list[Sent] = field(default_factory=list)
+
+
+@asynccontextmanager
+async def running_delivery(
+    database_url: str, redis_url: str | None = None, **overrides: Any
+) -> AsyncIterator[DeliveryClient]:
+    settings = settings_for(database_url, redis_url=redis_url, **overrides)
+    sent: list[Sent] = []
+    app = DeliveryApp(settings, on_send=sent.append)
+    port = await app.start(0)
+    channel = open_channel(f"127.0.0.1:{port}", settings)
+    try:
+        yield DeliveryClient(app, delivery_pb2_grpc.DeliveryServiceStub(channel), sent)
+    finally:
+        await channel.close()
+        await app.stop(grace=1)
+
+
+async def eventually(
+    check: Callable[[], Awaitable[T]], *, within: float = 30.0, what: str = "it"
+) -> T:
+    """Ask `check` until it answers something truthy; fail after `within` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {within}s for {what}; last answer {value!r}")
+        await asyncio.sleep(0.05)
+
+
+async def sends(db: asyncpg.Connection, client: str) -> list[asyncpg.Record]:
+    return await db.fetch(
+        "SELECT a.*, f.kind, f.format FROM delivery_attempt a "
+        "JOIN client c ON c.id = a.client_id JOIN client_feed f ON f.id = a.feed_id "
+        "WHERE c.code = $1 ORDER BY a.id",
+        client,
+    )
+
+
+async def settled(db: asyncpg.Connection, client: str) -> bool:
+    """Every feed of the client is current: nothing owed, and each was delivered once."""
+    row = await db.fetchrow(
+        "SELECT count(*) FILTER (WHERE f.marks > f.built_marks OR f.force) AS owed, "
+        "count(*) FILTER (WHERE f.delivered_at IS NULL) AS never "
+        "FROM client_feed f JOIN client c ON c.id = f.client_id WHERE c.code = $1",
+        client,
+    )
+    return bool(row["owed"] == 0 and row["never"] == 0)
