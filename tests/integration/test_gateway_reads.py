@@ -46,3 +46,97 @@ async def test_routes_answer_from_the_database(
             "ATH": 0,
             "FBL": 3,
         }
+
+
+async def test_unknown_things_are_404_and_negative_cached(
+    database_url: str, servers: Servers, db: asyncpg.Connection
+) -> None:
+    games = await make_games(db, units=1)
+    missing_unit = games.unit_codes[games.units[0]][:-1] + "9"
+    async with running_gateway(database_url, servers.redis_url) as gw:
+        first = await gw.get(f"/v1/events/NOPE26/units/{missing_unit}")
+        assert first.status_code == 404
+        assert first.json() == {"error": f"There is no unit {missing_unit} in event NOPE26."}
+        assert "max-age=45" in first.headers["Cache-Control"]
+        second = await gw.get(f"/v1/events/NOPE26/units/{missing_unit}")
+        assert second.status_code == 404 and second.headers["X-Cache"] == "HIT"
+        for path in (
+            "/v1/events/NOPE26/schedule",
+            "/v1/events/NOPE26/medals",
+            "/v1/events/NOPE26/disciplines",
+            f"/v1/events/{EVENT}/schedule?discipline=XYZ",
+            f"/v1/events/{EVENT}/units/short",
+            "/v1/events/lower case/medals",
+            "/v1/nothing/here",
+        ):
+            answer = await gw.get(path)
+            assert answer.status_code == 404, path
+            assert answer.headers["Content-Type"].startswith("application/json"), path
+            assert answer.json()["error"], path
+        reads = gw.gateway.metrics.db_reads()
+        await gw.get("/v1/events/NOPE26/medals")
+        assert gw.gateway.metrics.db_reads() == reads  # the 404 came from the cache
+
+
+async def test_bad_parameters_are_400_naming_the_parameter(
+    database_url: str, servers: Servers, db: asyncpg.Connection
+) -> None:
+    await make_games(db, units=1)
+    cases = {
+        "schedule?date=2026-13-01": "date",
+        "schedule?date=yesterday": "date",
+        "schedule?date=20260920": "date",
+        "schedule?discipline=football": "discipline",
+        "schedule?status=PLAYING": "status",
+        "schedule?status=RUNNING&status=OFFICIAL": "status",
+        "medals?top=0": "top",
+        "medals?top=-3": "top",
+        "medals?top=1001": "top",
+        "medals?top=ten": "top",
+        "medals?top=99999999999999999999": "top",
+    }
+    async with running_gateway(database_url, servers.redis_url) as gw:
+        for query, parameter in cases.items():
+            answer = await gw.get(f"/v1/events/{EVENT}/{query}")
+            assert answer.status_code == 400, query
+            assert answer.json()["parameter"] == parameter, query
+            assert parameter in answer.json()["error"], query
+        posted = await gw.http.post(f"/v1/events/{EVENT}/medals")
+        assert posted.status_code == 405 and posted.headers["Allow"] == "GET, HEAD"
+
+
+async def test_etag_and_304(database_url: str, servers: Servers, db: asyncpg.Connection) -> None:
+    await make_games(db, units=2)
+    async with running_gateway(database_url, servers.redis_url) as gw:
+        first = await gw.get(f"/v1/events/{EVENT}/schedule")
+        etag = first.headers["ETag"]
+        assert etag.startswith('"') and etag.endswith('"')
+        control = first.headers["Cache-Control"]
+        assert control.startswith("public, max-age=")
+        assert "stale-while-revalidate=30" in control
+        same = await gw.get(f"/v1/events/{EVENT}/schedule", headers={"If-None-Match": etag})
+        assert same.status_code == 304 and same.content == b""
+        assert same.headers["ETag"] == etag and same.headers["X-Cache"] == "HIT"
+        listed = await gw.get(
+            f"/v1/events/{EVENT}/schedule", headers={"If-None-Match": f'"other", W/{etag}'}
+        )
+        assert listed.status_code == 304
+        other = await gw.get(f"/v1/events/{EVENT}/schedule", headers={"If-None-Match": '"old"'})
+        assert other.status_code == 200 and other.content == first.content
+
+
+async def test_openapi_health_ready_and_metrics(
+    database_url: str, servers: Servers, db: asyncpg.Connection
+) -> None:
+    await make_games(db, units=1)
+    async with running_gateway(database_url, servers.redis_url) as gw:
+        doc = (await gw.get("/v1/openapi.json")).json()
+        assert doc["openapi"] == "3.1.0"
+        assert "/v1/events/{event}/units/{unit_code}" in doc["paths"]
+        assert (await gw.get("/healthz")).json() == {"status": "ok"}
+        ready = (await gw.get("/readyz")).json()
+        assert ready["ready"] and ready["database"] == "ok" and ready["redis"] == "ok"
+        await gw.get("/v1/events")
+        metrics = (await gw.get("/metrics")).text
+        assert 'omnium_gateway_requests_total{route="events",code="200"} 1' in metrics
+        assert 'omnium_gateway_db_reads_total{ttl_class="reference"} 1' in metrics

@@ -110,3 +110,5 @@ def gateway_process(database_url: str, redis_url: str, **settings: str) -> Itera
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        if process.stdout is not None:
+            process.stdout.close()

@@ -237,7 +237,7 @@ class Gateway:
             answer.headers["Retry-After"] = "5"
             return answer
         self.metrics.cache(how)
-        max_age = int(entry.fresh_until - time.time()) if how != "STALE" else 0
+        max_age = round(entry.fresh_until - time.time()) if how != "STALE" else 0
         headers = {
             "Content-Type": _JSON,
             "ETag": entry.etag,
