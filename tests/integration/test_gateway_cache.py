@@ -109,9 +109,10 @@ async def test_saved_change_visible_within_a_second_even_for_final_results(
     games = await make_games(db, units=2)
     unit = games.units[0]
     path = f"/v1/events/{EVENT}/units/{games.unit_codes[unit]}"
-    async with running_command(database_url) as command, running_gateway(
-        database_url, servers.redis_url
-    ) as gw:
+    async with (
+        running_command(database_url) as command,
+        running_gateway(database_url, servers.redis_url) as gw,
+    ):
         answer = await command.submit(
             command_id="final-1",
             code="units.set_fields",

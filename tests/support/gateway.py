@@ -61,10 +61,10 @@ async def running_gateway(
         await runner.cleanup()
 
 
-async def wait_until_relay(gateway: Gateway, timeout: float = 10) -> None:
+async def wait_until_relay(gateway: Gateway) -> None:
     """Invalidations flow once this worker listens and the relay reads the outbox."""
-    async with asyncio.timeout(timeout):
-        while not (gateway.cache.listening and gateway.relay and gateway.relay.leading):
+    async with asyncio.timeout(10):
+        while not (gateway.cache.listening and gateway.relay and gateway.relay.leading):  # noqa: ASYNC110
             await asyncio.sleep(0.02)
 
 

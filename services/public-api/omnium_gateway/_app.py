@@ -66,9 +66,6 @@ class RouteSet(Protocol):
         ...
 
 
-
-
-
 class BadParameter(Exception):
     def __init__(self, parameter: str, message: str) -> None:
         super().__init__(message)

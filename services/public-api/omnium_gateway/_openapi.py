@@ -91,12 +91,15 @@ _IF_NONE_MATCH = {
     "required": False,
     "schema": {"type": "string"},
 }
+EXAMPLE_EVENT = "AG2026"
+EXAMPLE_UNIT = "ATHM100M--------------FNL-000100--"
 _EVENT = {
     "name": "event",
     "in": "path",
     "required": True,
     "description": "The event's code.",
     "schema": {"type": "string", "pattern": EVENT_PATTERN},
+    "example": EXAMPLE_EVENT,
 }
 _UNIT = {
     "name": "unit_code",
@@ -104,6 +107,7 @@ _UNIT = {
     "required": True,
     "description": "The unit's ODF code (34 characters).",
     "schema": {"type": "string", "pattern": UNIT_PATTERN},
+    "example": EXAMPLE_UNIT,
 }
 
 _SIDE = {
