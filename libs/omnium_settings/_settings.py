@@ -148,7 +148,7 @@ class Settings:
         1.0, "While Redis is down, seconds a worker reuses a response it read itself."
     )
     gateway_redis_timeout_seconds: float = _setting(
-        0.25, "Gateway: longest wait for one Redis call before reading PostgreSQL instead."
+        1.0, "Gateway: longest wait for one Redis call before reading PostgreSQL instead."
     )
     gateway_redis_retry_seconds: float = _setting(
         1.0, "Gateway: after a Redis failure, seconds before Redis is tried again."

@@ -87,6 +87,9 @@ class _Lease:
     until: float = 0.0
     denied_until: float = 0.0
     fetching: asyncio.Future[None] | None = None
+    # Below this many tokens the next slice is fetched ahead (a quarter of a slice; 0 when a
+    # slice is one token, so small limits stay exact).
+    low_water: int = 0
     # Used while Redis is down: this worker's own bucket.
     own_tokens: float = -1.0
     own_at: float = field(default_factory=time.monotonic)
@@ -101,6 +104,7 @@ class RateLimiter:
         self.cache = cache
         self.leases: dict[str, _Lease] = {}
         self._take = redis.register_script(_TAKE) if redis is not None else None
+        self._prefetches: set[asyncio.Task[None]] = set()
 
     async def take(self, client: Client) -> float | None:
         lease = self.leases.get(client.bucket)
@@ -110,6 +114,16 @@ class RateLimiter:
             now = time.monotonic()
             if lease.tokens > 0 and now < lease.until:
                 lease.tokens -= 1
+                if (
+                    lease.fetching is None
+                    and lease.low_water > 0
+                    and (lease.tokens < lease.low_water or lease.until - now < LEASE_SECONDS / 4)
+                ):
+                    # Take the next slice before this one runs out, so no request waits for it.
+                    lease.fetching = asyncio.get_running_loop().create_future()
+                    task = asyncio.create_task(self._fetch(client, lease))
+                    self._prefetches.add(task)
+                    task.add_done_callback(self._prefetches.discard)
                 return None
             if now < lease.denied_until:
                 return lease.denied_until - now
@@ -119,26 +133,28 @@ class RateLimiter:
                 await asyncio.shield(lease.fetching)
                 continue
             lease.fetching = asyncio.get_running_loop().create_future()
-            try:
-                await self._lease(client, lease)
-            except REDIS_ERRORS as exc:
-                self.cache.redis_failed(exc)
-            finally:
-                lease.fetching.set_result(None)
-                lease.fetching = None
+            await self._fetch(client, lease)
 
-    async def _lease(self, client: Client, lease: _Lease) -> None:
-        assert self._take is not None
+    async def _fetch(self, client: Client, lease: _Lease) -> None:
+        assert self._take is not None and lease.fetching is not None
         want = max(1, int(client.burst * self.settings.gateway_rate_lease_share))
-        granted, retry_ms = await self._take(
-            keys=[self.cache.prefix + "rate:" + client.bucket],
-            args=[client.rate, client.burst, want],
-        )
-        now = time.monotonic()
-        if int(granted) > 0:
-            lease.tokens, lease.until = int(granted), now + LEASE_SECONDS
-        else:
-            lease.tokens, lease.denied_until = 0, now + int(retry_ms) / 1000
+        try:
+            granted, retry_ms = await self._take(
+                keys=[self.cache.prefix + "rate:" + client.bucket],
+                args=[client.rate, client.burst, want],
+            )
+            now = time.monotonic()
+            if int(granted) > 0:
+                left = lease.tokens if now < lease.until else 0
+                lease.tokens, lease.until = left + int(granted), now + LEASE_SECONDS
+                lease.low_water = want // 4
+            elif lease.tokens <= 0 or now >= lease.until:
+                lease.tokens, lease.denied_until = 0, now + int(retry_ms) / 1000
+        except REDIS_ERRORS as exc:
+            self.cache.redis_failed(exc)
+        finally:
+            lease.fetching.set_result(None)
+            lease.fetching = None
 
     def _own(self, client: Client, lease: _Lease, now: float) -> float | None:
         if lease.own_tokens < 0:
