@@ -73,7 +73,7 @@ test-unit: install ## Run only the tests that need no servers
 lint: install ## ruff (lint and format check) and mypy strict
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy libs/omnium_settings libs/omnium_db libs/omnium_grpc libs/omnium_telemetry libs/omnium_devstack libs/omnium_process services/command/omnium_command services/scout-sim/omnium_scout_sim services/imports/omnium_imports bench
+	$(VENV)/bin/mypy libs/omnium_settings libs/omnium_db libs/omnium_grpc libs/omnium_telemetry libs/omnium_devstack libs/omnium_process services/command/omnium_command services/scout-sim/omnium_scout_sim services/imports/omnium_imports services/public-api/omnium_gateway bench
 
 .PHONY: fmt
 fmt: install ## Format the code with ruff
@@ -88,6 +88,10 @@ bench-command: install system ## Benchmark: import batches through gRPC vs the s
 bench-imports: install system ## Benchmark: the key-state fast path (1M keys), then Scout runs through imports (doorbell to done, 50,000-row loads)
 	$(PY) -m bench.fastpath $(BENCH_ARGS_FASTPATH)
 	$(PY) -m bench.imports_run $(BENCH_ARGS)
+
+.PHONY: bench-api
+bench-api: install system tools ## Benchmark: the public API gateway under wrk (1,240 units, warm cache) vs a bare aiohttp ceiling
+	$(PY) -m bench.gateway_api $(BENCH_ARGS)
 
 .PHONY: stack-up
 stack-up: install system ## Start only the private PostgreSQL and Redis (dev ports 55432, 56379)

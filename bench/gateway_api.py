@@ -155,7 +155,8 @@ async def seed(server_url: str, units: int) -> str:
             """
             INSERT INTO unit (event_id, discipline_id, code, name, phase, start_at, venue, status)
             SELECT $1, d.id,
-                   d.code || 'M' || rpad('EV' || (n % 18), 18, '-') || 'FNL-' || lpad(n::text, 8, '0'),
+                   d.code || 'M' || rpad('EV' || (n % 18), 18, '-') || 'FNL-'
+                     || lpad(n::text, 8, '0'),
                    'Unit ' || n, 'Round ' || (1 + n % 4),
                    timestamptz '2026-09-19 00:00+00' + (n % $3) * interval '1 day'
                      + (n % 12) * interval '1 hour',

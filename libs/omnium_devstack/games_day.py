@@ -41,6 +41,11 @@ def services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
             nice=settings.imports_nice,
         ),
         ServiceSpec(
+            name="gateway",
+            module="omnium_gateway",
+            listens=[("public API", f"http://{host}:{settings.gateway_port}/v1/events")],
+        ),
+        ServiceSpec(
             name="scout-sim",
             module="omnium_scout_sim",
             listens=[("Scout (simulated)", f"http://{host}:{settings.scout_simulator_port}")],
