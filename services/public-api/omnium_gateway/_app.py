@@ -231,7 +231,9 @@ class Gateway:
                 "The results database cannot answer right now and this page is not cached. "
                 "Try again in a few seconds.",
             )
-            answer.headers["Retry-After"] = "5"
+            answer.headers["Retry-After"] = retry_after(
+                self.settings.gateway_database_timeout_seconds
+            )
             return answer
         self.metrics.cache(how)
         max_age = round(entry.fresh_until - time.time()) if how != "STALE" else 0

@@ -226,7 +226,7 @@ class Cache:
         self.groups.setdefault(key.group, set()).add(key.name)
 
     def _refresh_soon(self, key: CacheKey, entry: Entry) -> None:
-        if key.name in self.refreshing or key.name in self.loading:
+        if key.name in self.refreshing:
             return
         task = asyncio.create_task(self._load(key, entry, refresh=True))
         self.refreshing[key.name] = task
