@@ -102,10 +102,10 @@ def serve(settings: Settings, port: int | None = None, route_sets: Sequence[Rout
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     processes = [start(i) for i in range(workers)]
-    log.info(
-        "gateway listening on http://%s:%d with %d workers", settings.bind_host, chosen, workers
+    # One plain line on stdout: the dev stack, the tests and the benchmark read the port from it.
+    print(
+        f"gateway listening on http://{settings.bind_host}:{chosen} ({workers} workers)", flush=True
     )
-    print(f"gateway listening on http://{settings.bind_host}:{chosen}", flush=True)
     try:
         while not stopping:
             for index, process in enumerate(processes):
