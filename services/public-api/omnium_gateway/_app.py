@@ -10,7 +10,6 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from functools import partial
 from typing import Any, Protocol
 
 import asyncpg
@@ -21,7 +20,15 @@ from redis.backoff import NoBackoff
 
 from omnium_db import Road, create_pool
 from omnium_gateway import _reads
-from omnium_gateway._cache import DATABASE_ERRORS, REDIS_ERRORS, Cache, CacheKey, Unavailable
+from omnium_gateway._cache import (
+    DATABASE_ERRORS,
+    HIT,
+    REDIS_ERRORS,
+    STALE,
+    Cache,
+    CacheKey,
+    Unavailable,
+)
 from omnium_gateway._limits import Client, RateLimiter, hash_key, parse_api_keys, retry_after
 from omnium_gateway._metrics import Metrics
 from omnium_gateway._openapi import (
@@ -222,31 +229,50 @@ class Gateway:
         answer.headers["Retry-After"] = retry_after(wait)
         return answer
 
-    async def cached(self, request: web.Request, key: CacheKey) -> web.Response:
-        try:
-            entry, how = await self.cache.get(key)
-        except Unavailable:
-            answer = _error(
-                503,
-                "The results database cannot answer right now and this page is not cached. "
-                "Try again in a few seconds.",
-            )
-            answer.headers["Retry-After"] = retry_after(
-                self.settings.gateway_database_timeout_seconds
-            )
-            return answer
+    async def cached(
+        self,
+        request: web.Request,
+        name: str,
+        group: str,
+        read: Callable[..., Awaitable[_reads.Loaded]],
+        *args: Any,
+    ) -> web.Response:
+        """Answer from the cache. A fresh copy in memory costs no more than a dict lookup."""
+        now = time.time()
+        entry = self.cache.local.get(name)
+        if entry is not None and now < entry.fresh_until:
+            how = HIT
+        else:
+            key = CacheKey(name, group, lambda conn: read(conn, *args))
+            try:
+                entry, how = await self.cache.get(key)
+            except Unavailable:
+                answer = _error(
+                    503,
+                    "The results database cannot answer right now and this page is not cached. "
+                    "Try again in a few seconds.",
+                )
+                answer.headers["Retry-After"] = retry_after(
+                    self.settings.gateway_database_timeout_seconds
+                )
+                return answer
+            now = time.time()
         self.metrics.cache(how)
-        max_age = round(entry.fresh_until - time.time()) if how != "STALE" else 0
-        headers = {
-            "Content-Type": _JSON,
-            "ETag": entry.etag,
-            "Cache-Control": f"public, max-age={max(0, max_age)}{self._cache_control}",
-            "X-Cache": how,
-        }
+        max_age = max(0, round(entry.fresh_until - now)) if how != STALE else 0
+        headers = entry.headers
+        if headers is None or entry.headers_for != (how, max_age):
+            headers = {
+                "Content-Type": _JSON,
+                "ETag": entry.etag,
+                "Cache-Control": f"public, max-age={max_age}{self._cache_control}",
+                "X-Cache": how,
+            }
+            entry.headers, entry.headers_for = headers, (how, max_age)
         match = request.headers.get("If-None-Match")
         if match is not None and entry.status == 200 and _etag_matches(match, entry.etag):
-            del headers["Content-Type"]
-            return web.Response(status=304, headers=headers)
+            return web.Response(
+                status=304, headers={k: v for k, v in headers.items() if k != "Content-Type"}
+            )
         return web.Response(body=entry.body, status=entry.status, headers=headers)
 
     # -- readiness ---------------------------------------------------------------------------
@@ -326,7 +352,7 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
         refused = await gateway.admit(request)
         if refused is not None:
             return refused
-        return await gateway.cached(request, CacheKey("events", "events", _reads.read_events))
+        return await gateway.cached(request, "events", "events", _reads.read_events)
 
     async def disciplines(request: web.Request) -> web.StreamResponse:
         refused = await gateway.admit(request)
@@ -335,12 +361,8 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
         event = _event(request)
         if event is None:
             return _no_event(request.match_info["event"])
-        key = CacheKey(
-            f"disciplines:{event}",
-            f"disciplines:{event}",
-            partial(_reads.read_disciplines, event=event),
-        )
-        return await gateway.cached(request, key)
+        name = "disciplines:" + event
+        return await gateway.cached(request, name, name, _reads.read_disciplines, event)
 
     async def schedule(request: web.Request) -> web.StreamResponse:
         refused = await gateway.admit(request)
@@ -364,14 +386,16 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
             raise BadParameter("status", "status must be one of " + ", ".join(_STATUSES) + ".")
         if event is None:
             return _no_event(request.match_info["event"])
-        key = CacheKey(
+        return await gateway.cached(
+            request,
             f"schedule:{event}:{date_text or ''}:{discipline or ''}:{status or ''}",
-            f"schedule:{event}",
-            partial(
-                _reads.read_schedule, event=event, day=day, discipline=discipline, status=status
-            ),
+            "schedule:" + event,
+            _reads.read_schedule,
+            event,
+            day,
+            discipline,
+            status,
         )
-        return await gateway.cached(request, key)
 
     async def unit(request: web.Request) -> web.StreamResponse:
         refused = await gateway.admit(request)
@@ -383,10 +407,8 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
         code = request.match_info["unit_code"]
         if not _UNIT.match(code):
             return _error(404, f"There is no unit with that code in event {event}.")
-        name = f"unit:{event}:{code}"
-        return await gateway.cached(
-            request, CacheKey(name, name, partial(_reads.read_unit, event=event, unit_code=code))
-        )
+        name = "unit:" + event + ":" + code
+        return await gateway.cached(request, name, name, _reads.read_unit, event, code)
 
     async def medals(request: web.Request) -> web.StreamResponse:
         refused = await gateway.admit(request)
@@ -401,12 +423,14 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
             top = int(top_text)
         if event is None:
             return _no_event(request.match_info["event"])
-        key = CacheKey(
+        return await gateway.cached(
+            request,
             f"medals:{event}:{top or ''}",
-            f"medals:{event}",
-            partial(_reads.read_medals, event=event, top=top),
+            "medals:" + event,
+            _reads.read_medals,
+            event,
+            top,
         )
-        return await gateway.cached(request, key)
 
     async def openapi(request: web.Request) -> web.StreamResponse:
         del request

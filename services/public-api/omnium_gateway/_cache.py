@@ -81,6 +81,9 @@ class Entry:
     stale_until: float
     keep_until: float
     gen: int
+    # The last response headers built for this copy, and for which (X-Cache, max-age).
+    headers: dict[str, str] | None = None
+    headers_for: tuple[str, int] = ("", -1)
 
     def pack(self) -> bytes:
         head = (

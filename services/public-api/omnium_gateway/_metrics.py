@@ -57,6 +57,7 @@ class Metrics:
             for route in ROUTES
             for code in CODES
         }
+        self._cache = {r: self.slots[("cache", f'result="{r}"')] for r in CACHE_RESULTS}
 
     def _slot(self, name: str, labels: str) -> None:
         self.slots[(name, labels)] = len(self.slots)
@@ -73,7 +74,7 @@ class Metrics:
             self.values[self.base + slot] += 1
 
     def cache(self, result: str) -> None:
-        self.values[self.base + self.slots[("cache", f'result="{result}"')]] += 1
+        self.values[self.base + self._cache[result]] += 1
 
     def db_read(self, ttl_class: str) -> None:
         self.values[self.base + self.slots[("db_reads", f'ttl_class="{ttl_class}"')]] += 1
