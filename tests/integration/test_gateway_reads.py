@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import asyncpg
+from typing import Any
 
+import asyncpg
+from aiohttp import web
+
+from omnium_gateway import Gateway
 from tests.support.games import EVENT, make_games
 from tests.support.gateway import running_gateway
 from tests.support.servers import Servers
@@ -140,3 +144,30 @@ async def test_openapi_health_ready_and_metrics(
         metrics = (await gw.get("/metrics")).text
         assert 'omnium_gateway_requests_total{route="events",code="200"} 1' in metrics
         assert 'omnium_gateway_db_reads_total{ttl_class="reference"} 1' in metrics
+
+
+class EchoRoutes:
+    """A route set as live SSE or the scorer console will add one: routes and a document part."""
+
+    def add_routes(self, app: web.Application, gateway: Gateway) -> None:
+        async def live(request: web.Request) -> web.StreamResponse:
+            refused = await gateway.admit(request)
+            if refused is not None:
+                return refused
+            return web.json_response({"event": request.match_info["event"]})
+
+        app.router.add_get("/v1/events/{event}/live", live)
+
+    def openapi(self) -> dict[str, Any]:
+        return {"paths": {"/v1/events/{event}/live": {"get": {"responses": {"200": {}}}}}}
+
+
+async def test_another_route_set_joins_with_one_line(
+    database_url: str, servers: Servers, db: asyncpg.Connection
+) -> None:
+    await make_games(db, units=1)
+    async with running_gateway(database_url, servers.redis_url, route_sets=[EchoRoutes()]) as gw:
+        assert (await gw.get(f"/v1/events/{EVENT}/live")).json() == {"event": EVENT}
+        doc = (await gw.get("/v1/openapi.json")).json()
+        assert "/v1/events/{event}/live" in doc["paths"]
+        assert "/v1/events/{event}/medals" in doc["paths"]

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 from aiohttp import web
 
-from omnium_gateway import GATEWAY, Gateway, make_app
+from omnium_gateway import GATEWAY, Gateway, RouteSet, make_app
 from omnium_settings import Settings
 
 
@@ -41,10 +41,10 @@ class RunningGateway:
 
 @asynccontextmanager
 async def running_gateway(
-    database_url: str, redis_url: str, **overrides: Any
+    database_url: str, redis_url: str, route_sets: Sequence[RouteSet] = (), **overrides: Any
 ) -> AsyncIterator[RunningGateway]:
     settings = gateway_settings(database_url, redis_url, **overrides)
-    app = make_app(settings)
+    app = make_app(settings, route_sets=route_sets)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
