@@ -144,3 +144,33 @@ async def test_saved_change_visible_within_a_second_even_for_final_results(
         assert fresh.content != schedule.content
         other = await gw.get(f"/v1/events/{EVENT}/units/{games.unit_codes[games.units[1]]}")
         assert other.status_code == 200
+
+
+async def test_a_stray_message_on_the_channel_does_not_stop_invalidations(
+    database_url: str, servers: Servers, db: asyncpg.Connection
+) -> None:
+    games = await make_games(db, units=1)
+    unit = games.units[0]
+    path = f"/v1/events/{EVENT}/units/{games.unit_codes[unit]}"
+    async with (
+        running_command(database_url) as command,
+        running_gateway(database_url, servers.redis_url) as gw,
+    ):
+        assert (await gw.get(path)).json()["status"] == "SCHEDULED"
+        redis = aioredis.Redis.from_url(servers.redis_url)
+        try:
+            await redis.publish(gw.gateway.cache.channel, b"not json")
+            await redis.publish(gw.gateway.cache.channel, b'{"groups": 3}')
+        finally:
+            await redis.aclose()
+        await command.submit(
+            command_id="stray-1",
+            code="results.set_status",
+            unit_id=unit,
+            payload={"status": "DELAYED"},
+        )
+        for _ in range(100):
+            if (await gw.get(path)).json()["status"] == "DELAYED":
+                break
+            await asyncio.sleep(0.02)
+        assert (await gw.get(path)).json()["status"] == "DELAYED"

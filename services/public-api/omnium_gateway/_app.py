@@ -185,13 +185,26 @@ class Gateway:
                             ignore_subscribe_messages=True, timeout=1.0
                         )
                         if message is not None:
-                            cache.invalidate(json.loads(message["data"])["groups"])
+                            self._invalidate(message["data"])
             except REDIS_ERRORS as exc:
                 if cache.listening:
                     log.warning("invalidations stopped (%s); trusting local copies briefly", exc)
                 cache.listening = False
                 cache.distrust_local()
                 await asyncio.sleep(self.settings.gateway_redis_retry_seconds)
+
+    def _invalidate(self, data: bytes) -> None:
+        try:
+            groups = json.loads(data)["groups"]
+            if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+                raise TypeError("groups is not a list of names")
+        except (ValueError, KeyError, TypeError) as exc:
+            # Not from our relay: ignore it rather than stop listening.
+            log.warning(
+                "ignored a message on %s that is not an invalidation: %s", self.cache.channel, exc
+            )
+            return
+        self.cache.invalidate(groups)
 
     # -- clients and answers -----------------------------------------------------------------
 

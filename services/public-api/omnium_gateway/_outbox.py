@@ -68,6 +68,7 @@ class OutboxRelay:
         self.cache = cache
         self.token = secrets.token_hex(8)
         self.leading = False
+        self.failing = False
         self._renew = redis.register_script(_RENEW)
         self._wake = asyncio.Event()
         self.leader_key = cache.prefix + "relay:leader"
@@ -89,7 +90,13 @@ class OutboxRelay:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("outbox relay stopped (%s); trying again", exc)
+                # Once per outage, not once a second while PostgreSQL or Redis is away.
+                log.log(
+                    logging.INFO if self.failing else logging.WARNING,
+                    "outbox relay stopped (%s); trying again",
+                    exc,
+                )
+                self.failing = True
                 await asyncio.sleep(self.settings.gateway_redis_retry_seconds)
             finally:
                 self.leading = False
@@ -113,6 +120,7 @@ class OutboxRelay:
             )
             gaps: dict[int, float] = {}
             log.info("this worker relays the outbox to the cache from id %d", watermark)
+            self.failing = False
             while not renewer.done():
                 watermark = await self._relay(conn, watermark, gaps)
                 self._wake.clear()
