@@ -150,6 +150,12 @@ class Settings:
     gateway_redis_timeout_seconds: float = _setting(
         1.0, "Gateway: longest wait for one Redis call before reading PostgreSQL instead."
     )
+    gateway_redis_connections: int = _setting(
+        50, "Gateway: Redis connections per worker; more calls wait their turn."
+    )
+    gateway_redis_failures_to_trip: int = _setting(
+        3, "Gateway: failed Redis calls in a row before Redis counts as down for a while."
+    )
     gateway_redis_retry_seconds: float = _setting(
         1.0, "Gateway: after a Redis failure, seconds before Redis is tried again."
     )

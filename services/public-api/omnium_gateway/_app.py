@@ -109,12 +109,16 @@ class Gateway:
             timeout = settings.gateway_redis_timeout_seconds
             # No retries inside redis-py: a Redis that is down must cost one short timeout,
             # after which the cache reads PostgreSQL and leaves Redis alone for a while.
-            self.redis = aioredis.Redis.from_url(
+            # A bounded pool that queues: a burst of refreshes waits for a connection instead
+            # of failing as if Redis were down.
+            pool = aioredis.BlockingConnectionPool.from_url(
                 settings.redis_url,
+                max_connections=settings.gateway_redis_connections,
+                timeout=timeout,
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
-                retry=Retry(NoBackoff(), 0),
             )
+            self.redis = aioredis.Redis(connection_pool=pool, retry=Retry(NoBackoff(), 0))
             self.subscriber = aioredis.Redis.from_url(
                 settings.redis_url,
                 socket_connect_timeout=timeout,
@@ -159,6 +163,8 @@ class Gateway:
             if client is not None:
                 with contextlib.suppress(*REDIS_ERRORS):
                     await client.aclose()
+                    # A pool handed to the client is not closed with it.
+                    await client.connection_pool.disconnect()
 
     async def _connect_database(self) -> None:
         try:

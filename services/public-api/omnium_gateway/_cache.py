@@ -145,6 +145,7 @@ class Cache:
         self.loading: dict[str, asyncio.Task[tuple[Entry, str]]] = {}
         self.refreshing: dict[str, asyncio.Task[tuple[Entry, str]]] = {}
         self.redis_down_until = 0.0
+        self.redis_failures = 0
         # True while this worker hears invalidations; without them a copy is kept only briefly.
         self.listening = False
         self.prefix = settings.gateway_redis_prefix
@@ -196,10 +197,15 @@ class Cache:
                 entry.stale_until = min(entry.stale_until, cap)
 
     def redis_failed(self, exc: BaseException) -> None:
+        """A Redis call failed: this request reads PostgreSQL. Several failures in a row (a
+        stopped Redis refuses at once, so they come fast) mean Redis is down for a while."""
+        self.metrics.add("omnium_gateway_redis_errors_total")
+        self.redis_failures += 1
+        if self.redis_failures < self.settings.gateway_redis_failures_to_trip:
+            return
         if self.redis_up:
             log.warning("Redis did not answer (%s); reading PostgreSQL directly for now", exc)
             self.distrust_local()
-        self.metrics.add("omnium_gateway_redis_errors_total")
         self.redis_down_until = time.time() + self.settings.gateway_redis_retry_seconds
 
     # -- loading -----------------------------------------------------------------------------
@@ -274,9 +280,12 @@ class Cache:
         entry_key, gen_key, lock_key = self._keys(key)
         deadline = time.monotonic() + self.settings.gateway_fill_lock_seconds
         waited = False
-        delay = 0.002
+        # A first request waits for another copy's read; a refresh serves stale meanwhile and
+        # can look less often.
+        delay = 0.01 if refresh else 0.002
         while True:
             raw, gen_raw = await redis.mget(entry_key, gen_key)
+            self.redis_failures = 0
             gen = int(gen_raw or 0)
             found = Entry.unpack(raw) if isinstance(raw, bytes) else None
             now = time.time()

@@ -104,7 +104,7 @@ class RateLimiter:
         self.cache = cache
         self.leases: dict[str, _Lease] = {}
         self._take = redis.register_script(_TAKE) if redis is not None else None
-        self._prefetches: set[asyncio.Task[None]] = set()
+        self._prefetches: set[asyncio.Task[bool]] = set()
 
     async def take(self, client: Client) -> float | None:
         lease = self.leases.get(client.bucket)
@@ -133,9 +133,11 @@ class RateLimiter:
                 await asyncio.shield(lease.fetching)
                 continue
             lease.fetching = asyncio.get_running_loop().create_future()
-            await self._fetch(client, lease)
+            if not await self._fetch(client, lease):
+                # Redis failed this once: this request is counted here, not retried in a loop.
+                return self._own(client, lease, time.monotonic())
 
-    async def _fetch(self, client: Client, lease: _Lease) -> None:
+    async def _fetch(self, client: Client, lease: _Lease) -> bool:
         assert self._take is not None and lease.fetching is not None
         want = max(1, int(client.burst * self.settings.gateway_rate_lease_share))
         try:
@@ -152,9 +154,11 @@ class RateLimiter:
                 lease.tokens, lease.denied_until = 0, now + int(retry_ms) / 1000
         except REDIS_ERRORS as exc:
             self.cache.redis_failed(exc)
+            return False
         finally:
             lease.fetching.set_result(None)
             lease.fetching = None
+        return True
 
     def _own(self, client: Client, lease: _Lease, now: float) -> float | None:
         if lease.own_tokens < 0:

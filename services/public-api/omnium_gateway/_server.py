@@ -7,10 +7,13 @@ import gc
 import logging
 import multiprocessing
 import os
+import queue
 import signal
 import socket
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from multiprocessing.process import BaseProcess
+from multiprocessing.queues import Queue
 
 from aiohttp import web
 
@@ -37,6 +40,7 @@ async def run_worker(
     metrics: Metrics,
     route_sets: Sequence[RouteSet] = (),
     stop: asyncio.Event | None = None,
+    ready: Callable[[], None] | None = None,
 ) -> None:
     """One worker: its own socket on the shared port, its own pool and cache."""
     sock = reuse_port_socket(settings.bind_host, port)
@@ -51,6 +55,8 @@ async def run_worker(
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
+    if ready is not None:
+        ready()
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -62,13 +68,20 @@ async def run_worker(
 
 
 def _worker_main(
-    settings: Settings, port: int, metrics: Metrics, route_sets: Sequence[RouteSet]
+    settings: Settings,
+    port: int,
+    metrics: Metrics,
+    route_sets: Sequence[RouteSet],
+    started: Queue[int],
+    index: int,
 ) -> None:
     # The parent handles Ctrl-C for the group; a worker stops on the SIGTERM the parent sends.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     setup_tracing("omnium-gateway", settings)
     try:
-        asyncio.run(run_worker(settings, port, metrics, route_sets))
+        asyncio.run(
+            run_worker(settings, port, metrics, route_sets, ready=lambda: started.put(index))
+        )
     finally:
         shutdown_tracing()
 
@@ -82,12 +95,13 @@ def serve(settings: Settings, port: int | None = None, route_sets: Sequence[Rout
     chosen = holder.getsockname()[1]
     metrics = Metrics(workers)
     context = multiprocessing.get_context("fork")
+    started: Queue[int] = context.Queue()
     stopping = False
 
     def start(index: int) -> BaseProcess:
         process = context.Process(
             target=_worker_main,
-            args=(settings, chosen, metrics.for_worker(index), route_sets),
+            args=(settings, chosen, metrics.for_worker(index), route_sets, started, index),
             name=f"gateway-worker-{index}",
             daemon=False,
         )
@@ -102,10 +116,21 @@ def serve(settings: Settings, port: int | None = None, route_sets: Sequence[Rout
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     processes = [start(i) for i in range(workers)]
-    # One plain line on stdout: the dev stack, the tests and the benchmark read the port from it.
-    print(
-        f"gateway listening on http://{settings.bind_host}:{chosen} ({workers} workers)", flush=True
-    )
+    # The address is announced only once every worker accepts connections on it.
+    waiting = workers
+    while waiting and not stopping:
+        try:
+            started.get(timeout=0.5)
+            waiting -= 1
+        except queue.Empty:
+            dead = [p.exitcode for p in processes if p.exitcode is not None]
+            if dead:
+                stopping = True
+                print(f"gateway: a worker exited while starting ({dead[0]})", file=sys.stderr)
+    if not stopping:
+        # One plain line on stdout: the dev stack, the tests and the bench read the port from it.
+        print(f"gateway listening on http://{settings.bind_host}:{chosen} ({workers} workers)")
+        sys.stdout.flush()
     try:
         while not stopping:
             for index, process in enumerate(processes):
