@@ -391,7 +391,8 @@ def report(args: argparse.Namespace, results: Results) -> list[str]:
     ratios = [a.rps / b.rps for a, b in zip(results.api, results.bare, strict=True)]
     return [
         f"# {args.runs} run(s) of wrk -t{args.threads} -c{args.connections} -d{args.seconds}s, "
-        f"{args.workers} workers each; medians (ratio: of each run's pair). Mix: 30% schedule, 55% unit, 15% medals; "
+        f"{args.workers} workers each; medians (ratio: of each run's pair). "
+        "Mix: 30% schedule, 55% unit, 15% medals; "
         f"{results.live_keys} live keys; bare body {results.body_bytes} bytes.",
         f"api_p50_ms {statistics.median(r.p50_ms for r in results.api):.2f}",
         f"bare_aiohttp_p99_ms {statistics.median(r.p99_ms for r in results.bare):.2f}",
