@@ -162,6 +162,9 @@ class Settings:
     gateway_fill_lock_seconds: float = _setting(
         5.0, "Longest one database read may hold a key's lock before another copy reads."
     )
+    gateway_refresh_recheck_seconds: float = _setting(
+        0.1, "A stale key another copy is refreshing is looked at again after this long."
+    )
     gateway_database_timeout_seconds: float = _setting(
         5.0, "Gateway: longest database read before the answer is 503 (or a stale copy)."
     )

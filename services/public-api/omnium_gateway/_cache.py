@@ -144,6 +144,8 @@ class Cache:
         self.clears = 0
         self.loading: dict[str, asyncio.Task[tuple[Entry, str]]] = {}
         self.refreshing: dict[str, asyncio.Task[tuple[Entry, str]]] = {}
+        # Keys whose refresh another worker or copy holds: not tried again before this time.
+        self.recheck_at: dict[str, float] = {}
         self.redis_down_until = 0.0
         self.redis_failures = 0
         # True while this worker hears invalidations; without them a copy is kept only briefly.
@@ -237,6 +239,8 @@ class Cache:
     def _refresh_soon(self, key: CacheKey, entry: Entry) -> None:
         if key.name in self.refreshing:
             return
+        if self.recheck_at and self.recheck_at.get(key.name, 0.0) > time.monotonic():
+            return
         task = asyncio.create_task(self._load(key, entry, refresh=True))
         self.refreshing[key.name] = task
         task.add_done_callback(self._refreshed(key.name))
@@ -280,9 +284,7 @@ class Cache:
         entry_key, gen_key, lock_key = self._keys(key)
         deadline = time.monotonic() + self.settings.gateway_fill_lock_seconds
         waited = False
-        # A first request waits for another copy's read; a refresh serves stale meanwhile and
-        # can look less often.
-        delay = 0.01 if refresh else 0.002
+        delay = 0.002
         while True:
             raw, gen_raw = await redis.mget(entry_key, gen_key)
             self.redis_failures = 0
@@ -317,7 +319,18 @@ class Cache:
                 finally:
                     with contextlib.suppress(*REDIS_ERRORS):
                         await self._release(keys=[lock_key], args=[token])
-            # Another worker or copy is reading this key: wait for its copy to land.
+            # Another worker or copy is reading this key.
+            if refresh:
+                # Nobody waits on a refresh (the stale copy is served), so do not poll for the
+                # other read: look again on a request a little later. When many keys go stale at
+                # once, polling them all would flood Redis just when it is busiest.
+                self.recheck_at[key.name] = (
+                    time.monotonic() + self.settings.gateway_refresh_recheck_seconds
+                )
+                if len(self.recheck_at) > self.settings.gateway_local_max_entries:
+                    self.recheck_at.clear()
+                assert known is not None
+                return known, STALE
             if time.monotonic() >= deadline:
                 loaded = await self._read(key, best)
                 if isinstance(loaded, Entry):
