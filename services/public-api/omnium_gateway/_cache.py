@@ -337,8 +337,13 @@ class Cache:
                     return loaded, STALE
                 return self._entry(loaded, gen), MISS
             waited = True
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.05)
+            # Watch the small lock key, not the entry (a schedule is tens of kilobytes): read
+            # the entry again once the reader has let go of the lock.
+            while time.monotonic() < deadline:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.05)
+                if not await redis.exists(lock_key):
+                    break
 
     async def _read(self, key: CacheKey, best: Entry | None) -> Loaded | Entry:
         """One database read; if the database fails, the best copy left (stale-if-error)."""
