@@ -27,6 +27,7 @@ TYPED := \
   services/imports/omnium_imports \
   services/admin/omnium_admin \
   services/delivery/omnium_delivery \
+  services/public-api/omnium_gateway \
   bench
 
 .PHONY: help
@@ -114,9 +115,14 @@ bench-imports: install system ## Benchmark: the key-state fast path (1M keys), t
 .PHONY: bench-admin
 bench-admin: install system tools ## Benchmark: the console's pages under wrk, signed in, with /health as the anchor
 	$(PY) -m bench.admin_pages $(BENCH_ARGS)
+
 .PHONY: bench-delivery
 bench-delivery: install system ## Benchmark: 300 changes over 60 s to 3 SFTP, 3 webhook clients and 50 SSE listeners
 	$(PY) -m bench.delivery $(BENCH_ARGS)
+
+.PHONY: bench-api
+bench-api: install system tools ## Benchmark: the public API gateway under wrk (1,240 units, warm cache) vs a bare aiohttp ceiling
+	$(PY) -m bench.gateway_api $(BENCH_ARGS)
 
 .PHONY: stack-up
 stack-up: install system ## Start only the private PostgreSQL and Redis (dev ports 55432, 56379)

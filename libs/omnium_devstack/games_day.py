@@ -48,6 +48,11 @@ def services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
             listens=[("console", f"http://{host}:{settings.admin_port}")],
         ),
         ServiceSpec(
+            name="gateway",
+            module="omnium_gateway",
+            listens=[("public API", f"http://{host}:{settings.gateway_port}/v1/events")],
+        ),
+        ServiceSpec(
             name="scout-sim",
             module="omnium_scout_sim",
             listens=[("Scout (simulated)", f"http://{host}:{settings.scout_simulator_port}")],

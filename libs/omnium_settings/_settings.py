@@ -167,6 +167,58 @@ class Settings:
     cache_ttl_leaderboard: int = _setting(60, "Cache seconds: medal tables and leaderboards.")
     cache_ttl_negative: int = _setting(45, "Cache seconds: not found.")
     cache_stale_window: int = _setting(30, "Seconds a stale copy is served while one refresh runs.")
+    cache_stale_if_error_seconds: int = _setting(
+        86_400, "Seconds a cached copy is still served when PostgreSQL cannot answer."
+    )
+    gateway_workers: int = _setting(2, "Gateway worker processes sharing the port (SO_REUSEPORT).")
+    gateway_local_max_entries: int = _setting(
+        50_000, "Most responses one gateway worker keeps in its own memory."
+    )
+    gateway_local_seconds_without_redis: float = _setting(
+        1.0, "While Redis is down, seconds a worker reuses a response it read itself."
+    )
+    gateway_redis_timeout_seconds: float = _setting(
+        1.0, "Gateway: longest wait for one Redis call before reading PostgreSQL instead."
+    )
+    gateway_redis_connections: int = _setting(
+        50, "Gateway: Redis connections per worker; more calls wait their turn."
+    )
+    gateway_redis_failures_to_trip: int = _setting(
+        3, "Gateway: failed Redis calls in a row before Redis counts as down for a while."
+    )
+    gateway_redis_retry_seconds: float = _setting(
+        1.0, "Gateway: after a Redis failure, seconds before Redis is tried again."
+    )
+    gateway_fill_lock_seconds: float = _setting(
+        5.0, "Longest one database read may hold a key's lock before another copy reads."
+    )
+    gateway_refresh_recheck_seconds: float = _setting(
+        0.1, "A stale key another copy is refreshing is looked at again after this long."
+    )
+    gateway_database_timeout_seconds: float = _setting(
+        5.0, "Gateway: longest database read before the answer is 503 (or a stale copy)."
+    )
+    gateway_outbox_poll_seconds: float = _setting(
+        1.0, "Gateway: outbox read when no NOTIFY arrives (invalidations)."
+    )
+    gateway_anonymous_reads: bool = _setting(True, "Reads without X-API-Key are allowed.")
+    gateway_anonymous_rate_per_second: float = _setting(
+        20.0, "Requests per second per address without a key (token bucket refill)."
+    )
+    gateway_anonymous_burst: int = _setting(100, "Token bucket size per address without a key.")
+    gateway_key_rate_per_second: float = _setting(
+        100.0, "Default requests per second per API key (token bucket refill)."
+    )
+    gateway_key_burst: int = _setting(500, "Default token bucket size per API key.")
+    gateway_api_keys: tuple[str, ...] = _setting(
+        (), "Client keys, comma list of name:key[:rate_per_second[:burst]]."
+    )
+    gateway_redis_prefix: str = _setting(
+        "omnium:gw:", "Start of every Redis key and channel the gateway uses."
+    )
+    gateway_rate_lease_share: float = _setting(
+        0.05, "Share of a bucket one worker takes from Redis at once (fewer Redis calls)."
+    )
 
     # -- Scoring (Section 1 seed) ----------------------------------------------------------
     scoring_nice: int = _setting(0, "CPU priority step of the scoring process.")

@@ -1,0 +1,436 @@
+"""The public API under load: the gateway against a bare aiohttp constant body, with wrk."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import httpx
+
+from omnium_db import apply_migrations
+from omnium_devstack.stack import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+DB_NAME = "omnium_bench_api"
+EVENT = "AG2026"
+API_KEY = "bench-api-key-0001"
+DISCIPLINES = (
+    "ARC", "ATH", "BDM", "BKB", "BOX", "CSP", "CYC", "DIV",
+    "FBL", "GOL", "HOC", "JUD", "SWM", "TEN", "VVO", "WLF",
+)  # fmt: skip
+NOCS = (
+    "KOR", "JPN", "CHN", "IND", "THA", "VIE", "PHI", "INA", "MAS", "SGP", "KAZ", "UZB", "IRI",
+    "QAT", "KSA", "UAE", "HKG", "TPE", "MGL", "PAK", "SRI", "BAN", "NEP", "KUW", "BRN", "JOR",
+    "LIB", "SYR", "IRQ", "OMA", "YEM", "AFG", "TJK", "KGZ", "TKM", "MYA", "CAM", "LAO", "BRU",
+    "TLS",
+)  # fmt: skip
+DAYS = 16
+WRK_SCRIPT = """
+local schedule = {%(schedule)s}
+local units = {%(units)s}
+local medals = {%(medals)s}
+wrk.headers["X-API-Key"] = "%(key)s"
+math.randomseed(%(seed)d)
+request = function()
+  local r = math.random()
+  local list = units
+  if r < 0.3 then list = schedule elseif r >= 0.85 then list = medals end
+  return wrk.format("GET", list[math.random(#list)])
+end
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("WRK_RESULT %%d %%d %%.1f %%.1f %%d %%d\\n", summary.requests,
+    summary.duration, latency:percentile(50), latency:percentile(99), e.status,
+    e.connect + e.read + e.write + e.timeout))
+end
+"""
+
+log = logging.getLogger("bench.gateway_api")
+
+
+class BenchError(RuntimeError):
+    """The benchmark cannot go on; the message says why."""
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+@dataclass(slots=True)
+class Mix:
+    schedule: list[str]
+    units: list[str]
+    medals: list[str]
+    live_keys: int = 0
+    mean_body: float = 0.0
+
+
+@dataclass(slots=True)
+class WrkRun:
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    bad: int
+
+
+@dataclass(slots=True)
+class Results:
+    api: list[WrkRun] = field(default_factory=list)
+    bare: list[WrkRun] = field(default_factory=list)
+    reads_per_key_per_ttl: list[float] = field(default_factory=list)
+    live_keys: int = 0
+    body_bytes: int = 0
+
+
+# --- servers and data ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def servers(data_dir: Path) -> Iterator[tuple[str, str]]:
+    """OMNIUM_DATABASE_URL and OMNIUM_REDIS_URL if both are set, else a private pair."""
+    db, redis = os.environ.get("OMNIUM_DATABASE_URL"), os.environ.get("OMNIUM_REDIS_URL")
+    if db and redis:
+        say("servers: OMNIUM_DATABASE_URL and OMNIUM_REDIS_URL")
+        yield db, redis
+        return
+    from omnium_devstack.stack import running_stack
+
+    say(f"servers: a private PostgreSQL and Redis in {data_dir}")
+    with running_stack(data_dir, pg_port=0, redis_port=0, fsync=True) as stack:
+        yield stack.database_url, stack.redis_url
+
+
+def database_url_for(server_url: str, name: str) -> str:
+    return urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
+
+
+async def seed(server_url: str, units: int) -> str:
+    """A Games: 16 disciplines, 1,240 units over 16 days (a tenth live), a medal table."""
+    admin = await asyncpg.connect(server_url)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+        await admin.execute(f'CREATE DATABASE "{DB_NAME}"')
+    finally:
+        await admin.close()
+    url = database_url_for(server_url, DB_NAME)
+    conn = await asyncpg.connect(url)
+    try:
+        await apply_migrations(conn)
+        event_id = await conn.fetchval(
+            "INSERT INTO event (code, name, time_zone, starts_on, ends_on) "
+            "VALUES ($1, 'Aichi-Nagoya 2026', 'Asia/Tokyo', '2026-09-19', '2026-10-04') "
+            "RETURNING id",
+            EVENT,
+        )
+        await conn.executemany(
+            "INSERT INTO discipline (event_id, code, name) VALUES ($1, $2, $2)",
+            [(event_id, d) for d in DISCIPLINES],
+        )
+        await conn.execute(
+            """
+            INSERT INTO competitor (event_id, kind, code, name, noc)
+            SELECT $1, 'team', 'T' || lpad(n::text, 4, '0'), 'Team ' || n, ($2::text[])[1 + n % 40]
+              FROM generate_series(0, 399) n
+            """,
+            event_id,
+            list(NOCS),
+        )
+        await conn.execute(
+            """
+            INSERT INTO unit (event_id, discipline_id, code, name, phase, start_at, venue, status)
+            SELECT $1, d.id,
+                   d.code || 'M' || rpad('EV' || (n % 18), 18, '-') || 'FNL-'
+                     || lpad(n::text, 8, '0'),
+                   'Unit ' || n, 'Round ' || (1 + n % 4),
+                   timestamptz '2026-09-19 00:00+00' + (n % $3) * interval '1 day'
+                     + (n % 12) * interval '1 hour',
+                   'Venue ' || (n % 30),
+                   CASE WHEN n % 10 = 0 THEN 'RUNNING'
+                        WHEN n % 10 < 5 THEN 'OFFICIAL' ELSE 'SCHEDULED' END
+              FROM generate_series(0, $2 - 1) n
+              JOIN discipline d ON d.event_id = $1 AND d.code = ($4::text[])[1 + n % 16]
+            """,
+            event_id,
+            units,
+            DAYS,
+            list(DISCIPLINES),
+        )
+        await conn.execute(
+            """
+            INSERT INTO unit_competitor (unit_id, sort_order, competitor_id, score, rank)
+            SELECT u.id, s, c.id, (random() * 5)::int::text, s
+              FROM (SELECT id, row_number() OVER (ORDER BY code) AS n FROM unit) u
+              CROSS JOIN generate_series(1, 2) s
+              JOIN competitor c ON c.code = 'T' || lpad(((u.n * 2 + s) % 400)::text, 4, '0')
+            """
+        )
+        await conn.execute(
+            """
+            INSERT INTO medal_row (event_id, noc, gold, silver, bronze, total, rank)
+            SELECT $1, noc, 40 - i, 30 - i / 2, 20 - i / 3, 90 - i - i / 2 - i / 3, i + 1
+              FROM unnest($2::text[]) WITH ORDINALITY AS t(noc, i)
+            """,
+            event_id,
+            list(NOCS),
+        )
+        codes = [r["code"] for r in await conn.fetch("SELECT code FROM unit ORDER BY code")]
+    finally:
+        await conn.close()
+    say(f"seeded {len(codes)} units, {len(NOCS)} medal rows")
+    return url
+
+
+def make_mix(unit_codes: Sequence[str]) -> Mix:
+    base = f"/v1/events/{EVENT}"
+    days = [f"2026-09-{19 + d:02d}" if d < 12 else f"2026-10-{d - 11:02d}" for d in range(DAYS)]
+    schedule = [f"{base}/schedule?date={d}" for d in days]
+    schedule += [f"{base}/schedule?discipline={d}" for d in DISCIPLINES]
+    units = [f"{base}/units/{code}" for code in unit_codes]
+    medals = [f"{base}/medals", f"{base}/medals?top=10", f"{base}/medals?top=5"]
+    return Mix(schedule, units, medals)
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def process(cmd: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if "listening" not in line:
+            raise BenchError(f"{cmd[2]} did not start: {line!r}")
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def gateway_env(database_url: str, redis_url: str, port: int, workers: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env.update(
+        OMNIUM_DATABASE_URL=database_url,
+        OMNIUM_REDIS_URL=redis_url,
+        OMNIUM_GATEWAY_PORT=str(port),
+        OMNIUM_GATEWAY_WORKERS=str(workers),
+        OMNIUM_GATEWAY_API_KEYS=f"bench:{API_KEY}:10000000:100000000",
+        OMNIUM_GATEWAY_REDIS_PREFIX=f"bench:{uuid.uuid4().hex[:8]}:",
+        OMNIUM_LOG_LEVEL="WARNING",
+    )
+    return env
+
+
+async def wait_ready(url: str) -> None:
+    async with httpx.AsyncClient(timeout=2) as http:
+        for _ in range(200):
+            with contextlib.suppress(httpx.HTTPError):
+                if (await http.get(f"{url}/readyz")).status_code == 200:
+                    return
+            await asyncio.sleep(0.05)
+    raise BenchError(f"{url} did not get ready")
+
+
+async def warm(url: str, mix: Mix, live_ttl: int) -> None:
+    """Every key of the mix read once; counts the keys whose data is live."""
+    paths = mix.schedule + mix.units + mix.medals
+    sizes: dict[str, int] = {}
+    live = 0
+    limits = httpx.Limits(max_connections=32)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
+
+        async def one(path: str) -> None:
+            nonlocal live
+            answer = await http.get(path, headers={"X-API-Key": API_KEY})
+            if answer.status_code != 200:
+                raise BenchError(f"{path} answered {answer.status_code}: {answer.text[:200]}")
+            sizes[path] = len(answer.content)
+            found = re.search(r"max-age=(\d+)", answer.headers["Cache-Control"])
+            if found is not None and int(found[1]) <= live_ttl:
+                live += 1
+
+        await asyncio.gather(*(one(p) for p in paths))
+    mix.live_keys = live
+    # The weights of the wrk script: 30% schedule, 55% units, 15% medals.
+    mix.mean_body = (
+        0.3 * statistics.mean(sizes[p] for p in mix.schedule)
+        + 0.55 * statistics.mean(sizes[p] for p in mix.units)
+        + 0.15 * statistics.mean(sizes[p] for p in mix.medals)
+    )
+
+
+def wrk(url: str, script: Path, seconds: int, connections: int, threads: int) -> WrkRun:
+    cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "-s", str(script), url]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    found = re.search(r"WRK_RESULT (\d+) (\d+) ([\d.]+) ([\d.]+) (\d+) (\d+)", done.stdout)
+    if found is None:
+        raise BenchError(f"wrk gave no result: {done.stdout[-500:]} {done.stderr[-500:]}")
+    requests, duration_us = int(found[1]), int(found[2])
+    return WrkRun(
+        rps=requests / (duration_us / 1e6),
+        p50_ms=float(found[3]) / 1000,
+        p99_ms=float(found[4]) / 1000,
+        bad=int(found[5]) + int(found[6]),
+    )
+
+
+async def db_reads(url: str) -> dict[str, float]:
+    async with httpx.AsyncClient(timeout=5) as http:
+        text = (await http.get(f"{url}/metrics")).text
+    found = re.findall(r'omnium_gateway_db_reads_total\{ttl_class="(\w+)"\} (\d+)', text)
+    return {name: float(value) for name, value in found}
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+async def run(database_url: str, redis_url: str, args: argparse.Namespace) -> Results:
+    from omnium_settings import Settings
+
+    live_ttl = Settings.from_env({}).cache_ttl_live
+    url = await seed(database_url, args.units)
+    conn = await asyncpg.connect(url)
+    try:
+        codes = [r["code"] for r in await conn.fetch("SELECT code FROM unit ORDER BY code")]
+    finally:
+        await conn.close()
+    mix = make_mix(codes)
+    results = Results()
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "mix.lua"
+
+        def quoted(paths: list[str]) -> str:
+            return ",".join(f'"{p}"' for p in paths)
+
+        script.write_text(
+            WRK_SCRIPT
+            % {
+                "schedule": quoted(mix.schedule),
+                "units": quoted(mix.units),
+                "medals": quoted(mix.medals),
+                "key": API_KEY,
+                "seed": args.seed,
+            }
+        )
+        api_port, bare_port = free_port(), free_port()
+        api_url, bare_url = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{bare_port}"
+        env = gateway_env(url, redis_url, api_port, args.workers)
+        with process([sys.executable, "-m", "omnium_gateway"], env):
+            await wait_ready(api_url)
+            await warm(api_url, mix, live_ttl)
+            results.live_keys = mix.live_keys
+            results.body_bytes = round(mix.mean_body)
+            say(
+                f"gateway warm: {len(mix.schedule) + len(mix.units) + len(mix.medals)} keys, "
+                f"{mix.live_keys} live, mean body {results.body_bytes} bytes"
+            )
+            bare_cmd = [
+                sys.executable, "-m", "bench.bare_aiohttp", "--port", str(bare_port),
+                "--workers", str(args.workers), "--body-bytes", str(results.body_bytes),
+            ]  # fmt: skip
+            with process(bare_cmd, dict(os.environ)):
+                await wait_ready_bare(bare_url)
+                for n in range(args.runs):
+                    before = await db_reads(api_url)
+                    started = time.monotonic()
+                    api = wrk(api_url, script, args.seconds, args.connections, args.threads)
+                    elapsed = time.monotonic() - started
+                    after = await db_reads(api_url)
+                    live_reads = after["live"] - before["live"]
+                    expected = mix.live_keys * elapsed / live_ttl
+                    results.reads_per_key_per_ttl.append(live_reads / expected)
+                    bare = wrk(bare_url, script, args.seconds, args.connections, args.threads)
+                    results.api.append(api)
+                    results.bare.append(bare)
+                    say(
+                        f"run {n + 1}: gateway {api.rps:,.0f} req/s p99 {api.p99_ms:.1f} ms "
+                        f"({api.bad} bad), bare {bare.rps:,.0f} req/s, "
+                        f"live reads {live_reads:.0f} of {expected:.0f} expected, "
+                        f"other reads {sum(after.values()) - sum(before.values()) - live_reads:.0f}"
+                    )
+                    if api.bad:
+                        raise BenchError(f"the gateway gave {api.bad} bad answers under load")
+    return results
+
+
+async def wait_ready_bare(url: str) -> None:
+    async with httpx.AsyncClient(timeout=2) as http:
+        for _ in range(200):
+            with contextlib.suppress(httpx.HTTPError):
+                if (await http.get(url)).status_code == 200:
+                    return
+            await asyncio.sleep(0.05)
+    raise BenchError("the bare aiohttp app did not start")
+
+
+def report(args: argparse.Namespace, results: Results) -> list[str]:
+    api_rps = statistics.median(r.rps for r in results.api)
+    bare_rps = statistics.median(r.rps for r in results.bare)
+    ratios = [a.rps / b.rps for a, b in zip(results.api, results.bare, strict=True)]
+    return [
+        f"# {args.runs} run(s) of wrk -t{args.threads} -c{args.connections} -d{args.seconds}s, "
+        f"{args.workers} workers each; medians (ratio: of each run's pair). "
+        "Mix: 30% schedule, 55% unit, 15% medals; "
+        f"{results.live_keys} live keys; bare body {results.body_bytes} bytes.",
+        f"api_p50_ms {statistics.median(r.p50_ms for r in results.api):.2f}",
+        f"bare_aiohttp_p99_ms {statistics.median(r.p99_ms for r in results.bare):.2f}",
+        f"api_rps {api_rps:.0f}",
+        f"api_p99_ms {statistics.median(r.p99_ms for r in results.api):.2f}",
+        f"bare_aiohttp_rps {bare_rps:.0f}",
+        # Each run against the bare app run right after it, so a busy machine moves both.
+        f"api_vs_bare_ratio {statistics.median(ratios):.2f}",
+        f"db_reads_per_key_per_ttl {statistics.median(results.reads_per_key_per_ttl):.2f}",
+    ]
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench.gateway_api", description=__doc__)
+    parser.add_argument("--units", type=int, default=1240)
+    parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=20260920)
+    parser.add_argument("--data-dir", type=Path, default=ROOT / ".omnium" / "bench-api")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    try:
+        with servers(args.data_dir) as (database_url, redis_url):
+            results = asyncio.run(run(database_url, redis_url, args))
+    except BenchError as exc:
+        print(f"bench.gateway_api: {exc}", file=sys.stderr, flush=True)
+        return 1
+    for line in report(args, results):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

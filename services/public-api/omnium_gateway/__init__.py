@@ -1,0 +1,20 @@
+"""The public API gateway: cached reads of schedules, units and medal tables (DESIGN §9)."""
+
+from __future__ import annotations
+
+from omnium_gateway._app import GATEWAY, Gateway, RouteSet, make_app
+from omnium_gateway._cache import Cache, CacheKey, Entry
+from omnium_gateway._metrics import Metrics
+from omnium_gateway._server import serve
+
+__all__ = [
+    "GATEWAY",
+    "Cache",
+    "CacheKey",
+    "Entry",
+    "Gateway",
+    "Metrics",
+    "RouteSet",
+    "make_app",
+    "serve",
+]

@@ -1,0 +1,26 @@
+"""Start the public API gateway: `python -m omnium_gateway` (gateway_workers processes)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from omnium_gateway._limits import parse_api_keys
+from omnium_gateway._server import serve
+from omnium_settings import Settings, SettingsError
+
+
+def main() -> None:
+    try:
+        settings = Settings.from_env()
+        settings.require_database_url()
+        parse_api_keys(settings)
+    except SettingsError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        sys.exit(2)
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(name)s %(message)s")
+    serve(settings)
+
+
+if __name__ == "__main__":
+    main()

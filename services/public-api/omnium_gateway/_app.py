@@ -1,0 +1,535 @@
+"""The gateway's aiohttp application: routes, the cache, keys and limits, built by make_app."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+import asyncpg
+import redis.asyncio as aioredis
+from aiohttp import web
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from omnium_db import Road, create_pool
+from omnium_gateway import _reads
+from omnium_gateway._cache import (
+    DATABASE_ERRORS,
+    HIT,
+    REDIS_ERRORS,
+    STALE,
+    Cache,
+    CacheKey,
+    Unavailable,
+)
+from omnium_gateway._limits import Client, RateLimiter, hash_key, parse_api_keys, retry_after
+from omnium_gateway._metrics import Metrics
+from omnium_gateway._openapi import (
+    DISCIPLINE_PATTERN,
+    EVENT_PATTERN,
+    MAX_TOP,
+    UNIT_PATTERN,
+    document,
+)
+from omnium_gateway._outbox import OutboxRelay
+from omnium_settings import Settings
+from omnium_telemetry import aiohttp_middlewares
+
+log = logging.getLogger(__name__)
+
+_EVENT = re.compile(EVENT_PATTERN)
+_UNIT = re.compile(UNIT_PATTERN)
+_DISCIPLINE = re.compile(DISCIPLINE_PATTERN)
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_TOP = re.compile(r"^\d{1,9}$")
+_STATUSES = frozenset(_reads.UNIT_STATUSES)
+_JSON = "application/json"
+_CORE_PATHS = (
+    re.compile(r"^/v1/events$"),
+    re.compile(r"^/v1/events/[^/]+/(schedule|medals|disciplines)$"),
+    re.compile(r"^/v1/events/[^/]+/units/[^/]+$"),
+    re.compile(r"^/(v1/openapi\.json|healthz|readyz|metrics)$"),
+)
+# At most this many addresses keep their own anonymous bucket object in a worker's memory.
+_ANONYMOUS_CLIENTS = 100_000
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class RouteSet(Protocol):
+    """More routes on the same app (live SSE, the scorer console): one line in make_app each."""
+
+    def add_routes(self, app: web.Application, gateway: Gateway) -> None: ...
+
+    def openapi(self) -> dict[str, Any]:
+        """This set's part of the OpenAPI document: {"paths": ..., "components": ...}."""
+        ...
+
+
+class BadParameter(Exception):
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+def _error(status: int, message: str, **extra: str) -> web.Response:
+    return web.Response(
+        body=_reads.error_body(message, **extra),
+        status=status,
+        headers={"Content-Type": _JSON, "Cache-Control": "no-store"},
+    )
+
+
+def _etag_matches(header: str, etag: str) -> bool:
+    if header.strip() == "*":
+        return True
+    return any(tag.strip().removeprefix("W/") == etag for tag in header.split(","))
+
+
+class Gateway:
+    """One worker's state: the pool, Redis, the cache, the limiter, the relay and the counters."""
+
+    def __init__(
+        self, settings: Settings, metrics: Metrics, route_sets: Sequence[RouteSet]
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.route_sets = list(route_sets)
+        self.pool: asyncpg.Pool | None = None
+        self.redis: aioredis.Redis | None = None
+        self.subscriber: aioredis.Redis | None = None
+        if settings.redis_url:
+            timeout = settings.gateway_redis_timeout_seconds
+            # No retries inside redis-py: a Redis that is down must cost one short timeout,
+            # after which the cache reads PostgreSQL and leaves Redis alone for a while.
+            # A bounded pool that queues: a burst of refreshes waits for a connection instead
+            # of failing as if Redis were down.
+            pool = aioredis.BlockingConnectionPool.from_url(
+                settings.redis_url,
+                max_connections=settings.gateway_redis_connections,
+                timeout=timeout,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+            )
+            self.redis = aioredis.Redis(connection_pool=pool, retry=Retry(NoBackoff(), 0))
+            self.subscriber = aioredis.Redis.from_url(
+                settings.redis_url,
+                socket_connect_timeout=timeout,
+                retry=Retry(NoBackoff(), 0),
+                health_check_interval=5,
+            )
+        self.cache = Cache(settings, self.redis, metrics, lambda: self.pool)
+        self.limiter = RateLimiter(settings, self.redis, self.cache)
+        self.relay = OutboxRelay(settings, self.redis, self.cache) if self.redis else None
+        self.keys = parse_api_keys(settings)
+        self.known_keys: dict[str, Client] = {}
+        self.anonymous: dict[str, Client] = {}
+        self.tasks: list[asyncio.Task[None]] = []
+        self.openapi_body = json.dumps(
+            document([rs.openapi() for rs in self.route_sets], settings.gateway_anonymous_reads)
+        ).encode()
+        self._cache_control = (
+            f", stale-while-revalidate={settings.cache_stale_window}"
+            f", stale-if-error={settings.cache_stale_if_error_seconds}"
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self._connect_database()
+        if self.pool is None:
+            self.tasks.append(asyncio.create_task(self._keep_connecting()))
+        if self.subscriber is not None:
+            self.tasks.append(asyncio.create_task(self._listen()))
+        if self.relay is not None:
+            self.tasks.append(asyncio.create_task(self.relay.run()))
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        if self.pool is not None:
+            await self.pool.close()
+        for client in (self.redis, self.subscriber):
+            if client is not None:
+                with contextlib.suppress(*REDIS_ERRORS):
+                    await client.aclose()
+                    # A pool handed to the client is not closed with it.
+                    await client.connection_pool.disconnect()
+
+    async def _connect_database(self) -> None:
+        try:
+            self.pool = await create_pool(self.settings, Road.READER, application_name="gateway")
+        except DATABASE_ERRORS as exc:
+            log.warning("PostgreSQL does not answer (%s); serving cached copies only", exc)
+
+    async def _keep_connecting(self) -> None:
+        while self.pool is None:
+            await asyncio.sleep(self.settings.gateway_redis_retry_seconds)
+            await self._connect_database()
+
+    async def _listen(self) -> None:
+        """Drop this worker's copies when the relay says their data changed."""
+        assert self.subscriber is not None
+        cache = self.cache
+        while True:
+            try:
+                async with self.subscriber.pubsub() as pubsub:
+                    await pubsub.subscribe(cache.channel)
+                    cache.listening = True
+                    while True:
+                        message = await pubsub.get_message(
+                            ignore_subscribe_messages=True, timeout=1.0
+                        )
+                        if message is not None:
+                            self._invalidate(message["data"])
+            except REDIS_ERRORS as exc:
+                if cache.listening:
+                    log.warning("invalidations stopped (%s); trusting local copies briefly", exc)
+                cache.listening = False
+                cache.distrust_local()
+                await asyncio.sleep(self.settings.gateway_redis_retry_seconds)
+
+    def _invalidate(self, data: bytes) -> None:
+        try:
+            groups = json.loads(data)["groups"]
+            if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+                raise TypeError("groups is not a list of names")
+        except (ValueError, KeyError, TypeError) as exc:
+            # Not from our relay: ignore it rather than stop listening.
+            log.warning(
+                "ignored a message on %s that is not an invalidation: %s", self.cache.channel, exc
+            )
+            return
+        self.cache.invalidate(groups)
+
+    # -- clients and answers -----------------------------------------------------------------
+
+    async def admit(self, request: web.Request) -> web.Response | None:
+        """None when the request may go on; else the 401 or 429 to answer."""
+        key = request.headers.get("X-API-Key")
+        if key is None:
+            if not self.settings.gateway_anonymous_reads:
+                return _error(401, "Send your API key in the X-API-Key header.")
+            address = request.remote or "unknown"
+            client = self.anonymous.get(address)
+            if client is None:
+                if len(self.anonymous) >= _ANONYMOUS_CLIENTS:
+                    self.anonymous.clear()
+                client = Client(
+                    "anonymous",
+                    f"ip:{address}",
+                    self.settings.gateway_anonymous_rate_per_second,
+                    self.settings.gateway_anonymous_burst,
+                )
+                self.anonymous[address] = client
+        else:
+            client = self.known_keys.get(key)
+            if client is None:
+                client = self.keys.get(hash_key(key))
+                if client is None:
+                    return _error(401, "This API key is not known; check the X-API-Key header.")
+                self.known_keys[key] = client
+        wait = await self.limiter.take(client)
+        if wait is None:
+            return None
+        answer = _error(
+            429, f"Too many requests for {client.name}; try again after Retry-After seconds."
+        )
+        answer.headers["Retry-After"] = retry_after(wait)
+        return answer
+
+    async def cached(
+        self,
+        request: web.Request,
+        name: str,
+        group: str,
+        read: Callable[..., Awaitable[_reads.Loaded]],
+        *args: Any,
+    ) -> web.Response:
+        """Answer from the cache. A fresh copy in memory costs no more than a dict lookup."""
+        now = time.time()
+        entry = self.cache.local.get(name)
+        if entry is not None and now < entry.fresh_until:
+            how = HIT
+        else:
+            key = CacheKey(name, group, lambda conn: read(conn, *args))
+            try:
+                entry, how = await self.cache.get(key)
+            except Unavailable:
+                answer = _error(
+                    503,
+                    "The results database cannot answer right now and this page is not cached. "
+                    "Try again in a few seconds.",
+                )
+                answer.headers["Retry-After"] = retry_after(
+                    self.settings.gateway_database_timeout_seconds
+                )
+                return answer
+            now = time.time()
+        self.metrics.cache(how)
+        max_age = max(0, round(entry.fresh_until - now)) if how != STALE else 0
+        headers = entry.headers
+        if headers is None or entry.headers_for != (how, max_age):
+            headers = {
+                "Content-Type": _JSON,
+                "ETag": entry.etag,
+                "Cache-Control": f"public, max-age={max_age}{self._cache_control}",
+                "X-Cache": how,
+            }
+            entry.headers, entry.headers_for = headers, (how, max_age)
+        match = request.headers.get("If-None-Match")
+        if match is not None and entry.status == 200 and _etag_matches(match, entry.etag):
+            return web.Response(
+                status=304, headers={k: v for k, v in headers.items() if k != "Content-Type"}
+            )
+        return web.Response(body=entry.body, status=entry.status, headers=headers)
+
+    # -- readiness ---------------------------------------------------------------------------
+
+    async def ready(self) -> tuple[bool, dict[str, Any]]:
+        database = redis = "down"
+        if self.pool is not None:
+            with contextlib.suppress(*DATABASE_ERRORS):
+                async with asyncio.timeout(1.0), self.pool.acquire() as conn:
+                    await conn.fetchval("SELECT 1")
+                    database = "ok"
+        if self.redis is None:
+            redis = "not configured"
+        else:
+            try:
+                await self.redis.ping()
+                redis = "ok"
+            except REDIS_ERRORS as exc:
+                self.cache.redis_failed(exc)
+        if database == "ok" and redis == "ok":
+            mode = "every read through Redis and this worker's memory"
+        elif database == "ok":
+            mode = "Redis is down: reading PostgreSQL directly (with a short local copy), slower"
+        elif redis == "ok":
+            mode = "PostgreSQL is down: serving cached copies; uncached reads answer 503"
+        else:
+            mode = "PostgreSQL and Redis are both down: only copies in memory can be served"
+        body = {
+            "ready": database == "ok" or redis == "ok",
+            "database": database,
+            "redis": redis,
+            "mode": mode,
+            "outbox_relay": bool(self.relay and self.relay.leading),
+        }
+        return bool(body["ready"]), body
+
+
+# -- the routes -------------------------------------------------------------------------------
+
+
+def _query(request: web.Request, name: str) -> str | None:
+    values = request.query.getall(name, [])
+    if len(values) > 1:
+        raise BadParameter(name, f"Send {name} once.")
+    return values[0] if values else None
+
+
+def _event(request: web.Request) -> str | None:
+    event = request.match_info["event"]
+    return event if _EVENT.match(event) else None
+
+
+def _no_event(event: str) -> web.Response:
+    message = f"There is no event {event}." if event.isprintable() else "There is no such event."
+    return _error(404, message)
+
+
+def _guard(route: str, handler: Handler, metrics: Metrics) -> Handler:
+    """Count each answer; a bug answers a plain 500, never a traceback."""
+
+    async def guarded(request: web.Request) -> web.StreamResponse:
+        try:
+            answer = await handler(request)
+        except BadParameter as bad:
+            answer = _error(400, str(bad), parameter=bad.parameter)
+        except Exception:
+            log.exception("unexpected error on %s %s", request.method, request.path)
+            answer = _error(500, "Something went wrong on our side; it has been logged.")
+        metrics.request(route, answer.status)
+        return answer
+
+    return guarded
+
+
+def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
+    async def events(request: web.Request) -> web.StreamResponse:
+        refused = await gateway.admit(request)
+        if refused is not None:
+            return refused
+        return await gateway.cached(request, "events", "events", _reads.read_events)
+
+    async def disciplines(request: web.Request) -> web.StreamResponse:
+        refused = await gateway.admit(request)
+        if refused is not None:
+            return refused
+        event = _event(request)
+        if event is None:
+            return _no_event(request.match_info["event"])
+        name = "disciplines:" + event
+        return await gateway.cached(request, name, name, _reads.read_disciplines, event)
+
+    async def schedule(request: web.Request) -> web.StreamResponse:
+        refused = await gateway.admit(request)
+        if refused is not None:
+            return refused
+        event = _event(request)
+        date_text = _query(request, "date")
+        day = None
+        if date_text is not None:
+            try:
+                if not _DATE.match(date_text):
+                    raise ValueError(date_text)
+                day = dt.date.fromisoformat(date_text)
+            except ValueError:
+                raise BadParameter("date", "date must be a day like 2026-09-20.") from None
+        discipline = _query(request, "discipline")
+        if discipline is not None and not _DISCIPLINE.match(discipline):
+            raise BadParameter("discipline", "discipline must be a 3-letter code like ATH.")
+        status = _query(request, "status")
+        if status is not None and status not in _STATUSES:
+            raise BadParameter("status", "status must be one of " + ", ".join(_STATUSES) + ".")
+        if event is None:
+            return _no_event(request.match_info["event"])
+        return await gateway.cached(
+            request,
+            f"schedule:{event}:{date_text or ''}:{discipline or ''}:{status or ''}",
+            "schedule:" + event,
+            _reads.read_schedule,
+            event,
+            day,
+            discipline,
+            status,
+        )
+
+    async def unit(request: web.Request) -> web.StreamResponse:
+        refused = await gateway.admit(request)
+        if refused is not None:
+            return refused
+        event = _event(request)
+        if event is None:
+            return _no_event(request.match_info["event"])
+        code = request.match_info["unit_code"]
+        if not _UNIT.match(code):
+            return _error(404, f"There is no unit with that code in event {event}.")
+        name = "unit:" + event + ":" + code
+        return await gateway.cached(request, name, name, _reads.read_unit, event, code)
+
+    async def medals(request: web.Request) -> web.StreamResponse:
+        refused = await gateway.admit(request)
+        if refused is not None:
+            return refused
+        event = _event(request)
+        top_text = _query(request, "top")
+        top = None
+        if top_text is not None:
+            if not _TOP.match(top_text) or not 1 <= int(top_text) <= MAX_TOP:
+                raise BadParameter("top", f"top must be a whole number from 1 to {MAX_TOP}.")
+            top = int(top_text)
+        if event is None:
+            return _no_event(request.match_info["event"])
+        return await gateway.cached(
+            request,
+            f"medals:{event}:{top or ''}",
+            "medals:" + event,
+            _reads.read_medals,
+            event,
+            top,
+        )
+
+    async def openapi(request: web.Request) -> web.StreamResponse:
+        del request
+        return web.Response(body=gateway.openapi_body, headers={"Content-Type": _JSON})
+
+    async def healthz(request: web.Request) -> web.StreamResponse:
+        del request
+        return web.json_response({"status": "ok"})
+
+    async def readyz(request: web.Request) -> web.StreamResponse:
+        del request
+        ready, body = await gateway.ready()
+        return web.json_response(body, status=200 if ready else 503)
+
+    async def metrics(request: web.Request) -> web.StreamResponse:
+        del request
+        gauges = [
+            (
+                "omnium_gateway_redis_up",
+                "1 when this worker reads through Redis.",
+                1.0 if gateway.cache.redis_up else 0.0,
+            ),
+            (
+                "omnium_gateway_local_entries",
+                "Responses in this worker's memory.",
+                float(len(gateway.cache.local)),
+            ),
+        ]
+        return web.Response(
+            text=gateway.metrics.render(gauges), content_type="text/plain", charset="utf-8"
+        )
+
+    # The router tries routes in order: the busiest first.
+    return [
+        ("unit", "/v1/events/{event}/units/{unit_code}", unit),
+        ("schedule", "/v1/events/{event}/schedule", schedule),
+        ("medals", "/v1/events/{event}/medals", medals),
+        ("events", "/v1/events", events),
+        ("disciplines", "/v1/events/{event}/disciplines", disciplines),
+        ("openapi", "/v1/openapi.json", openapi),
+        ("healthz", "/healthz", healthz),
+        ("readyz", "/readyz", readyz),
+        ("metrics", "/metrics", metrics),
+    ]
+
+
+GATEWAY: web.AppKey[Gateway] = web.AppKey("gateway", Gateway)
+
+
+def make_app(
+    settings: Settings,
+    *,
+    route_sets: Sequence[RouteSet] = (),
+    metrics: Metrics | None = None,
+) -> web.Application:
+    """The whole gateway app. A new set of routes (live SSE, the scorer console) is one more
+    entry in `route_sets`: it adds its routes and its part of the OpenAPI document."""
+    metrics = metrics or Metrics()
+    gateway = Gateway(settings, metrics, route_sets)
+    # Tracing off (the default) adds no middleware: every request's cost counts here.
+    app = web.Application(client_max_size=64 * 1024, middlewares=aiohttp_middlewares(settings))
+    app[GATEWAY] = gateway
+    for route, path, handler in _reads_routes(gateway):
+        app.router.add_get(path, _guard(route, handler, metrics))
+    for route_set in gateway.route_sets:
+        route_set.add_routes(app, gateway)
+
+    async def fallback(request: web.Request) -> web.StreamResponse:
+        if any(p.match(request.path) for p in _CORE_PATHS):
+            answer = _error(405, f"{request.method} is not allowed here; use GET.")
+            answer.headers["Allow"] = "GET, HEAD"
+            return answer
+        return _error(404, "There is nothing at this address. See /v1/openapi.json.")
+
+    app.router.add_route("*", "/{tail:.*}", _guard("unknown", fallback, metrics))
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        await gateway.start()
+        yield
+        await gateway.stop()
+
+    app.cleanup_ctx.append(lifecycle)
+    return app

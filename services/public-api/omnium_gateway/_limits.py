@@ -1,0 +1,177 @@
+"""API keys and per-client rate limits: a token bucket per key in Redis, leased out in slices.
+
+Each worker takes a slice of a bucket's tokens from Redis in one atomic call and spends them
+from memory, so a busy client costs a Redis call per slice, not per request. A slice is a small
+share of the bucket (at least one token) and is given back to nobody: it simply expires after a
+second, so the limit holds across every worker and copy. While Redis is down, each worker keeps
+its own bucket with the same numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import time
+from dataclasses import dataclass, field
+
+import redis.asyncio as aioredis
+
+from omnium_gateway._cache import REDIS_ERRORS, Cache
+from omnium_settings import Settings, SettingsError
+
+# KEYS[1] the bucket; ARGV: rate per second, burst, tokens wanted. Answers {granted, retry_ms}.
+_TAKE = """
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local want = tonumber(ARGV[3])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = tonumber(state[1]) or burst
+local at = tonumber(state[2]) or now
+tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
+local granted = math.min(want, math.floor(tokens))
+tokens = tokens - granted
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
+redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
+if granted > 0 then return {granted, 0} end
+return {0, math.ceil((1 - tokens) / rate * 1000)}
+"""
+LEASE_SECONDS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    """Who is asking, and the bucket they draw from."""
+
+    name: str
+    bucket: str
+    rate: float
+    burst: int
+
+
+def parse_api_keys(settings: Settings) -> dict[str, Client]:
+    """OMNIUM_GATEWAY_API_KEYS, by the sha256 of each key (the key itself is never kept)."""
+    clients: dict[str, Client] = {}
+    for item in settings.gateway_api_keys:
+        parts = item.split(":")
+        if len(parts) < 2 or len(parts) > 4 or not parts[0] or len(parts[1]) < 8:
+            raise SettingsError(
+                f"OMNIUM_GATEWAY_API_KEYS item {parts[0]!r}... is not name:key[:rate[:burst]] "
+                "with a key of at least 8 characters."
+            )
+        try:
+            rate = float(parts[2]) if len(parts) > 2 else settings.gateway_key_rate_per_second
+            burst = int(parts[3]) if len(parts) > 3 else settings.gateway_key_burst
+        except ValueError:
+            raise SettingsError(
+                f"OMNIUM_GATEWAY_API_KEYS: the rate and burst of {parts[0]!r} must be numbers."
+            ) from None
+        if rate <= 0 or burst < 1:
+            raise SettingsError(
+                f"OMNIUM_GATEWAY_API_KEYS: {parts[0]!r} needs rate > 0, burst >= 1."
+            )
+        digest = hash_key(parts[1])
+        clients[digest] = Client(parts[0], f"key:{parts[0]}", rate, burst)
+    return clients
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(slots=True)
+class _Lease:
+    tokens: int = 0
+    until: float = 0.0
+    denied_until: float = 0.0
+    fetching: asyncio.Future[None] | None = None
+    # Below this many tokens the next slice is fetched ahead (a quarter of a slice; 0 when a
+    # slice is one token, so small limits stay exact).
+    low_water: int = 0
+    # Used while Redis is down: this worker's own bucket.
+    own_tokens: float = -1.0
+    own_at: float = field(default_factory=time.monotonic)
+
+
+class RateLimiter:
+    """take() answers None when a request may go on, or the seconds to wait (Retry-After)."""
+
+    def __init__(self, settings: Settings, redis: aioredis.Redis | None, cache: Cache) -> None:
+        self.settings = settings
+        self.redis = redis
+        self.cache = cache
+        self.leases: dict[str, _Lease] = {}
+        self._take = redis.register_script(_TAKE) if redis is not None else None
+        self._prefetches: set[asyncio.Task[bool]] = set()
+
+    async def take(self, client: Client) -> float | None:
+        lease = self.leases.get(client.bucket)
+        if lease is None:
+            lease = self.leases[client.bucket] = _Lease()
+        while True:
+            now = time.monotonic()
+            if lease.tokens > 0 and now < lease.until:
+                lease.tokens -= 1
+                if (
+                    lease.fetching is None
+                    and lease.low_water > 0
+                    and (lease.tokens < lease.low_water or lease.until - now < LEASE_SECONDS / 4)
+                ):
+                    # Take the next slice before this one runs out, so no request waits for it.
+                    lease.fetching = asyncio.get_running_loop().create_future()
+                    task = asyncio.create_task(self._fetch(client, lease))
+                    self._prefetches.add(task)
+                    task.add_done_callback(self._prefetches.discard)
+                return None
+            if now < lease.denied_until:
+                return lease.denied_until - now
+            if not self.cache.redis_up or self._take is None:
+                return self._own(client, lease, now)
+            if lease.fetching is not None:
+                await asyncio.shield(lease.fetching)
+                continue
+            lease.fetching = asyncio.get_running_loop().create_future()
+            if not await self._fetch(client, lease):
+                # Redis failed this once: this request is counted here, not retried in a loop.
+                return self._own(client, lease, time.monotonic())
+
+    async def _fetch(self, client: Client, lease: _Lease) -> bool:
+        assert self._take is not None and lease.fetching is not None
+        want = max(1, int(client.burst * self.settings.gateway_rate_lease_share))
+        try:
+            granted, retry_ms = await self._take(
+                keys=[self.cache.prefix + "rate:" + client.bucket],
+                args=[client.rate, client.burst, want],
+            )
+            now = time.monotonic()
+            if int(granted) > 0:
+                left = lease.tokens if now < lease.until else 0
+                lease.tokens, lease.until = left + int(granted), now + LEASE_SECONDS
+                lease.low_water = want // 4
+            elif lease.tokens <= 0 or now >= lease.until:
+                lease.tokens, lease.denied_until = 0, now + int(retry_ms) / 1000
+        except REDIS_ERRORS as exc:
+            self.cache.redis_failed(exc)
+            return False
+        finally:
+            lease.fetching.set_result(None)
+            lease.fetching = None
+        return True
+
+    def _own(self, client: Client, lease: _Lease, now: float) -> float | None:
+        if lease.own_tokens < 0:
+            lease.own_tokens = float(client.burst)
+        lease.own_tokens = min(
+            float(client.burst), lease.own_tokens + (now - lease.own_at) * client.rate
+        )
+        lease.own_at = now
+        if lease.own_tokens >= 1:
+            lease.own_tokens -= 1
+            return None
+        return (1 - lease.own_tokens) / client.rate
+
+
+def retry_after(seconds: float) -> str:
+    return str(max(1, math.ceil(seconds)))

@@ -1,0 +1,178 @@
+"""The outbox relay: one gateway worker, elected in Redis, turns saved changes into invalidations.
+
+Why one elected relay and not every worker listening to PostgreSQL: the database then sees one
+LISTEN connection and one outbox read per change however many workers and copies run, and a
+group's generation is bumped once per change. The relay holds a Redis lease it renews; if it
+dies, another worker takes over within the lease and carries on from the watermark kept in Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+import time
+from collections.abc import Iterable
+
+import asyncpg
+import redis.asyncio as aioredis
+
+from omnium_gateway._cache import REDIS_ERRORS, Cache
+from omnium_gateway._reads import QUERIES
+from omnium_settings import Settings
+
+log = logging.getLogger(__name__)
+
+NOTIFY_CHANNEL = "omnium_domain_event"
+LEASE_SECONDS = 5.0
+BATCH_ROWS = 1000
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+
+def groups_for(kind: str, event: str, code: str | None) -> set[str]:
+    """The cache groups one outbox row touches."""
+    if kind.startswith("unit."):
+        groups = {f"schedule:{event}", f"unit:{event}:{code}"}
+        if kind == "unit.created":
+            groups.add(f"disciplines:{event}")
+        return groups
+    if kind.startswith("medal_row."):
+        return {f"medals:{event}"}
+    # Anything else the road learns to write: drop the event's lists, the cheap safe answer.
+    return {f"schedule:{event}", f"medals:{event}", f"disciplines:{event}", "events"}
+
+
+async def publish(redis: aioredis.Redis, cache: Cache, groups: Iterable[str]) -> None:
+    """Bump each group's generation, then tell every worker to drop its copies."""
+    names = sorted(groups)
+    if not names:
+        return
+    async with redis.pipeline(transaction=True) as pipe:
+        for group in names:
+            pipe.incr(cache.gen_key(group))
+        pipe.publish(cache.channel, json.dumps({"groups": names}))
+        await pipe.execute()
+
+
+class OutboxRelay:
+    """Run in every worker; only the one holding the lease reads the outbox."""
+
+    def __init__(self, settings: Settings, redis: aioredis.Redis, cache: Cache) -> None:
+        self.settings = settings
+        self.redis = redis
+        self.cache = cache
+        self.token = secrets.token_hex(8)
+        self.leading = False
+        self.failing = False
+        self._renew = redis.register_script(_RENEW)
+        self._wake = asyncio.Event()
+        self.leader_key = cache.prefix + "relay:leader"
+        self.watermark_key = cache.prefix + "relay:watermark"
+
+    async def run(self) -> None:
+        lease_ms = int(LEASE_SECONDS * 1000)
+        while True:
+            try:
+                won = await self.redis.set(self.leader_key, self.token, nx=True, px=lease_ms)
+            except REDIS_ERRORS:
+                won = False
+            if not won:
+                await asyncio.sleep(LEASE_SECONDS / 5)
+                continue
+            self.leading = True
+            try:
+                await self._lead(lease_ms)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                # Once per outage, not once a second while PostgreSQL or Redis is away.
+                log.log(
+                    logging.INFO if self.failing else logging.WARNING,
+                    "outbox relay stopped (%s); trying again",
+                    exc,
+                )
+                self.failing = True
+                await asyncio.sleep(self.settings.gateway_redis_retry_seconds)
+            finally:
+                self.leading = False
+                with contextlib.suppress(*REDIS_ERRORS):
+                    await self.redis.eval(
+                        "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+                        "return redis.call('DEL', KEYS[1]) end return 0",
+                        1,
+                        self.leader_key,
+                        self.token,
+                    )
+
+    async def _lead(self, lease_ms: int) -> None:
+        conn = await asyncpg.connect(self.settings.require_database_url())
+        renewer = asyncio.create_task(self._keep_lease(lease_ms))
+        try:
+            await conn.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
+            stored = await self.redis.get(self.watermark_key)
+            watermark = (
+                int(stored) if stored is not None else await conn.fetchval(QUERIES["outbox_head"])
+            )
+            gaps: dict[int, float] = {}
+            log.info("this worker relays the outbox to the cache from id %d", watermark)
+            self.failing = False
+            while not renewer.done():
+                watermark = await self._relay(conn, watermark, gaps)
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.settings.gateway_outbox_poll_seconds):
+                        await self._wake.wait()
+            renewer.result()
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(BaseException):
+                await renewer
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    async def _keep_lease(self, lease_ms: int) -> None:
+        while True:
+            await asyncio.sleep(LEASE_SECONDS / 3)
+            if not await self._renew(keys=[self.leader_key], args=[self.token, lease_ms]):
+                raise RuntimeError("the relay lease went to another worker")
+
+    async def _relay(self, conn: asyncpg.Connection, watermark: int, gaps: dict[int, float]) -> int:
+        while True:
+            rows = await conn.fetch(QUERIES["outbox_since"], watermark, list(gaps), BATCH_ROWS)
+            if not rows:
+                break
+            groups: set[str] = set()
+            competitors: list[str] = []
+            seen = {row["id"] for row in rows}
+            for gap in seen & gaps.keys():
+                del gaps[gap]
+            top = max(seen)
+            now = time.monotonic()
+            # Ids below the newest one read that are not there yet belong to transactions still
+            # open (or rolled back): read them again until they show up or age out.
+            if top - watermark <= 10 * BATCH_ROWS:
+                for missing in range(watermark + 1, top):
+                    if missing not in seen and missing not in gaps:
+                        gaps[missing] = now
+            for row in rows:
+                if row["subject_kind"] == "competitor":
+                    competitors.append(row["subject_id"])
+                groups |= groups_for(row["kind"], row["event"], row["code"])
+            if competitors:
+                for unit in await conn.fetch(QUERIES["units_of_competitors"], competitors):
+                    groups.add(f"unit:{unit['event']}:{unit['code']}")
+            await publish(self.redis, self.cache, groups)
+            watermark = max(watermark, top)
+            await self.redis.set(self.watermark_key, watermark)
+            self.cache.metrics.add("omnium_gateway_outbox_rows_total", len(rows))
+            if len(rows) < BATCH_ROWS:
+                break
+        horizon = time.monotonic() - 3 * self.settings.people_transaction_seconds
+        for gap in [g for g, at in gaps.items() if at < horizon]:
+            del gaps[gap]
+        return watermark

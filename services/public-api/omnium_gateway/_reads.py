@@ -1,0 +1,118 @@
+"""The public API's database reads: each answers one JSON body and how fast its data changes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+
+from omnium_db import Queries
+
+QUERIES = Queries.load(Path(__file__).with_name("sql"))
+
+# How fast a response's data changes, which sets how long it is cached (settings cache_ttl_*).
+LIVE = "live"
+SCHEDULED = "scheduled"
+FINAL = "final"
+REFERENCE = "reference"
+LEADERBOARD = "leaderboard"
+NEGATIVE = "negative"
+TTL_CLASSES = (LIVE, SCHEDULED, FINAL, REFERENCE, LEADERBOARD, NEGATIVE)
+
+UNIT_STATUSES = (
+    "SCHEDULED",
+    "DELAYED",
+    "GETTING_READY",
+    "RUNNING",
+    "INTERRUPTED",
+    "UNOFFICIAL",
+    "OFFICIAL",
+    "PROTESTED",
+    "POSTPONED",
+    "RESCHEDULED",
+    "CANCELLED",
+)
+# A unit in one of these can change any second; a final one is not expected to change again.
+LIVE_STATUSES = frozenset({"GETTING_READY", "RUNNING", "INTERRUPTED", "UNOFFICIAL", "PROTESTED"})
+FINAL_STATUSES = frozenset({"OFFICIAL", "CANCELLED"})
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """One read's answer: HTTP status, the JSON body, and its TTL class."""
+
+    status: int
+    body: bytes
+    ttl_class: str
+
+
+def error_body(message: str, **extra: str) -> bytes:
+    return json.dumps({"error": message, **extra}).encode()
+
+
+def not_found(message: str) -> Loaded:
+    return Loaded(404, error_body(message), NEGATIVE)
+
+
+def state_of(statuses: list[str] | None) -> str:
+    """The TTL class of a list of units: live if any is live, final if all are final."""
+    if not statuses:
+        return SCHEDULED
+    if any(s in LIVE_STATUSES for s in statuses):
+        return LIVE
+    if all(s in FINAL_STATUSES for s in statuses):
+        return FINAL
+    return SCHEDULED
+
+
+def _q(value: str) -> str:
+    return json.dumps(value)
+
+
+async def read_events(conn: asyncpg.Connection) -> Loaded:
+    items = await conn.fetchval(QUERIES["events"])
+    return Loaded(200, f'{{"events":{items}}}'.encode(), REFERENCE)
+
+
+async def read_disciplines(conn: asyncpg.Connection, event: str) -> Loaded:
+    row = await conn.fetchrow(QUERIES["disciplines"], event)
+    if row is None:
+        return not_found(f"There is no event {event}.")
+    return Loaded(200, f'{{"event":{_q(event)},"disciplines":{row["items"]}}}'.encode(), REFERENCE)
+
+
+async def read_schedule(
+    conn: asyncpg.Connection,
+    event: str,
+    day: dt.date | None,
+    discipline: str | None,
+    status: str | None,
+) -> Loaded:
+    row = await conn.fetchrow(QUERIES["schedule"], event, day, discipline, status)
+    if row is None:
+        return not_found(f"There is no event {event}.")
+    if not row["found_discipline"]:
+        return not_found(f"There is no discipline {discipline} in {event}.")
+    filters = json.dumps(
+        {"date": day.isoformat() if day else None, "discipline": discipline, "status": status}
+    )
+    body = f'{{"event":{_q(event)},"filters":{filters},"units":{row["items"]}}}'
+    return Loaded(200, body.encode(), state_of(row["statuses"]))
+
+
+async def read_unit(conn: asyncpg.Connection, event: str, unit_code: str) -> Loaded:
+    row = await conn.fetchrow(QUERIES["unit"], event, unit_code)
+    if row is None:
+        return not_found(f"There is no unit {unit_code} in event {event}.")
+    return Loaded(200, row["body"].encode(), state_of([row["status"]]))
+
+
+async def read_medals(conn: asyncpg.Connection, event: str, top: int | None) -> Loaded:
+    row = await conn.fetchrow(QUERIES["medals"], event, top)
+    if row is None:
+        return not_found(f"There is no event {event}.")
+    body = f'{{"event":{_q(event)},"top":{json.dumps(top)},"rows":{row["items"]}}}'
+    return Loaded(200, body.encode(), LEADERBOARD)

@@ -1,0 +1,153 @@
+"""Run the gateway as several worker processes sharing one port (SO_REUSEPORT)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import multiprocessing
+import os
+import queue
+import signal
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from multiprocessing.process import BaseProcess
+from multiprocessing.queues import Queue
+
+from aiohttp import web
+
+from omnium_gateway._app import RouteSet, make_app
+from omnium_gateway._metrics import Metrics
+from omnium_settings import Settings
+from omnium_telemetry import setup_tracing, shutdown_tracing
+
+log = logging.getLogger(__name__)
+
+
+def reuse_port_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
+
+
+async def run_worker(
+    settings: Settings,
+    port: int,
+    metrics: Metrics,
+    route_sets: Sequence[RouteSet] = (),
+    stop: asyncio.Event | None = None,
+    ready: Callable[[], None] | None = None,
+) -> None:
+    """One worker: its own socket on the shared port, its own pool and cache."""
+    sock = reuse_port_socket(settings.bind_host, port)
+    sock.listen(1024)
+    app = make_app(settings, route_sets=route_sets, metrics=metrics)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.SockSite(runner, sock)
+    await site.start()
+    # Everything made at start-up lives as long as the worker: keep it out of every collection,
+    # and collect less often, so no request waits on a full pass over long-lived objects.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+    if ready is not None:
+        ready()
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def _worker_main(
+    settings: Settings,
+    port: int,
+    metrics: Metrics,
+    route_sets: Sequence[RouteSet],
+    started: Queue[int],
+    index: int,
+) -> None:
+    # The parent handles Ctrl-C for the group; a worker stops on the SIGTERM the parent sends.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    setup_tracing("omnium-gateway", settings)
+    try:
+        asyncio.run(
+            run_worker(settings, port, metrics, route_sets, ready=lambda: started.put(index))
+        )
+    finally:
+        shutdown_tracing()
+
+
+def serve(settings: Settings, port: int | None = None, route_sets: Sequence[RouteSet] = ()) -> None:
+    """Start `gateway_workers` processes on one port, restart any that dies, stop on SIGTERM."""
+    workers = max(1, settings.gateway_workers)
+    # Held (bound, not listening) for the whole run: it keeps the port ours between restarts
+    # and tells us the port when 0 was asked for.
+    holder = reuse_port_socket(settings.bind_host, settings.gateway_port if port is None else port)
+    chosen = holder.getsockname()[1]
+    metrics = Metrics(workers)
+    context = multiprocessing.get_context("fork")
+    started: Queue[int] = context.Queue()
+    stopping = False
+
+    def start(index: int) -> BaseProcess:
+        process = context.Process(
+            target=_worker_main,
+            args=(settings, chosen, metrics.for_worker(index), route_sets, started, index),
+            name=f"gateway-worker-{index}",
+            daemon=False,
+        )
+        process.start()
+        return process
+
+    def stop(signum: int, frame: object) -> None:
+        del signum, frame
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    processes = [start(i) for i in range(workers)]
+    # The address is announced only once every worker accepts connections on it.
+    waiting = workers
+    while waiting and not stopping:
+        try:
+            started.get(timeout=0.5)
+            waiting -= 1
+        except queue.Empty:
+            dead = [p.exitcode for p in processes if p.exitcode is not None]
+            if dead:
+                stopping = True
+                print(f"gateway: a worker exited while starting ({dead[0]})", file=sys.stderr)
+    if not stopping:
+        # One plain line on stdout: the dev stack, the tests and the bench read the port from it.
+        print(f"gateway listening on http://{settings.bind_host}:{chosen} ({workers} workers)")
+        sys.stdout.flush()
+    try:
+        while not stopping:
+            for index, process in enumerate(processes):
+                process.join(timeout=0.2)
+                if stopping:
+                    break
+                if process.exitcode is not None:
+                    log.warning(
+                        "gateway worker %d exited (%s); starting it again", index, process.exitcode
+                    )
+                    processes[index] = start(index)
+    finally:
+        for process in processes:
+            if process.pid is not None and process.exitcode is None:
+                os.kill(process.pid, signal.SIGTERM)
+        for process in processes:
+            process.join(timeout=15)
+            if process.exitcode is None and process.pid is not None:
+                os.kill(process.pid, signal.SIGKILL)
+        holder.close()

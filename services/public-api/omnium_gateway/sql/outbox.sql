@@ -1,0 +1,23 @@
+-- The outbox as the gateway reads it: what changed, named by the codes its cache keys use.
+
+-- name: outbox_head
+SELECT coalesce(max(id), 0) FROM domain_event;
+
+-- name: outbox_since
+-- Rows past the watermark, and the ids still missing below it (a transaction that took its id
+-- before a later one committed): those are read again until they show up or age out.
+SELECT d.id, d.kind, d.subject_kind, e.code AS event, d.payload->>'code' AS code,
+       d.subject_id::text AS subject_id
+  FROM domain_event d
+  JOIN event e ON e.id = d.event_id
+ WHERE d.id > $1 OR d.id = ANY($2::bigint[])
+ ORDER BY d.id
+ LIMIT $3;
+
+-- name: units_of_competitors
+-- A competitor's name or NOC shows in every unit it plays in.
+SELECT DISTINCT e.code AS event, u.code
+  FROM unit_competitor s
+  JOIN unit u ON u.id = s.unit_id
+  JOIN event e ON e.id = u.event_id
+ WHERE s.competitor_id = ANY($1::uuid[]);

@@ -1,0 +1,87 @@
+-- The public API's reads. Each answers one JSON document (text) and the state that sets how long
+-- it may be cached; a missing event or unit answers no row.
+
+-- name: events
+SELECT coalesce(json_agg(json_build_object(
+         'code', e.code, 'name', e.name, 'time_zone', e.time_zone,
+         'starts_on', e.starts_on, 'ends_on', e.ends_on) ORDER BY e.code), '[]')::text AS items
+  FROM event e;
+
+-- name: disciplines
+SELECT e.code AS event,
+       (SELECT coalesce(json_agg(json_build_object(
+                 'code', d.code, 'name', d.name,
+                 'units', (SELECT count(*) FROM unit u WHERE u.discipline_id = d.id))
+               ORDER BY d.code), '[]')
+          FROM discipline d WHERE d.event_id = e.id)::text AS items
+  FROM event e
+ WHERE e.code = $1;
+
+-- name: schedule
+-- $1 event code, $2 day in the event's time zone (or null), $3 discipline (or null),
+-- $4 status (or null). found_discipline is false when $3 names no discipline of the event.
+WITH ev AS (
+  SELECT id, code, time_zone FROM event WHERE code = $1
+), picked AS (
+  SELECT u.*, d.code AS discipline
+    FROM ev
+    JOIN unit u ON u.event_id = ev.id
+    JOIN discipline d ON d.id = u.discipline_id
+   WHERE ($2::date IS NULL OR (u.start_at >= ($2::date)::timestamp AT TIME ZONE ev.time_zone
+                               AND u.start_at < ($2::date + 1)::timestamp AT TIME ZONE ev.time_zone))
+     AND ($3::text IS NULL OR d.code = $3)
+     AND ($4::text IS NULL OR u.status = $4)
+)
+SELECT ev.code AS event,
+       ($3::text IS NULL OR EXISTS (
+          SELECT 1 FROM discipline d WHERE d.event_id = ev.id AND d.code = $3)) AS found_discipline,
+       (SELECT coalesce(json_agg(json_build_object(
+                 'code', p.code, 'name', p.name, 'discipline', p.discipline, 'phase', p.phase,
+                 'start_at', p.start_at, 'venue', p.venue, 'status', p.status,
+                 'sides', (SELECT coalesce(json_agg(json_build_object(
+                             'order', s.sort_order,
+                             'competitor', CASE WHEN c.id IS NULL THEN NULL ELSE json_build_object(
+                                 'code', c.code, 'name', c.name, 'noc', c.noc) END,
+                             'score', s.score, 'result', s.result, 'rank', s.rank,
+                             'medal', s.medal) ORDER BY s.sort_order), '[]')
+                             FROM unit_competitor s
+                             LEFT JOIN competitor c ON c.id = s.competitor_id
+                            WHERE s.unit_id = p.id))
+               ORDER BY p.start_at NULLS LAST, p.code), '[]')
+          FROM picked p)::text AS items,
+       (SELECT array_agg(DISTINCT p.status) FROM picked p) AS statuses
+  FROM ev;
+
+-- name: unit
+SELECT json_build_object(
+         'event', e.code, 'code', u.code, 'name', u.name, 'discipline', d.code,
+         'phase', u.phase, 'start_at', u.start_at, 'venue', u.venue, 'status', u.status,
+         'updated_at', u.updated_at,
+         'sides', (SELECT coalesce(json_agg(json_build_object(
+                     'order', s.sort_order,
+                     'competitor', CASE WHEN c.id IS NULL THEN NULL ELSE json_build_object(
+                         'code', c.code, 'name', c.name, 'noc', c.noc) END,
+                     'score', s.score, 'result', s.result, 'rank', s.rank,
+                     'medal', s.medal) ORDER BY s.sort_order), '[]')
+                     FROM unit_competitor s
+                     LEFT JOIN competitor c ON c.id = s.competitor_id
+                    WHERE s.unit_id = u.id))::text AS body,
+       u.status
+  FROM event e
+  JOIN unit u ON u.event_id = e.id AND u.code = $2
+  JOIN discipline d ON d.id = u.discipline_id
+ WHERE e.code = $1;
+
+-- name: medals
+-- The whole Games' table (rows with no discipline), best first; $2 is the top N or null.
+SELECT e.code AS event,
+       (SELECT coalesce(json_agg(json_build_object(
+                 'rank', m.rank, 'noc', m.noc, 'gold', m.gold, 'silver', m.silver,
+                 'bronze', m.bronze, 'total', m.total)
+               ORDER BY m.rank NULLS LAST, m.gold DESC, m.silver DESC, m.bronze DESC, m.noc), '[]')
+          FROM (SELECT * FROM medal_row r
+                 WHERE r.event_id = e.id AND r.discipline_id IS NULL
+                 ORDER BY r.rank NULLS LAST, r.gold DESC, r.silver DESC, r.bronze DESC, r.noc
+                 LIMIT $2) m)::text AS items
+  FROM event e
+ WHERE e.code = $1;

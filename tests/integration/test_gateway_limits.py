@@ -1,0 +1,67 @@
+"""API keys and rate limits, kept in Redis across workers."""
+
+from __future__ import annotations
+
+import asyncpg
+import httpx
+
+from tests.support.games import EVENT, make_games
+from tests.support.gateway import gateway_process, running_gateway
+from tests.support.servers import Servers
+
+
+async def test_key_over_its_limit_gets_429_and_another_key_is_unaffected(
+    database_url: str, servers: Servers, db: asyncpg.Connection
+) -> None:
+    await make_games(db, units=1)
+    keys = ("ndtv:ndtv-secret-key:0.01:5", "news18:news18-secret-key:0.01:5")
+    async with running_gateway(
+        database_url, servers.redis_url, gateway_api_keys=keys, gateway_anonymous_reads=False
+    ) as gw:
+        path = f"/v1/events/{EVENT}/medals"
+        ndtv = {"X-API-Key": "ndtv-secret-key"}
+        for _ in range(5):
+            assert (await gw.get(path, headers=ndtv)).status_code == 200
+        over = await gw.get(path, headers=ndtv)
+        assert over.status_code == 429
+        assert int(over.headers["Retry-After"]) >= 1
+        assert "ndtv" in over.json()["error"]
+        other = await gw.get(path, headers={"X-API-Key": "news18-secret-key"})
+        assert other.status_code == 200
+        unknown = await gw.get(path, headers={"X-API-Key": "guessed-key-123"})
+        assert unknown.status_code == 401 and "not known" in unknown.json()["error"]
+        anonymous = await gw.get(path)
+        assert anonymous.status_code == 401 and "X-API-Key" in anonymous.json()["error"]
+
+
+async def test_limit_holds_across_worker_processes(
+    database_url: str, servers: Servers, db: asyncpg.Connection
+) -> None:
+    await make_games(db, units=1)
+    settings = {"gateway_workers": "2", "gateway_api_keys": "media:media-secret-key:0.01:20"}
+    with gateway_process(database_url, servers.redis_url, **settings) as gw:
+        # A new connection per request: the kernel spreads them over both workers.
+        codes = []
+        for _ in range(30):
+            async with httpx.AsyncClient(base_url=gw.url, timeout=10) as http:
+                answer = await http.get(
+                    f"/v1/events/{EVENT}/medals", headers={"X-API-Key": "media-secret-key"}
+                )
+                codes.append(answer.status_code)
+    assert codes.count(200) == 20
+    assert codes.count(429) == 10
+
+
+async def test_anonymous_reads_have_their_own_limit(
+    database_url: str, servers: Servers, db: asyncpg.Connection
+) -> None:
+    await make_games(db, units=1)
+    async with running_gateway(
+        database_url,
+        servers.redis_url,
+        gateway_anonymous_rate_per_second=0.01,
+        gateway_anonymous_burst=3,
+    ) as gw:
+        codes = [(await gw.get("/v1/events")).status_code for _ in range(4)]
+        assert codes == [200, 200, 200, 429]
+        assert (await gw.get("/healthz")).status_code == 200  # probes are never limited

@@ -1,0 +1,114 @@
+"""Redis or PostgreSQL going away: the gateway keeps answering, never with a 500."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+from omnium_devstack.stack import RedisServer, free_port
+from tests.support.command import running_command
+from tests.support.games import EVENT, make_games
+from tests.support.gateway import gateway_process, running_gateway
+from tests.support.servers import Servers
+
+OPEN = {"gateway_anonymous_rate_per_second": "1000000", "gateway_anonymous_burst": "1000000"}
+
+
+async def test_redis_stopped_mid_test_answers_keep_coming(
+    database_url: str, db: asyncpg.Connection, tmp_path: Path
+) -> None:
+    games = await make_games(db, units=5)
+    paths = [f"/v1/events/{EVENT}/units/{games.unit_codes[u]}" for u in games.units]
+    paths += [f"/v1/events/{EVENT}/schedule", f"/v1/events/{EVENT}/medals", "/v1/events"]
+    redis = RedisServer(tmp_path / "redis", port=free_port())
+    redis.start()
+    try:
+        with gateway_process(database_url, redis.redis_url, gateway_workers="2", **OPEN) as gw:
+            async with (
+                httpx.AsyncClient(base_url=gw.url, timeout=10) as http,
+                running_command(database_url) as command,
+            ):
+                for path in paths:
+                    assert (await http.get(path)).status_code == 200
+                assert (await http.get("/readyz")).json()["redis"] == "ok"
+                redis.stop()
+                codes: set[int] = set()
+                for _ in range(5):
+                    answers = await asyncio.gather(*(http.get(p) for p in paths * 4))
+                    codes |= {a.status_code for a in answers}
+                assert codes == {200}
+                ready = await http.get("/readyz")
+                assert ready.status_code == 200
+                assert ready.json()["redis"] == "down"
+                assert "reading PostgreSQL directly" in ready.json()["mode"]
+                # Without Redis a worker keeps its own copy only briefly: changes still show.
+                await command.submit(
+                    command_id="no-redis-1",
+                    code="results.set_status",
+                    unit_id=games.units[0],
+                    payload={"status": "RUNNING"},
+                )
+                for _ in range(100):
+                    unit = await http.get(paths[0])
+                    assert unit.status_code == 200
+                    if unit.json()["status"] == "RUNNING":
+                        break
+                    await asyncio.sleep(0.05)
+                assert unit.json()["status"] == "RUNNING"
+                redis.start()  # same port: the workers find it again
+                for _ in range(100):
+                    if (await http.get("/readyz")).json()["redis"] == "ok":
+                        break
+                    await asyncio.sleep(0.1)
+                assert (await http.get("/readyz")).json()["redis"] == "ok"
+                assert {(await http.get(p)).status_code for p in paths} == {200}
+    finally:
+        redis.stop()
+
+
+async def test_database_down_serves_cached_copies_and_503_for_misses(
+    database_url: str, servers: Servers, db: asyncpg.Connection
+) -> None:
+    games = await make_games(db, units=2)
+    cached = f"/v1/events/{EVENT}/units/{games.unit_codes[games.units[0]]}"
+    uncached = f"/v1/events/{EVENT}/units/{games.unit_codes[games.units[1]]}"
+    name = database_url.rsplit("/", 1)[1]
+    admin = await asyncpg.connect(servers.admin_url)
+    try:
+        async with running_gateway(
+            database_url, servers.redis_url, cache_ttl_scheduled=1, cache_stale_window=0
+        ) as gw:
+            first = await gw.get(cached)
+            assert first.status_code == 200
+            # The database refuses the gateway: new connections and the open ones alike.
+            await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = $1 AND pid <> pg_backend_pid()",
+                name,
+            )
+            await asyncio.sleep(1.2)  # past its time to live and stale window: stale-if-error
+            gw.gateway.cache.local.clear()  # and only Redis has it
+            again = await gw.get(cached)
+            assert again.status_code == 200
+            assert again.content == first.content
+            assert again.headers["X-Cache"] == "STALE"
+            missing = await gw.get(uncached)
+            assert missing.status_code == 503
+            assert "cannot answer" in missing.json()["error"]
+            assert missing.headers["Retry-After"] == "5"
+            ready = (await gw.get("/readyz")).json()
+            assert ready["database"] == "down" and ready["ready"]
+            await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+            for _ in range(50):
+                answer = await gw.get(uncached)
+                if answer.status_code == 200:
+                    break
+                await asyncio.sleep(0.1)
+            assert answer.status_code == 200
+    finally:
+        await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+        await admin.close()

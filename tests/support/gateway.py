@@ -1,0 +1,114 @@
+"""Start the real gateway: in this process on an ephemeral port, or as its own worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from aiohttp import web
+
+from omnium_gateway import GATEWAY, Gateway, RouteSet, make_app
+from omnium_settings import Settings
+
+
+def gateway_settings(database_url: str, redis_url: str, **overrides: Any) -> Settings:
+    """A unique Redis prefix per gateway set, so tests sharing one Redis never see each other."""
+    overrides.setdefault("gateway_redis_prefix", f"test:{uuid.uuid4().hex[:10]}:")
+    return Settings.from_env({}, database_url=database_url, redis_url=redis_url, **overrides)
+
+
+@dataclass(slots=True)
+class RunningGateway:
+    url: str
+    http: httpx.AsyncClient
+    gateway: Gateway
+    settings: Settings
+
+    async def get(self, path: str, **kwargs: Any) -> httpx.Response:
+        return await self.http.get(path, **kwargs)
+
+
+@asynccontextmanager
+async def running_gateway(
+    database_url: str, redis_url: str, route_sets: Sequence[RouteSet] = (), **overrides: Any
+) -> AsyncIterator[RunningGateway]:
+    settings = gateway_settings(database_url, redis_url, **overrides)
+    app = make_app(settings, route_sets=route_sets)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    url = f"http://127.0.0.1:{port}"
+    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as http:
+            gateway = app[GATEWAY]
+            await wait_until_relay(gateway)
+            yield RunningGateway(url, http, gateway, settings)
+    finally:
+        await runner.cleanup()
+
+
+async def wait_until_relay(gateway: Gateway) -> None:
+    """Invalidations flow once this worker listens and the relay reads the outbox."""
+    async with asyncio.timeout(10):
+        while not (gateway.cache.listening and gateway.relay and gateway.relay.leading):  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+
+
+@dataclass(slots=True)
+class GatewayProcess:
+    url: str
+    process: subprocess.Popen[str]
+
+
+def gateway_env(database_url: str, redis_url: str, **settings: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env.update(
+        OMNIUM_DATABASE_URL=database_url,
+        OMNIUM_REDIS_URL=redis_url,
+        OMNIUM_GATEWAY_PORT="0",
+        OMNIUM_GATEWAY_REDIS_PREFIX=f"test:{uuid.uuid4().hex[:10]}:",
+        OMNIUM_LOG_LEVEL="WARNING",
+    )
+    env.update({f"OMNIUM_{k.upper()}": v for k, v in settings.items()})
+    return env
+
+
+@contextlib.contextmanager
+def gateway_process(database_url: str, redis_url: str, **settings: str) -> Iterator[GatewayProcess]:
+    """`python -m omnium_gateway` with its worker processes, on a port the kernel picks."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "omnium_gateway"],
+        env=gateway_env(database_url, redis_url, **settings),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        found = re.search(r"http://[\d.]+:\d+", line)
+        if found is None:
+            raise RuntimeError(f"the gateway did not start: {line!r}")
+        yield GatewayProcess(found[0], process)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()

@@ -1,0 +1,92 @@
+"""The gateway's pure parts: cache entries, invalidation groups, keys, the document, counters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from omnium_gateway import Entry, Gateway, Metrics
+from omnium_gateway._app import _etag_matches
+from omnium_gateway._limits import hash_key, parse_api_keys
+from omnium_gateway._openapi import document
+from omnium_gateway._outbox import groups_for
+from omnium_gateway._reads import FINAL, LIVE, SCHEDULED, state_of
+from omnium_settings import Settings, SettingsError
+
+
+def test_entry_survives_redis() -> None:
+    entry = Entry(404, b'{"error": "x"}\n{}', '"abc"', "negative", 1.5, 31.5, 31.5, 7)
+    assert Entry.unpack(entry.pack()) == entry
+
+
+def test_a_change_drops_exactly_the_groups_it_touches() -> None:
+    code = "FBLMEVENT-------------FNL-00000001"
+    assert groups_for("unit.changed", "AG2026", code) == {
+        "schedule:AG2026",
+        f"unit:AG2026:{code}",
+    }
+    assert "disciplines:AG2026" in groups_for("unit.created", "AG2026", code)
+    assert groups_for("medal_row.changed", "AG2026", ":JPN") == {"medals:AG2026"}
+    assert "events" in groups_for("event.renamed", "AG2026", None)
+
+
+def test_state_of_units() -> None:
+    assert state_of(["SCHEDULED", "RUNNING", "OFFICIAL"]) == LIVE
+    assert state_of(["OFFICIAL", "CANCELLED"]) == FINAL
+    assert state_of(["OFFICIAL", "SCHEDULED"]) == SCHEDULED
+    assert state_of([]) == SCHEDULED
+
+
+def test_api_keys_are_read_and_checked() -> None:
+    settings = Settings.from_env({}, gateway_api_keys=("ndtv:secret-key-1:5:10", "dh:secret-key-2"))
+    clients = parse_api_keys(settings)
+    ndtv = clients[hash_key("secret-key-1")]
+    assert (ndtv.name, ndtv.rate, ndtv.burst) == ("ndtv", 5.0, 10)
+    assert clients[hash_key("secret-key-2")].rate == settings.gateway_key_rate_per_second
+    for bad in ("nokey", "x:short", "x:secret-key-3:fast", "x:secret-key-4:0"):
+        with pytest.raises(SettingsError):
+            parse_api_keys(Settings.from_env({}, gateway_api_keys=(bad,)))
+
+
+def test_etag_matching() -> None:
+    assert _etag_matches('"a"', '"a"')
+    assert _etag_matches('"b", W/"a"', '"a"')
+    assert _etag_matches("*", '"a"')
+    assert not _etag_matches('"b"', '"a"')
+
+
+class LiveRoutes:
+    """What another route set looks like to make_app."""
+
+    def add_routes(self, app: web.Application, gateway: Gateway) -> None:
+        del gateway
+        app.router.add_get("/v1/events/{event}/live", lambda request: web.Response())
+
+    def openapi(self) -> dict[str, Any]:
+        return {
+            "paths": {"/v1/events/{event}/live": {"get": {"responses": {"200": {}}}}},
+            "components": {"schemas": {"LiveEvent": {"type": "object"}}},
+        }
+
+
+def test_the_document_is_assembled_from_parts() -> None:
+    part = LiveRoutes().openapi()
+    doc = document([part], anonymous=False)
+    assert doc["openapi"] == "3.1.0"
+    assert "/v1/events/{event}/schedule" in doc["paths"]
+    assert "/v1/events/{event}/live" in doc["paths"]
+    assert "LiveEvent" in doc["components"]["schemas"]
+    assert doc["security"] == [{"apiKey": []}]
+    assert {} in document([], anonymous=True)["security"]
+
+
+def test_metrics_sum_every_worker() -> None:
+    shared = Metrics(workers=2)
+    shared.for_worker(0).request("unit", 200)
+    shared.for_worker(1).request("unit", 200)
+    shared.for_worker(1).db_read("live")
+    text = shared.render()
+    assert 'omnium_gateway_requests_total{route="unit",code="200"} 2' in text
+    assert 'omnium_gateway_db_reads_total{ttl_class="live"} 1' in text
