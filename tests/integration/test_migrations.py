@@ -31,6 +31,10 @@ EXPECTED_TABLES = {
     "integration_lookup",
     "review_item",
     "alert",
+    "account_session",
+    "match_action",
+    "provider",
+    "provider_message",
 }
 PINNABLE = {"competitor", "unit", "unit_competitor", "entry", "medal_row"}
 

@@ -44,6 +44,8 @@ class Intent:
     row: RowRef | None = None
     # Only for a unit an import batch may create: its ODF discipline code.
     discipline_code: str | None = None
+    # Only for scoring.act: the match action to record and the match state it leads to.
+    match: dict[str, Any] | None = None
 
     def referenced_competitors(self) -> set[str]:
         return {side["competitor_id"] for side in self.sides.values() if side.get("competitor_id")}
