@@ -78,7 +78,7 @@ test-unit: install ## Run only the tests that need no servers
 lint: install ## ruff (lint and format check) and mypy strict
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy libs/omnium_settings libs/omnium_db libs/omnium_grpc libs/omnium_telemetry libs/omnium_devstack libs/omnium_process libs/omnium_accounts libs/omnium_sports services/command/omnium_command services/scoring/omnium_scoring services/scout-sim/omnium_scout_sim services/imports/omnium_imports bench
+	$(VENV)/bin/mypy libs/omnium_settings libs/omnium_db libs/omnium_grpc libs/omnium_telemetry libs/omnium_devstack libs/omnium_process libs/omnium_accounts libs/omnium_sports libs/omnium_scorer_web services/command/omnium_command services/scoring/omnium_scoring services/scout-sim/omnium_scout_sim services/imports/omnium_imports bench
 
 .PHONY: fmt
 fmt: install ## Format the code with ruff

@@ -389,3 +389,83 @@ def template(source: Any, names: Names) -> Template:
         last = found.end()
     parts.append(source[last:])
     return Template(source, tuple(p for p in parts if p != ""))
+
+
+# -- the same programs as JSON, for the scorer console's own copy of the rules --------------
+
+_OPS = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.USub: "-",
+    ast.UAdd: "+",
+    ast.Not: "not",
+}
+
+
+def expr_json(node: ast.expr) -> Any:
+    """A checked expression as nested lists, evaluated by the console exactly as here."""
+    if isinstance(node, ast.Constant):
+        return ["c", node.value]
+    if isinstance(node, ast.Name):
+        return ["name", node.id]
+    if isinstance(node, ast.Attribute):
+        holder = node.value
+        if isinstance(holder, ast.Subscript):
+            return ["attr", ["sides", expr_json(holder.slice)], node.attr]
+        assert isinstance(holder, ast.Name)
+        return ["attr", ["root", holder.id], node.attr]
+    if isinstance(node, ast.BinOp):
+        return ["bin", _OPS[type(node.op)], expr_json(node.left), expr_json(node.right)]
+    if isinstance(node, ast.UnaryOp):
+        return ["un", _OPS[type(node.op)], expr_json(node.operand)]
+    if isinstance(node, ast.BoolOp):
+        return [
+            "and" if isinstance(node.op, ast.And) else "or",
+            [expr_json(v) for v in node.values],
+        ]
+    if isinstance(node, ast.Compare):
+        return [
+            "cmp",
+            expr_json(node.left),
+            [_OPS[type(op)] for op in node.ops],
+            [expr_json(v) for v in node.comparators],
+        ]
+    if isinstance(node, ast.IfExp):
+        return ["if", expr_json(node.test), expr_json(node.body), expr_json(node.orelse)]
+    if isinstance(node, ast.Call):
+        assert isinstance(node.func, ast.Name)
+        return ["call", node.func.id, [expr_json(a) for a in node.args]]
+    raise RuleError(f"{type(node).__name__} cannot be sent to the console")
+
+
+def statements_json(nodes: list[ast.stmt]) -> list[Any]:
+    out: list[Any] = []
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            out.append(["set", expr_json(node.targets[0]), expr_json(node.value)])
+        elif isinstance(node, ast.AugAssign):
+            out.append(["aug", _OPS[type(node.op)], expr_json(node.target), expr_json(node.value)])
+        elif isinstance(node, ast.If):
+            out.append(
+                [
+                    "if",
+                    expr_json(node.test),
+                    statements_json(node.body),
+                    statements_json(node.orelse),
+                ]
+            )
+    return out
+
+
+def template_json(template: Template) -> list[Any]:
+    return [p if isinstance(p, str) else expr_json(p.tree) for p in template.parts]

@@ -19,7 +19,10 @@ from omnium_sports._expr import (
     Template,
     condition,
     effects,
+    expr_json,
+    statements_json,
     template,
+    template_json,
 )
 
 FIELD_TYPES = ("int", "number", "text", "choice", "bool")
@@ -276,12 +279,44 @@ class Sport:
         return " - ".join(str(v["score"]) for v in self.side_values(state))
 
     def describe(self) -> dict[str, Any]:
-        """What the scorer console needs to draw its buttons."""
+        """What the scorer console needs: its buttons, and the rules to show a tap at once."""
         return {
             "code": self.code,
             "name": self.name,
             "sides": self.sides,
             "actions": [a.describe() for a in self.actions.values()],
+            "program": self.program(),
+        }
+
+    def program(self) -> dict[str, Any]:
+        """The rules as JSON; the console runs them on queued actions, the server decides."""
+        ranking = self.ranking
+        return {
+            "rules": dict(self.rules),
+            "match": dict(self.match),
+            "side": dict(self.side),
+            "player": dict(self.player),
+            "actions": {
+                name: {
+                    "require": [
+                        [expr_json(test.tree), template_json(reason)]
+                        for test, reason in rule.require
+                    ],
+                    "effects": statements_json(rule.effects.tree),
+                }
+                for name, rule in self.actions.items()
+            },
+            "finish": expr_json(self.finish_when.tree),
+            "winner": expr_json(self.winner.tree) if self.winner else None,
+            "score": template_json(self.score),
+            "result": template_json(self.result) if self.result else None,
+            "ranking": {
+                "by": expr_json(ranking.by.tree),
+                "desc": ranking.descending,
+                "only": expr_json(ranking.only.tree) if ranking.only else None,
+            }
+            if ranking
+            else None,
         }
 
 

@@ -144,3 +144,38 @@ async def add_match(
 
 
 __all__ = ["EVENT", "ScoringClient", "action", "add_match", "running_scoring", "scorer"]
+
+
+@dataclass(slots=True)
+class ConsoleSite:
+    """The scorer route set on a plain aiohttp app, standing in for the gateway."""
+
+    url: str
+    scoring: ScoringClient
+    accounts: Any
+
+
+@asynccontextmanager
+async def running_console(database_url: str, **overrides: Any) -> AsyncIterator[ConsoleSite]:
+    from aiohttp import web
+
+    from omnium_accounts import Accounts
+    from omnium_db import Road, create_pool
+    from omnium_scorer_web import add_scorer_routes
+
+    async with running_scoring(database_url, **overrides) as scoring:
+        settings = scoring.settings.replace(scoring_address=f"127.0.0.1:{scoring.port}")
+        pool = await create_pool(settings, Road.PEOPLE, application_name="gateway", size=20)
+        accounts = Accounts(pool, settings)
+        app = web.Application()
+        add_scorer_routes(app, settings, accounts)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        try:
+            yield ConsoleSite(f"http://127.0.0.1:{port}", scoring, accounts)
+        finally:
+            await runner.cleanup()
+            await pool.close()
