@@ -1,4 +1,4 @@
-"""The scorer console in headless Chromium: scoring goes on offline, survives a reload, syncs once."""
+"""The scorer console in headless Chromium: it scores offline, survives a reload, syncs once."""
 
 from __future__ import annotations
 
