@@ -106,3 +106,7 @@ stack-down: install ## Stop the private PostgreSQL and Redis
 clean: ## Remove the virtual environment, generated code and local data
 	-$(PY) -m omnium_devstack down 2>/dev/null
 	rm -rf $(VENV) $(CONTRACT) .omnium .pytest_cache .mypy_cache .ruff_cache
+
+.PHONY: bench-scoring
+bench-scoring: install system ## Benchmark: 20 scorers, 2,000 actions through the scorer routes (tap to saved)
+	$(PY) -m bench.scoring $(BENCH_ARGS)

@@ -60,6 +60,12 @@ def _outcome(value: int) -> str:
     return scoring_pb2.Outcome.Name(value).removeprefix("OUTCOME_").lower()  # type: ignore[arg-type]
 
 
+def _match(state: scoring_pb2.MatchState) -> dict[str, Any]:
+    out = _plain(state)
+    out["state"] = json.loads(out.pop("state_json", "") or "null")
+    return out
+
+
 def _answer(answer: scoring_pb2.ActAnswer) -> dict[str, Any]:
     out = {
         "client_id": answer.client_id,
@@ -235,7 +241,7 @@ class ScorerConsole:
                 timeout=self.deadline,
             )
         )
-        return web.json_response(_plain(state))
+        return web.json_response(_match(state))
 
     def _action(self, raw: Any, unit_id: str | None = None) -> scoring_pb2.Action:
         if not isinstance(raw, dict):
@@ -270,7 +276,7 @@ class ScorerConsole:
         )
         body = _answer(answer)
         if answer.HasField("state"):
-            body["state"] = _plain(answer.state)
+            body["state"] = _match(answer.state)
         return web.json_response(body)
 
     async def sync(self, request: web.Request) -> web.StreamResponse:
@@ -290,7 +296,7 @@ class ScorerConsole:
         )
         body: dict[str, Any] = {"answers": [_answer(a) for a in answer.answers]}
         if answer.HasField("state"):
-            body["state"] = _plain(answer.state)
+            body["state"] = _match(answer.state)
         return web.json_response(body)
 
     async def watch(self, request: web.Request) -> web.StreamResponse:
@@ -308,7 +314,7 @@ class ScorerConsole:
         stream = self.scoring.WatchMatch(scoring_pb2.GetMatchStateRequest(unit_id=unit_id))
         try:
             async for state in stream:
-                data = json.dumps(_plain(state), separators=(",", ":"))
+                data = json.dumps(_match(state), separators=(",", ":"))
                 await response.write(f"id: {state.seq}\ndata: {data}\n\n".encode())
         except (aio.AioRpcError, ConnectionResetError):
             pass

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+import json
 import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
@@ -185,7 +185,8 @@ class Sport:
             raise ActionRefused(
                 f"the match is over ({self.summary(state)}): undo the last action to correct it"
             )
-        new = copy.deepcopy(dict(state))
+        # A plain JSON document: a JSON round trip copies it several times faster than deepcopy.
+        new: dict[str, Any] = json.loads(json.dumps(state))
         sides: list[dict[str, Any]] = new["sides"]
         side_no = action.get("side")
         side = other = None

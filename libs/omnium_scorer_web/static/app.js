@@ -154,7 +154,9 @@ async function setServer(state) {
   if (!state || state.unit_id !== ui.unitId) return;
   if (ui.server && ui.server.seq > state.seq && !state.recent?.length) return;
   const recent = state.recent && state.recent.length ? state.recent : ui.server?.recent || [];
-  ui.server = { ...state, recent };
+  // Answers to actions leave out the sport's buttons and rules: they do not change.
+  const sport = state.sport_actions && state.sport_actions.actions ? state.sport_actions : ui.server?.sport_actions;
+  ui.server = { ...state, recent, sport_actions: sport };
   await queue.keepMatch(ui.server);
   render();
 }

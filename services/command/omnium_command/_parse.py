@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import uuid
 from collections.abc import Callable, Mapping
@@ -171,9 +172,12 @@ def _scoring_act(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent
     action = payload.get("action")
     if not isinstance(action, Mapping) or not isinstance(action.get("kind"), str):
         raise BadValue('payload.action needs a kind, e.g. {"kind": "goal", "side": 1}')
-    state = payload.get("state")
-    if not isinstance(state, Mapping):
-        raise BadValue("payload.state is the match state after the action")
+    try:
+        state = json.loads(payload.get("state_json") or "null")
+    except (TypeError, ValueError):
+        state = None
+    if not isinstance(state, dict):
+        raise BadValue("payload.state_json is the match state after the action, as JSON")
     fields = UNIT.clean({"status": payload["status"]}) if payload.get("status") else {}
     sides = _sides(payload["sides"]) if "sides" in payload else {}
     side = _whole_numbers(action.get("side"))
@@ -185,7 +189,7 @@ def _scoring_act(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent
         "fields": _whole_numbers(dict(action.get("fields") or {})),
         "undoes": undoes if isinstance(undoes, int) else None,
         "client_at": moment(action["client_at"]).isoformat() if action.get("client_at") else None,
-        "state": _whole_numbers(dict(state)),
+        "state": state,
     }
     return Intent("unit", ref_id, ref_code, fields=fields, sides=sides, match=match)
 

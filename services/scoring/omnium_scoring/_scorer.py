@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import re
 import uuid
@@ -57,6 +58,8 @@ class Scorer:
         self.reader = reader
         self.command = command
         self.sports = sports
+        # What the console draws its buttons from: built once per sport, not per answer.
+        self._described = {code: _struct(sport.describe()) for code, sport in sports.items()}
 
     # -- which sport ----------------------------------------------------------------------
 
@@ -140,7 +143,8 @@ class Scorer:
         payload = {
             "expected_seq": expected,
             "action": record,
-            "state": state,
+            # As text: a Struct of a whole match state costs more than the rest of the action.
+            "state_json": json.dumps(state, separators=(",", ":")),
             "status": status,
             "sides": sides,
         }
@@ -166,7 +170,7 @@ class Scorer:
         if answer.outcome == command_pb2.OUTCOME_ACCEPTED:
             saved = _answer(action, Outcome.OUTCOME_SAVED)
             saved.seq = expected + 1
-            saved.state.CopyFrom(self.match_state(unit, sport, state, expected + 1))
+            saved.state.CopyFrom(self.match_state(unit, sport, state, expected + 1, full=False))
             return saved
         if answer.outcome == command_pb2.OUTCOME_TRY_AGAIN:
             return None
@@ -228,7 +232,7 @@ class Scorer:
     ) -> scoring_pb2.ActAnswer:
         answer = _answer(action, Outcome.OUTCOME_DUPLICATE, "saved before; nothing new written")
         answer.seq = seq
-        state = await self.get_state(action.unit_id, conn=conn)
+        state = await self.get_state(action.unit_id, conn=conn, full=False)
         if state is not None:
             answer.state.CopyFrom(state)
         return answer
@@ -253,7 +257,7 @@ class Scorer:
         if last is not None:
             out.state.CopyFrom(last)
         elif actions:
-            state = await self.get_state(actions[-1].unit_id)
+            state = await self.get_state(actions[-1].unit_id, full=False)
             if state is not None:
                 out.state.CopyFrom(state)
         return out
@@ -266,7 +270,10 @@ class Scorer:
         sport: Sport | None,
         state: Mapping[str, Any] | None,
         seq: int,
+        *,
+        full: bool = True,
     ) -> scoring_pb2.MatchState:
+        """The match as a scorer sees it; `full` adds the sport's buttons and rules."""
         out = scoring_pb2.MatchState(
             unit_id=unit["id"],
             unit_code=unit["code"],
@@ -277,10 +284,11 @@ class Scorer:
         names = {r[0]: r for r in unit["side_names"] or ()}
         if sport is not None:
             out.sport = sport.code
-            out.sport_actions.CopyFrom(_struct(sport.describe()))
+            if full:
+                out.sport_actions.CopyFrom(self._described[sport.code])
             if state is None:
                 state = sport.new_state(unit["side_count"] or 2)
-            out.state.CopyFrom(_struct(state))
+            out.state_json = json.dumps(state, separators=(",", ":"))
             out.finished = bool(state.get("finished"))
             out.winner = int(state.get("winner") or 0)
             out.summary = sport.summary(state)
@@ -303,11 +311,16 @@ class Scorer:
         return out
 
     async def get_state(
-        self, unit_id: str, *, recent: int = 0, conn: asyncpg.Connection | None = None
+        self,
+        unit_id: str,
+        *,
+        recent: int = 0,
+        conn: asyncpg.Connection | None = None,
+        full: bool = True,
     ) -> scoring_pb2.MatchState | None:
         if conn is None:
             async with self.reader.acquire() as own:
-                return await self.get_state(unit_id, recent=recent, conn=own)
+                return await self.get_state(unit_id, recent=recent, conn=own, full=full)
         try:
             uuid.UUID(unit_id)
         except ValueError:
@@ -316,7 +329,7 @@ class Scorer:
         if unit is None:
             return None
         sport = self.sport_of(unit["discipline"], unit["sport_file"])
-        out = self.match_state(unit, sport, unit["match_state"], unit["match_seq"])
+        out = self.match_state(unit, sport, unit["match_state"], unit["match_seq"], full=full)
         if recent > 0:
             for row in await conn.fetch(QUERIES["recent"], unit_id, recent):
                 saved = scoring_pb2.SavedAction(
