@@ -87,6 +87,7 @@ async function checkStorage() {
 function show(view) {
   for (const id of ["sign-in", "pick", "score"]) $(id).hidden = id !== view;
   $("who").textContent = ui.user ? ui.user.name : "";
+  $("sign-out").hidden = !ui.user;
 }
 
 async function route() {
@@ -474,6 +475,14 @@ async function start() {
     route();
   });
   $("undo").addEventListener("click", undoLast);
+  $("sign-out").addEventListener("click", async () => {
+    if (ui.pending.length && !confirm(`${ui.pending.length} actions are not saved yet. Sign out anyway? They stay on this device and are sent after the next sign-in.`)) return;
+    await api("/score/api/sign-out", { method: "POST" }).catch(() => null);
+    ui.user = null;
+    localStorage.removeItem("omnium-user");
+    location.hash = "#/";
+    route();
+  });
   window.addEventListener("hashchange", route);
   window.addEventListener("online", () => {
     setOnline(true);

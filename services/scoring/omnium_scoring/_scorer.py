@@ -170,7 +170,9 @@ class Scorer:
         if answer.outcome == command_pb2.OUTCOME_ACCEPTED:
             saved = _answer(action, Outcome.OUTCOME_SAVED)
             saved.seq = expected + 1
-            saved.state.CopyFrom(self.match_state(unit, sport, state, expected + 1, full=False))
+            saved.state.CopyFrom(
+                self.match_state(unit, sport, state, expected + 1, full=False, status=status)
+            )
             return saved
         if answer.outcome == command_pb2.OUTCOME_TRY_AGAIN:
             return None
@@ -272,13 +274,14 @@ class Scorer:
         seq: int,
         *,
         full: bool = True,
+        status: str | None = None,
     ) -> scoring_pb2.MatchState:
         """The match as a scorer sees it; `full` adds the sport's buttons and rules."""
         out = scoring_pb2.MatchState(
             unit_id=unit["id"],
             unit_code=unit["code"],
             name=unit["name"],
-            status=unit["status"],
+            status=status or unit["status"],
             seq=seq,
         )
         names = {r[0]: r for r in unit["side_names"] or ()}
@@ -292,10 +295,6 @@ class Scorer:
             out.finished = bool(state.get("finished"))
             out.winner = int(state.get("winner") or 0)
             out.summary = sport.summary(state)
-            if out.finished:
-                out.status = self.settings.scoring_finished_status
-            elif seq:
-                out.status = "RUNNING"
             for values in sport.side_values(state):
                 row = names.get(values["order"])
                 out.sides.append(
