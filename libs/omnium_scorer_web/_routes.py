@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -312,14 +314,24 @@ class ScorerConsole:
         )
         await response.prepare(request)
         stream = self.scoring.WatchMatch(scoring_pb2.GetMatchStateRequest(unit_id=unit_id))
-        try:
+
+        async def pump() -> None:
             async for state in stream:
                 data = json.dumps(_match(state), separators=(",", ":"))
                 await response.write(f"id: {state.seq}\ndata: {data}\n\n".encode())
-        except (aio.AioRpcError, ConnectionResetError):
-            pass
+
+        task = asyncio.create_task(pump())
+        try:
+            # aiohttp does not cancel a handler when its client goes: look every second.
+            while not task.done():
+                await asyncio.wait([task], timeout=1.0)
+                if request.transport is None or request.transport.is_closing():
+                    break
         finally:
+            task.cancel()
             stream.cancel()
+            with contextlib.suppress(asyncio.CancelledError, aio.AioRpcError, ConnectionError):
+                await task
         return response
 
     # -- providers ------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import asyncpg
@@ -62,6 +63,9 @@ async def test_a_scorer_signs_in_and_scores_over_http(
             )
             body = synced.json()
             state = (await http.get(f"/score/api/matches/{unit}?recent=3")).json()
+            async with http.stream("GET", f"/score/api/matches/{unit}/watch") as events:
+                lines = events.aiter_lines()
+                first_event = await anext(line async for line in lines if line.startswith("data:"))
     assert [(a["client_id"], a["outcome"]) for a in body["answers"]] == [
         ("w:2", "saved"),
         ("w:3", "refused"),
@@ -69,6 +73,8 @@ async def test_a_scorer_signs_in_and_scores_over_http(
     ]
     assert body["answers"][1]["reason"] == "Goal: there is no side 9"
     assert [s["score"] for s in state["sides"]] == ["0", "1"]
+    watched = json.loads(first_event.removeprefix("data: "))
+    assert (watched["seq"], watched["state"]["sides"][1]["goals"]) == (2, 1)
     assert state["recent"][0]["actor_name"] == "Mina Park"
     row = await db.fetchrow(
         "SELECT source_code, screen, client_at FROM match_action WHERE command_id = 'w:1'"
