@@ -342,6 +342,12 @@ class ScorerConsole:
         if not key:
             return _problem(401, "send the provider's key in the X-Api-Key header")
         body = await request.read()
+        if len(body) > self.settings.provider_max_bytes:
+            return _problem(
+                413,
+                f"the message is {len(body)} bytes; at most "
+                f"{self.settings.provider_max_bytes} are taken",
+            )
         answer: scoring_pb2.ProviderAnswer = await self._call(
             lambda: self.scoring.ReceiveProviderMessage(
                 scoring_pb2.ProviderMessage(
@@ -360,7 +366,8 @@ class ScorerConsole:
             "actions": answer.actions,
         }
         if answer.outcome == "refused" and not answer.message_id:
-            status = 401 if "key" in answer.reason else 404
+            # Refused before it was kept: not this provider's key, or no such provider.
+            status = 401 if answer.reason.startswith("the API key") else 404
             return web.json_response(out, status=status)
         return web.json_response(out, status=422 if answer.outcome == "refused" else 200)
 

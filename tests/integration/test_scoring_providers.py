@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -149,7 +150,7 @@ async def test_a_pull_provider_is_read_and_applied(
             assert providers is not None
             spec = providers.specs["odf-pull"]
             await providers.register(
-                type(spec)(**{**_fields(spec), "address": f"http://127.0.0.1:{port}/odf.xml"})
+                dataclasses.replace(spec, address=f"http://127.0.0.1:{port}/odf.xml")
             )
             async with httpx.AsyncClient() as http:
                 first = await providers.pull_once("odf-pull", http)
@@ -164,10 +165,6 @@ async def test_a_pull_provider_is_read_and_applied(
     assert await db.fetchval(
         "SELECT last_pulled_at IS NOT NULL FROM provider WHERE code = 'odf-pull'"
     )
-
-
-def _fields(spec: Any) -> dict[str, Any]:
-    return {name: getattr(spec, name) for name in spec.__dataclass_fields__}
 
 
 def test_a_bad_provider_file_names_the_key(tmp_path: Path) -> None:
