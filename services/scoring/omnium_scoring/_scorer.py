@@ -102,19 +102,25 @@ class Scorer:
             uuid.UUID(action.unit_id)
         except ValueError:
             return _answer(action, Outcome.OUTCOME_REFUSED, "unit_id is not an id (a UUID)")
-        reason = "the match kept changing while this action was checked"
         for _ in range(max(1, self.settings.scoring_attempts)):
-            answer = await self._attempt(action, actor)
-            if answer is not None:
-                return answer
-        return _answer(
-            action, Outcome.OUTCOME_TRY_AGAIN, f"Nothing was saved: {reason}. Send it again."
-        )
+            answer, again = await self._attempt(action, actor)
+            if not again:
+                break
+        # After the last attempt: the road's own reason (the match kept moving, or a failover).
+        return answer
 
     async def _attempt(
         self, action: scoring_pb2.Action, actor: actor_pb2.Actor
-    ) -> scoring_pb2.ActAnswer | None:
-        """One read, check and send; None when the match moved on and it must be re-checked."""
+    ) -> tuple[scoring_pb2.ActAnswer, bool]:
+        """One read, check and send; True when the road said try again: read and check again."""
+        answer = await self._check_and_send(action, actor)
+        if isinstance(answer, command_pb2.Answer):
+            return _answer(action, Outcome.OUTCOME_TRY_AGAIN, answer.reason), True
+        return answer, False
+
+    async def _check_and_send(
+        self, action: scoring_pb2.Action, actor: actor_pb2.Actor
+    ) -> scoring_pb2.ActAnswer | command_pb2.Answer:
         async with self.reader.acquire() as conn:
             unit = await conn.fetchrow(QUERIES["match"], action.unit_id, action.client_id)
             if unit is None:
@@ -175,7 +181,7 @@ class Scorer:
             )
             return saved
         if answer.outcome == command_pb2.OUTCOME_TRY_AGAIN:
-            return None
+            return answer
         async with self.reader.acquire() as conn:
             seq = await conn.fetchval(QUERIES["seq_of_client"], action.client_id, action.unit_id)
             if seq is not None:
