@@ -206,6 +206,8 @@ class Sport:
         if unknown:
             raise ActionRefused(f"{rule.label} has no field {unknown[0]!r}")
         values = {name: f.clean(raw.get(name), rule.label) for name, f in rule.fields.items()}
+        # When it was tapped (seconds, by the device's clock; 0 when unknown): the clock.
+        values["at"] = float(action.get("at") or 0)
         player: dict[str, Any] | None = dict(self.player)
         player_name = values.get("player")
         players: dict[str, Any] = new["players"]
@@ -214,13 +216,19 @@ class Sport:
         scope = Scope(
             new["match"], sides, self.rules, side=side, other=other, player=player, action=values
         )
-        for test, reason in rule.require:
-            if not test(scope):
-                raise ActionRefused(reason(scope))
-        rule.effects(scope)
-        if rule.takes_side and player_name and player != self.player:
-            players[f"{side_no}:{player_name}"] = player
-        self._settle(new)
+        try:
+            for test, reason in rule.require:
+                if not test(scope):
+                    raise ActionRefused(reason(scope))
+            rule.effects(scope)
+            if rule.takes_side and player_name and player != self.player:
+                players[f"{side_no}:{player_name}"] = player
+            self._settle(new)
+        except RuleError as exc:
+            # A value the file's author did not expect (e.g. a field left empty): say so.
+            raise ActionRefused(
+                f"{rule.label}: {self.name}'s rules cannot use this ({exc})"
+            ) from None
         return new
 
     def _settle(self, state: dict[str, Any]) -> None:
@@ -460,7 +468,7 @@ class _Loader:
                 plain.side,
                 plain.player,
                 plain.rules,
-                frozenset(fields),
+                frozenset({*fields, "at"}),
                 takes_side,
             )
             require: list[tuple[Condition, Template]] = []
@@ -548,8 +556,8 @@ class _Loader:
         out: dict[str, FieldRule] = {}
         for name, spec in raw.items():
             here = [*keys, name]
-            if not re.match(r"^[a-z][a-z0-9_]*$", name):
-                raise self.fail(here, "field names are lower case letters, digits and _")
+            if not re.match(r"^[a-z][a-z0-9_]*$", name) or name == "at":
+                raise self.fail(here, "field names are lower case letters, digits and _ (not at)")
             if not isinstance(spec, Mapping):
                 raise self.fail(here, 'is a table: { type = "int", label = "Runs" }')
             extra = sorted(set(spec) - _FIELD_KEYS)

@@ -22,7 +22,7 @@ STEPS = 400
 def random_action(sport: Sport, sides: int, rng: random.Random) -> dict[str, Any]:
     names = list(sport.actions)
     # Clock actions (start, end) less often, so matches last long enough to test scoring.
-    weights = [1 if sport.actions[n].group == "clock" else 40 for n in names]
+    weights = [1 if sport.actions[n].group == "clock" else 100 for n in names]
     rule = sport.actions[rng.choices(names, weights)[0]]
     fields: dict[str, Any] = {}
     for field in rule.fields.values():
@@ -37,7 +37,9 @@ def random_action(sport: Sport, sides: int, rng: random.Random) -> dict[str, Any
         else:
             fields[field.name] = str(rng.randint(1, 6))
     side = rng.randint(1, sides) if rule.takes_side else None
-    return {"kind": rule.name, "side": side, "fields": fields}
+    tapped = 1_790_000_000_000 + rng.randint(0, 7_200_000)  # ms, as the console keeps it
+    return {"kind": rule.name, "side": side, "fields": fields, "client_at": tapped,
+            "at": tapped / 1000}  # fmt: skip
 
 
 def random_actions(sport: Sport, sides: int, rng: random.Random) -> list[dict[str, Any]]:
@@ -75,6 +77,7 @@ def python_steps(sport: Sport, sides: int, actions: list[dict[str, Any]]) -> lis
                 ],
                 "finished": state["finished"],
                 "winner": state["winner"],
+                "match": state["match"],
             }
         )
     return steps
@@ -98,6 +101,7 @@ async ([sport, sides, actions]) => {
       sides: rules.sideValues(sport, state).map((v) => [v.score, v.result, v.rank]),
       finished: state.finished,
       winner: state.winner,
+      match: state.match,
     });
   }
   return steps;

@@ -73,6 +73,32 @@ def test_football_goals_own_goals_cards_and_the_end() -> None:
     assert refused(football, state, act("start_period")).startswith("the match is over (1 - 2)")
 
 
+def test_football_keeps_the_clock_from_the_taps() -> None:
+    football = SPORTS["football"]
+    state = football.replay(
+        2,
+        [
+            {**act("start_period"), "at": 1000.0},
+            {**act("goal", 1), "at": 1600.0},
+            {**act("end_period"), "at": 3700.5},
+            {**act("start_period"), "at": 4600.0},
+        ],
+    )
+    assert state["match"]["played_seconds"] == 2700.5
+    assert state["match"]["period_started_at"] == 4600.0
+
+
+def test_a_value_the_rules_cannot_use_is_refused_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "netball.toml").write_text(
+        NETBALL.replace('effects = "side.goals += 1"', 'effects = "side.goals += action.at / 0"')
+    )
+    netball = load_sports(tmp_path)["netball"]
+    state = netball.new_state(2)
+    assert refused(netball, state, act("goal", 1)).startswith(
+        "Goal: Netball's rules cannot use this (line 1: cannot work out"
+    )
+
+
 def test_football_refuses_a_player_who_is_off_and_an_early_end() -> None:
     football = SPORTS["football"]
     state = play(football, [act("start_period"), act("red_card", 1, player="5")])

@@ -201,6 +201,7 @@ export function apply(sport, state, action) {
       values[f.name] = v;
     }
   }
+  values.at = (action.client_at || 0) / 1000;
   const key = rule.side && values.player ? `${action.side}:${values.player}` : null;
   const fresh = { ...program.player };
   const player = key && next.players[key] ? next.players[key] : fresh;

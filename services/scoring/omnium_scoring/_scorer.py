@@ -9,6 +9,7 @@ import logging
 import re
 import uuid
 from collections.abc import Mapping
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -199,14 +200,17 @@ class Scorer:
         """The state after the action, and the action as recorded."""
         sides = unit["side_count"]
         record: dict[str, Any] = {"kind": action.kind}
+        at = 0.0
         if action.HasField("client_at"):
-            record["client_at"] = action.client_at.ToDatetime().isoformat() + "+00:00"
+            tapped = action.client_at.ToDatetime(tzinfo=UTC)
+            record["client_at"] = tapped.isoformat()
+            at = tapped.timestamp()
         if action.kind != UNDO:
             fields = _plain(action.fields)
             record.update(side=action.side or None, fields=fields)
             state = unit["match_state"] or sport.new_state(sides)
-            return sport.apply(state, {"kind": action.kind, "side": action.side or None,
-                                       "fields": fields}), record  # fmt: skip
+            step = {"kind": action.kind, "side": action.side or None, "fields": fields, "at": at}
+            return sport.apply(state, step), record
         rows = await conn.fetch(QUERIES["actions"], unit["id"])
         standing = [r for r in rows if r["kind"] != UNDO and r["undone_by"] is None]
         if not standing:
@@ -224,8 +228,15 @@ class Scorer:
             if row["seq"] == target:
                 continue
             try:
+                tapped = row["client_at"]
                 replayed = sport.apply(
-                    replayed, {"kind": row["kind"], "side": row["side"], "fields": row["fields"]}
+                    replayed,
+                    {
+                        "kind": row["kind"],
+                        "side": row["side"],
+                        "fields": row["fields"],
+                        "at": tapped.timestamp() if tapped is not None else 0.0,
+                    },
                 )
             except ActionRefused as exc:
                 raise ActionRefused(

@@ -17,7 +17,7 @@ SELECT u.id::text AS id, u.code, u.name, u.status, u.match_state, u.match_seq,
 
 -- name: actions
 -- Every action of a match, in order: undo replays the ones still standing.
-SELECT seq, kind, side, fields, undoes, undone_by
+SELECT seq, kind, side, fields, undoes, undone_by, client_at
   FROM match_action
  WHERE unit_id = $1::uuid
  ORDER BY seq;
