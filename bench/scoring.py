@@ -247,7 +247,13 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
         with tempfile.TemporaryDirectory(prefix="bench-scoring-") as tmp:
             folder = Path(tmp)
             async with (
-                process("command", ["-m", "omnium_command"], env, command_port, folder),
+                process(
+                    "command",
+                    [*_profiled("command"), "-m", "omnium_command"],
+                    env,
+                    command_port,
+                    folder,
+                ),
                 process(
                     "scoring",
                     [*_profiled("scoring"), "-m", "omnium_scoring"],
@@ -255,7 +261,13 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
                     scoring_port,
                     folder,
                 ),
-                process("gateway", ["-m", "bench.scoring", "gateway"], env, gateway_port, folder),
+                process(
+                    "gateway",
+                    [*_profiled("gateway"), "-m", "bench.scoring", "gateway"],
+                    env,
+                    gateway_port,
+                    folder,
+                ),
             ):
                 say(
                     f"{args.scorers} scorers, {per_scorer} timed actions each "
@@ -316,8 +328,14 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
             "act_p95_ms": percentile(timings, 95),
             "act_p99_ms": percentile(timings, 99),
             "actions_per_s": len(timings) / wall,
-            "paced_act_p50_ms": percentile(steady, 50),
-            "paced_act_p95_ms": percentile(steady, 95),
+            **(
+                {
+                    "paced_act_p50_ms": percentile(steady, 50),
+                    "paced_act_p95_ms": percentile(steady, 95),
+                }
+                if steady
+                else {}
+            ),
         }
     finally:
         await drop(server_url, DB_NAME)
