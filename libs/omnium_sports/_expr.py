@@ -230,7 +230,9 @@ def evaluate(node: ast.expr, scope: Scope) -> Any:
     if isinstance(node, ast.Name):
         if node.id in scope.match:
             return scope.match[node.id]
-        return CONSTANTS[node.id]
+        if node.id in CONSTANTS:
+            return CONSTANTS[node.id]
+        raise _fail(node, f"{node.id!r} has no value in this match")
     if isinstance(node, ast.Attribute):
         holder = _holder(scope, node.value)
         if holder is None:

@@ -187,6 +187,9 @@ class Sport:
             )
         # A plain JSON document: a JSON round trip copies it several times faster than deepcopy.
         new: dict[str, Any] = json.loads(json.dumps(state))
+        # A match begun under an older version of the file lacks the values added since.
+        new["match"] = {**self.match, **new["match"]}
+        new["sides"] = [{**self.side, **side} for side in new["sides"]]
         sides: list[dict[str, Any]] = new["sides"]
         side_no = action.get("side")
         side = other = None

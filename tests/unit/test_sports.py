@@ -88,6 +88,15 @@ def test_football_keeps_the_clock_from_the_taps() -> None:
     assert state["match"]["period_started_at"] == 4600.0
 
 
+def test_a_match_begun_under_an_older_file_gets_the_new_values() -> None:
+    football = SPORTS["football"]
+    state = football.replay(2, [act("start_period"), act("goal", 2)])
+    del state["match"]["played_seconds"], state["match"]["period_started_at"]
+    del state["sides"][0]["subs"]
+    state = football.apply(state, {**act("end_period"), "at": 100.0})
+    assert state["match"]["played_seconds"] == 0 and state["sides"][0]["subs"] == 0
+
+
 def test_a_value_the_rules_cannot_use_is_refused_not_a_crash(tmp_path: Path) -> None:
     (tmp_path / "netball.toml").write_text(
         NETBALL.replace('effects = "side.goals += 1"', 'effects = "side.goals += action.at / 0"')

@@ -181,6 +181,9 @@ export function apply(sport, state, action) {
     throw new RuleRefused(`the match is over (${summary(sport, state)}): undo the last action to correct it`);
   }
   const next = structuredClone(state);
+  // A match begun under an older version of the file lacks the values added since.
+  next.match = { ...program.match, ...next.match };
+  next.sides = next.sides.map((side) => ({ ...program.side, ...side }));
   const sides = next.sides;
   let side = null;
   let other = null;
