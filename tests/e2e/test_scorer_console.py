@@ -71,6 +71,18 @@ async def test_scoring_goes_on_offline_and_every_action_is_saved_once_in_order(
                 "data-count", "0", timeout=20_000
             )
             await expect(page.locator("#status")).to_contain_text("action 12")
+
+            # A tap the rules refuse: the console says so at once, the server with its reason.
+            await context.set_offline(True)
+            await tap(page, "end_match")
+            await expect(page.locator("#log li.waiting-item").first).to_contain_text(
+                "will be refused: period 2 is still running: end it first"
+            )
+            await context.set_offline(False)
+            await expect(page.locator("#refused")).to_contain_text(
+                "Not saved: End match — period 2 is still running: end it first"
+            )
+            await expect(page.locator("#waiting")).to_have_attribute("data-count", "0")
             await browser.close()
     rows = await db.fetch("SELECT seq, command_id, kind, side FROM match_action ORDER BY seq")
     assert [r["seq"] for r in rows] == list(range(1, 13))

@@ -125,6 +125,15 @@ async function route() {
     ul.append(li);
   }
   if (!ul.children.length) ul.append(Object.assign(document.createElement("li"), { textContent: "No matches to score." }));
+  filterMatches();
+}
+
+function filterMatches() {
+  const words = $("filter").value.toLowerCase().split(/\s+/).filter(Boolean);
+  for (const li of $("matches").children) {
+    const text = li.textContent.toLowerCase();
+    li.hidden = !words.every((w) => text.includes(w));
+  }
 }
 
 async function openMatch(unitId) {
@@ -475,6 +484,7 @@ async function start() {
     route();
   });
   $("undo").addEventListener("click", undoLast);
+  $("filter").addEventListener("input", filterMatches);
   $("sign-out").addEventListener("click", async () => {
     if (ui.pending.length && !confirm(`${ui.pending.length} actions are not saved yet. Sign out anyway? They stay on this device and are sent after the next sign-in.`)) return;
     await api("/score/api/sign-out", { method: "POST" }).catch(() => null);
