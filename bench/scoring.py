@@ -295,6 +295,8 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
                 if not warm.done():
                     warm.cancel()
                     await asyncio.gather(*tasks)  # raises the scorer's error
+                # Figures on a shared machine depend on what else runs: say how busy it was.
+                say("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
                 began = time.perf_counter()
                 cpu_before = {name: cpu_seconds(pid) for name, pid in PIDS.items()}
                 gate.start.set()
@@ -304,6 +306,7 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
                     ended.cancel()
                     await asyncio.gather(*tasks)
                 wall = time.perf_counter() - began
+                say("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
                 timed = args.scorers * per_scorer
                 for name, pid in PIDS.items():
                     used = cpu_seconds(pid) - cpu_before[name]
