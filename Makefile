@@ -78,7 +78,7 @@ test-unit: install ## Run only the tests that need no servers
 lint: install ## ruff (lint and format check) and mypy strict
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy libs/omnium_settings libs/omnium_db libs/omnium_grpc libs/omnium_telemetry libs/omnium_devstack libs/omnium_process libs/omnium_accounts libs/omnium_sports libs/omnium_scorer_web services/command/omnium_command services/scoring/omnium_scoring services/scout-sim/omnium_scout_sim services/imports/omnium_imports bench
+	$(VENV)/bin/mypy libs/omnium_settings libs/omnium_db libs/omnium_grpc libs/omnium_telemetry libs/omnium_devstack libs/omnium_process libs/omnium_accounts libs/omnium_sports libs/omnium_scorer_web services/command/omnium_command services/scoring/omnium_scoring services/scout-sim/omnium_scout_sim services/imports/omnium_imports services/admin/omnium_admin bench
 
 .PHONY: fmt
 fmt: install ## Format the code with ruff
@@ -93,6 +93,10 @@ bench-command: install system ## Benchmark: import batches through gRPC vs the s
 bench-imports: install system ## Benchmark: the key-state fast path (1M keys), then Scout runs through imports (doorbell to done, 50,000-row loads)
 	$(PY) -m bench.fastpath $(BENCH_ARGS_FASTPATH)
 	$(PY) -m bench.imports_run $(BENCH_ARGS)
+
+.PHONY: bench-admin
+bench-admin: install system tools ## Benchmark: the console's pages under wrk, signed in, with /health as the anchor
+	$(PY) -m bench.admin_pages $(BENCH_ARGS)
 
 .PHONY: stack-up
 stack-up: install system ## Start only the private PostgreSQL and Redis (dev ports 55432, 56379)

@@ -127,6 +127,8 @@ class Accounts:
             wrong.retry_after = float(locked_for or 0.0)
             raise wrong
         await self._pool.execute(QUERIES["sign_in_passed"], row["id"])
+        # Sign-ins are few (people, not requests): a good moment to drop sessions long over.
+        await self.forget_expired()
         token = secrets.token_urlsafe(32)
         csrf = secrets.token_urlsafe(32)
         expires_at = await self._pool.fetchval(

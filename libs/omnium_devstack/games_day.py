@@ -41,6 +41,11 @@ def services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
             nice=settings.imports_nice,
         ),
         ServiceSpec(
+            name="admin",
+            module="omnium_admin",
+            listens=[("console", f"http://{host}:{settings.admin_port}")],
+        ),
+        ServiceSpec(
             name="scoring",
             module="omnium_scoring",
             listens=[("gRPC", f"grpc://{host}:{settings.scoring_port}")],
@@ -208,6 +213,10 @@ def run_games_day(
         }
         print(f"PostgreSQL  {database_url}\nRedis       {redis_url}")
         print(f"gRPC token  {token}   (send 'authorization: Bearer <token>')")
+        print(
+            f"Console     http://{settings.bind_host}:{settings.admin_port}   "
+            "(first account, in another terminal: make account LOGIN=<you> ROLE=admin)"
+        )
         return asyncio.run(_run(settings, data_dir, env, database_url, scout_secret))
     finally:
         if stack is not None:

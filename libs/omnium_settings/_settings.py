@@ -46,6 +46,7 @@ class Settings:
     imports_port: int = _setting(50053, "Imports service (gRPC).")
     delivery_port: int = _setting(50054, "Delivery service (gRPC).")
     command_address: str = _setting("127.0.0.1:50051", "Where other services reach command.")
+    imports_address: str = _setting("127.0.0.1:50053", "Where other services reach imports.")
 
     # -- gRPC ------------------------------------------------------------------------------
     grpc_auth_required: bool = _setting(True, "Callers must send a bearer token.")
@@ -159,6 +160,16 @@ class Settings:
     provider_nice: int = _setting(10, "CPU priority step of the provider pull process.")
     admin_sign_in_required: bool = _setting(True, "Operators must sign in.")
     failover_extra_delay_seconds: float = _setting(120.0, "Most extra delay a failover may add.")
+
+    # -- Admin console (Section 3 seed, "Screens") ------------------------------------------
+    admin_refresh_seconds: float = _setting(
+        2.0, "Console: live parts (cards, progress bars) refresh this often."
+    )
+    admin_runs_shown: int = _setting(20, "Console: runs listed per integration.")
+    admin_chart_runs: int = _setting(30, "Console: runs in the rows-and-duration chart.")
+    admin_units_found: int = _setting(50, "Console: most units one search lists.")
+    admin_rows_shown: int = _setting(100, "Console: most rows a run's page lists per section.")
+    admin_max_form_bytes: int = _setting(64 * 1024, "Console: largest form it accepts.")
 
     # -- Sign-in (accounts of the admin console and the scorer console) ----------------------
     session_hours: float = _setting(12.0, "A session ends after this long without use.")

@@ -63,8 +63,14 @@ async def test_sign_in_session_and_sign_out(accounts: Accounts, db: asyncpg.Conn
     again = await accounts.session(session.token)
     assert again is not None and again.account.login == "ops.lead"
     assert again.csrf_token == session.csrf_token
-    await accounts.sign_out(session.token)
+    # A session long over is dropped at the next sign-in, not kept for ever.
+    await db.execute("UPDATE account_session SET expires_at = now() - interval '1 day'")
     assert await accounts.session(session.token) is None
+    await accounts.sign_in("ops.lead", PASSWORD, screen="admin")
+    assert await db.fetchval("SELECT count(*) FROM account_session") == 1
+    fresh = await accounts.sign_in("ops.lead", PASSWORD, screen="admin")
+    await accounts.sign_out(fresh.token)
+    assert await accounts.session(fresh.token) is None
     assert await accounts.session("made-up") is None
 
 

@@ -38,6 +38,12 @@ async def test_cards_runs_and_a_run_s_detail(database_url: str) -> None:
             await ops.ListRuns(imports_pb2.ListRunsRequest(integration_code=SCHEDULE), timeout=10)
         ).runs
         detail = await ops.GetRun(imports_pb2.GetRunRequest(run_id=ours["id"]), timeout=10)
+        first_id = await day.db.fetchval(
+            "SELECT id::text FROM integration_run WHERE scout_run_id = $1", first.id
+        )
+        short = await ops.GetRun(
+            imports_pb2.GetRunRequest(run_id=first_id, rows_per_section=3), timeout=10
+        )
         failed = await day.sim.make_run("schedule", fail_checks="site down", wait_doorbell=True)
         await day.wait_for_run(failed.id)
         after = {
@@ -55,6 +61,9 @@ async def test_cards_runs_and_a_run_s_detail(database_url: str) -> None:
     assert [(c.field, c.new.string_value) for c in detail.changed[0].changes] == [
         ("venue", "Nagoya Dome")
     ]
+    assert (detail.changed_total, detail.kept_by_hand_total, detail.held_total) == (1, 0, 0)
+    # A first load changes every unit: three are listed, all are counted.
+    assert (len(short.changed), short.changed_total) == (3, 1252)
     assert (after[SCHEDULE].scout.word, after[SCHEDULE].scout.ok) == ("Failed its checks", False)
     assert "site down" in after[SCHEDULE].scout.detail
 
@@ -130,3 +139,55 @@ async def test_a_dry_run_answers_the_diff_and_writes_nothing(database_url: str) 
     ]
     assert answer.outcomes["unchanged"] == 1251
     assert after == commands and venue != "Somewhere New"
+
+
+async def test_a_check_that_cannot_read_scout_turns_the_card_failing(database_url: str) -> None:
+    async with games_day(database_url) as day, operator(day) as ops:
+        first = await day.sim.make_run("schedule", wait_doorbell=True)
+        await day.wait_for_run(first.id)
+        day.sim.fail_next(1000, path_prefix="/v1/")
+        await ops.RunNow(imports_pb2.RunNowRequest(integration_code=SCHEDULE), timeout=10)
+        await day.jobs_idle()
+        failing = await _card(ops)
+        day.sim.clear_faults()
+        again = await day.sim.make_run("schedule", wait_doorbell=True)
+        await day.wait_for_run(again.id)
+        back = await _card(ops)
+    assert (failing.omnium.word, failing.omnium.ok) == ("Failing", False)
+    assert "HTTP 500" in failing.omnium.detail
+    assert [a.kind for a in failing.open_alerts] == ["run_failed"]
+    assert (back.omnium.word, back.omnium.ok) == ("On time", True)
+    assert list(back.open_alerts) == []
+
+
+async def test_a_missing_key_cancel_carries_the_account_and_screen(database_url: str) -> None:
+    async with games_day(database_url) as day, operator(day) as ops:
+        first = await day.sim.make_run("schedule", wait_doorbell=True)
+        await day.wait_for_run(first.id)
+        day.sim.drop(day.sim.reference()["units"][3]["externalId"])
+        for _ in range(2):
+            run = await day.sim.make_run("schedule", wait_doorbell=True)
+            await day.wait_for_run(run.id)
+        item = (await ops.ListWaiting(imports_pb2.ListWaitingRequest(), timeout=10)).items[0]
+        await ops.ResolveMissing(
+            imports_pb2.ResolveMissingRequest(
+                item_id=item.id,
+                cancel=True,
+                by="Mei Lin",
+                source_code="account:42",
+                screen="admin:waiting",
+            ),
+            timeout=10,
+        )
+        actor = await day.db.fetchrow(
+            "SELECT actor_name, source_code, screen FROM timeline_item "
+            "WHERE code = 'results.set_status'"
+        )
+    assert tuple(actor) == ("Mei Lin", "account:42", "admin:waiting")
+
+
+async def _card(ops: imports_pb2_grpc.ImportsServiceStub) -> imports_pb2.Integration:
+    cards = (
+        await ops.ListIntegrations(imports_pb2.ListIntegrationsRequest(), timeout=10)
+    ).integrations
+    return next(c for c in cards if c.code == SCHEDULE)

@@ -24,6 +24,9 @@ from omnium_settings import Settings
 
 SERVICE_NAME = imports_pb2.DESCRIPTOR.services_by_name["ImportsService"].full_name
 _STATES = ("on", "paused", "off")
+_REFUSED = ("refused", "not_placed", "problem")
+# A run's page lists at most this many rows per section when the caller sets no limit.
+_ROWS_PER_SECTION = 5000
 
 
 def _stamp(moment: datetime | None) -> timestamp_pb2.Timestamp | None:
@@ -55,13 +58,30 @@ def run_message(row: Mapping[str, Any]) -> imports_pb2.Run:
 
 
 def omnium_health(
-    state: str, check_seconds: int, last: Mapping[str, Any] | None, now: datetime
+    state: str,
+    check_seconds: int,
+    last: Mapping[str, Any] | None,
+    now: datetime,
+    check_failed: Mapping[str, Any] | None = None,
 ) -> imports_pb2.Health:
-    """Our side of the card. Nothing is green unless our last run is good and on time."""
+    """Our side of the card. Nothing is green unless our last run is good and on time.
+
+    `check_failed` is the open run_failed alert: a check that could not read Scout at all
+    records no run, but the card must still say Failing until a run is done again.
+    """
     if state == "off":
         return imports_pb2.Health(word="Off", ok=False, detail="the integration is off")
     if state == "paused":
         return imports_pb2.Health(word="Paused", ok=False, detail="paused by an operator")
+    if check_failed is not None and (
+        last is None or check_failed["raised_at"] >= last["received_at"]
+    ):
+        return imports_pb2.Health(
+            word="Failing",
+            ok=False,
+            detail=check_failed["message"],
+            at=_stamp(check_failed["raised_at"]),
+        )
     if last is None:
         return imports_pb2.Health(word="Late", ok=False, detail="no run yet")
     at = _stamp(last["received_at"])
@@ -128,7 +148,9 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                         state=row["state"],
                         target=row["target"],
                         scout=scout_health(verdict),
-                        omnium=omnium_health(row["state"], row["check_seconds"], last, now),
+                        omnium=omnium_health(
+                            row["state"], row["check_seconds"], last, now, _check_failed(alerts)
+                        ),
                         open_alerts=[
                             imports_pb2.Alert(
                                 id=a["id"],
@@ -158,12 +180,24 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
         self, request: imports_pb2.GetRunRequest, context: aio.ServicerContext
     ) -> imports_pb2.RunDetail:
         await self._uuid(request.run_id, "run_id", context)
+        if request.rows_per_section < 0:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "rows_per_section must be 0 (the most) or more"
+            )
         async with self.pool.acquire() as conn:
             run = await conn.fetchrow(QUERIES["run"], request.run_id)
             if run is None:
                 await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no run {request.run_id}")
-            rows = await conn.fetch(QUERIES["run_rows"], request.run_id)
-        detail = imports_pb2.RunDetail(run=run_message(run))
+            limit = request.rows_per_section or _ROWS_PER_SECTION
+            rows = await conn.fetch(QUERIES["run_rows"], request.run_id, limit)
+            totals = await conn.fetchrow(QUERIES["run_row_totals"], request.run_id)
+        detail = imports_pb2.RunDetail(
+            run=run_message(run),
+            changed_total=totals["changed"],
+            kept_by_hand_total=totals["kept_by_hand"],
+            held_total=totals["held"],
+            refused_total=totals["refused"],
+        )
         for row in rows:
             entry = imports_pb2.RowEntry(
                 position=row["position"],
@@ -173,13 +207,14 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                 changes=field_changes(row["diff"]),
                 kept_by_hand=field_changes(row["kept_by_hand"]),
             )
-            if row["outcome"] == "accepted":
+            # The query gives each section at most `limit` rows; a row may be in two.
+            if row["outcome"] == "accepted" and len(detail.changed) < limit:
                 detail.changed.append(entry)
-            if row["kept_by_hand"]:
+            if row["kept_by_hand"] and len(detail.kept_by_hand) < limit:
                 detail.kept_by_hand.append(entry)
-            if row["outcome"] == "held":
+            if row["outcome"] == "held" and len(detail.held) < limit:
                 detail.held.append(entry)
-            if row["outcome"] in ("refused", "not_placed", "problem"):
+            if row["outcome"] in _REFUSED and len(detail.refused) < limit:
                 detail.refused.append(entry)
         return detail
 
@@ -261,8 +296,8 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                     actor=actor_pb2.Actor(
                         kind=actor_pb2.Actor.KIND_PERSON,
                         name=who,
-                        source_code=who,
-                        screen="waiting-for-you",
+                        source_code=request.source_code or who,
+                        screen=request.screen or "waiting-for-you",
                     ),
                 ),
                 timeout=self.settings.grpc_deadline_seconds,
@@ -335,6 +370,10 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
             uuid.UUID(value)
         except ValueError:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name} is not an id (a UUID)")
+
+
+def _check_failed(alerts: list[asyncpg.Record]) -> asyncpg.Record | None:
+    return next((a for a in alerts if a["kind"] == "run_failed"), None)
 
 
 async def _integration_id(conn: asyncpg.Connection, code: str, context: aio.ServicerContext) -> str:

@@ -130,7 +130,9 @@ async def run_scheduler(
     """Every scheduler_seconds: a check for each integration not heard from for its interval,
     an alert for one with no new run for alert_quiet_intervals, and (hourly) row log trimming.
     """
-    trimmed_at = 0.0
+    # None: trim on the first pass. (0.0 would wait until the machine had been up an hour,
+    # since time.monotonic() counts from boot.)
+    trimmed_at: float | None = None
     while not stop.is_set():
         try:
             async with pool.acquire() as conn:
@@ -145,7 +147,7 @@ async def run_scheduler(
                         f"No new run from Scout for {settings.alert_quiet_intervals} check "
                         f"intervals ({row['check_seconds']} s each).",
                     )
-                if time.monotonic() - trimmed_at > 3600:
+                if trimmed_at is None or time.monotonic() - trimmed_at > 3600:
                     trimmed_at = time.monotonic()
                     result = await conn.execute(QUERIES["trim_row_log"], settings.row_log_days)
                     log.info("scheduler: row log trimmed (%s)", result)

@@ -38,12 +38,33 @@ SELECT r.*, r.id::text AS run_id, i.code AS integration_code
   FROM integration_run r JOIN integration i ON i.id = r.integration_id
  WHERE r.id = $1::uuid;
 
+-- name: run_row_totals
+-- How many rows of a run fall in each section of its page (a row may be in two).
+SELECT count(*) FILTER (WHERE outcome = 'accepted')::int AS changed,
+       count(*) FILTER (WHERE kept_by_hand <> '[]'::jsonb)::int AS kept_by_hand,
+       count(*) FILTER (WHERE outcome = 'held')::int AS held,
+       count(*) FILTER (WHERE outcome IN ('refused', 'not_placed', 'problem'))::int AS refused
+  FROM integration_row
+ WHERE run_id = $1::uuid;
+
 -- name: run_rows
+-- The first $2 rows of each section, in row order; a row in two sections comes once.
 SELECT position, subject_key, outcome, reason, diff, kept_by_hand
   FROM integration_row
- WHERE run_id = $1::uuid
- ORDER BY position
- LIMIT 5000;
+ WHERE id IN (
+       (SELECT id FROM integration_row WHERE run_id = $1::uuid AND outcome = 'accepted'
+         ORDER BY position LIMIT $2)
+       UNION
+       (SELECT id FROM integration_row WHERE run_id = $1::uuid AND kept_by_hand <> '[]'::jsonb
+         ORDER BY position LIMIT $2)
+       UNION
+       (SELECT id FROM integration_row WHERE run_id = $1::uuid AND outcome = 'held'
+         ORDER BY position LIMIT $2)
+       UNION
+       (SELECT id FROM integration_row
+         WHERE run_id = $1::uuid AND outcome IN ('refused', 'not_placed', 'problem')
+         ORDER BY position LIMIT $2))
+ ORDER BY position;
 
 -- name: waiting
 SELECT w.id, i.code AS integration_code, w.kind, w.subject_key, w.question,

@@ -1,0 +1,7 @@
+"""The operators' console: sign-in, integrations, runs, Waiting for you and units (aiohttp)."""
+
+from __future__ import annotations
+
+from omnium_admin._app import AdminApp
+
+__all__ = ["AdminApp"]

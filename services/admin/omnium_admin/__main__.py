@@ -1,0 +1,21 @@
+"""Start the operators' console: `python -m omnium_admin` (HTTP on admin_port)."""
+
+from __future__ import annotations
+
+from omnium_admin import AdminApp
+from omnium_grpc import wait_for_signal
+from omnium_process import run_process
+from omnium_settings import Settings
+
+
+async def main(settings: Settings) -> None:
+    app = AdminApp(settings)
+    try:
+        await app.start()
+        await wait_for_signal()
+    finally:
+        await app.stop()
+
+
+if __name__ == "__main__":
+    run_process("admin", main)

@@ -1,0 +1,104 @@
+"""The console process: pools, gRPC channels, templates, the middlewares and the routes."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import jinja2
+from aiohttp import web
+
+from omnium.command.v1 import command_pb2_grpc
+from omnium.imports.v1 import imports_pb2_grpc
+from omnium_accounts import Accounts
+from omnium_admin import _auth, _views
+from omnium_admin._present import FILTERS
+from omnium_db import Road, create_pool
+from omnium_grpc import open_channel
+from omnium_settings import Settings
+from omnium_telemetry import aiohttp_middlewares
+
+log = logging.getLogger(__name__)
+HERE = Path(__file__).parent
+
+
+def make_templates() -> jinja2.Environment:
+    """The console's templates: autoescaped, and a missing value is an error, not a blank."""
+    templates = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    templates.filters.update(FILTERS)
+    return templates
+
+
+class AdminApp:
+    """Everything one console process holds. `start()`, then `stop()`."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.people: asyncpg.Pool | None = None
+        self.reader: asyncpg.Pool | None = None
+        self.imports_channel = open_channel(settings.imports_address, settings)
+        self.command_channel = open_channel(settings.command_address, settings)
+        self.imports = imports_pb2_grpc.ImportsServiceStub(self.imports_channel)
+        self.command = command_pb2_grpc.CommandServiceStub(self.command_channel)
+        self.runner: web.AppRunner | None = None
+        self.port = 0
+        self.templates = make_templates()
+
+    @property
+    def accounts(self) -> Accounts:
+        assert self.people is not None
+        return Accounts(self.people, self.settings)
+
+    def web_app(self) -> web.Application:
+        app = web.Application(
+            middlewares=[
+                *aiohttp_middlewares(self.settings),
+                _views.plain_errors,
+                _auth.signed_in,
+            ],
+            client_max_size=self.settings.admin_max_form_bytes,
+        )
+        app[_auth.CONSOLE] = self
+        _auth.add_routes(app)
+        _views.add_routes(app)
+        app.router.add_static("/static/", HERE / "static")
+        return app
+
+    async def start(self, port: int | None = None) -> int:
+        settings = self.settings
+        # Sign-in and sessions are people's writes; the screens read on the reader road.
+        self.people = await create_pool(settings, Road.PEOPLE, application_name="admin")
+        self.reader = await create_pool(settings, Road.READER, application_name="admin")
+        self.runner = web.AppRunner(self.web_app(), access_log=None)
+        await self.runner.setup()
+        wanted = settings.admin_port if port is None else port
+        site = web.TCPSite(self.runner, settings.bind_host, wanted)
+        await site.start()
+        sockets = getattr(site._server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else wanted
+        log.info("admin: the console is on http://%s:%s", settings.bind_host, self.port)
+        return self.port
+
+    def render(self, name: str, **context: Any) -> str:
+        return render(self.templates, self.settings, name, **context)
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+        await self.imports_channel.close()
+        await self.command_channel.close()
+        for pool in (self.people, self.reader):
+            if pool is not None:
+                await pool.close()
+
+
+def render(templates: jinja2.Environment, settings: Settings, name: str, **context: Any) -> str:
+    return templates.get_template(name).render(settings=settings, **context)

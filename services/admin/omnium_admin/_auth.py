@@ -1,0 +1,219 @@
+"""Sign-in, sign-out, and the middleware that asks for a session, a role and a CSRF token."""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import uuid
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from omnium_accounts import Account, Session, SignInRefused
+from omnium_accounts.web import (
+    CSRF_FIELD,
+    clear_session_cookie,
+    csrf_ok,
+    request_session,
+    set_session_cookie,
+)
+
+if TYPE_CHECKING:
+    from omnium_admin._app import AdminApp
+
+CONSOLE: web.AppKey[AdminApp] = web.AppKey("console")
+SESSION: web.RequestKey[Session] = web.RequestKey("session")
+# Before sign-in there is no session to hold a CSRF token: the form carries a random value
+# that must match this cookie (a forged cross-site form cannot read or set it).
+SIGN_IN_COOKIE = "omnium_sign_in"
+PUBLIC = ("/sign-in", "/health")
+SCREEN = "admin"
+# Who reads when admin_sign_in_required is off: a viewer, who can act on nothing.
+NOBODY = Account(uuid.UUID(int=0), "nobody", "nobody (sign-in is off)", "viewer")
+
+
+def console(request: web.Request) -> AdminApp:
+    return request.app[CONSOLE]
+
+
+def session_of(request: web.Request) -> Session:
+    return request[SESSION]
+
+
+def _wants_page(request: web.Request) -> bool:
+    return request.method in ("GET", "HEAD") and not request.path.startswith("/api/")
+
+
+def plain_page(
+    request: web.Request, status: int, title: str, message: str, *, retry: bool = False
+) -> web.Response:
+    app = console(request)
+    html = app.render(
+        "message.html",
+        title=title,
+        message=message,
+        retry=retry,
+        session=request.get(SESSION),
+        path=request.path_qs,
+    )
+    return web.Response(text=html, status=status, content_type="text/html")
+
+
+@web.middleware
+async def signed_in(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every page and action needs a live session: pages redirect, everything else is 401."""
+    if request.path in PUBLIC or request.path.startswith("/static/"):
+        return await handler(request)
+    app = console(request)
+    session = await request_session(request, app.accounts)
+    if session is None and not app.settings.admin_sign_in_required and _wants_page(request):
+        session = Session("", NOBODY, "", SCREEN, datetime.now(UTC))
+    if session is None:
+        if _wants_page(request):
+            raise web.HTTPSeeOther(f"/sign-in?next={quote(request.path_qs, safe='')}")
+        return web.json_response(
+            {"error": "sign in first: this needs a signed-in account"}, status=401
+        )
+    request[SESSION] = session
+    if session.account.role == "scorer":
+        return plain_page(
+            request,
+            403,
+            "Not for scorer accounts",
+            "Scorer accounts have no access to the operators' console. Use the scorer console, "
+            "or ask an admin for an operator account.",
+        )
+    if request.method not in ("GET", "HEAD") and not await csrf_ok(request, session):
+        return plain_page(
+            request,
+            403,
+            "This form has expired",
+            "The form did not carry this session's security token, so nothing was done. "
+            "Go back, reload the page and try again.",
+        )
+    return await handler(request)
+
+
+def may_act(request: web.Request) -> web.Response | None:
+    """None when the account may act on integrations, runs, waiting and units; else a 403."""
+    account = session_of(request).account
+    if account.may("operator"):
+        return None
+    return plain_page(
+        request,
+        403,
+        "Not allowed",
+        f"Your account is a {account.role}: it can read every screen but not act. "
+        "Ask an admin for an operator account.",
+    )
+
+
+def _safe_next(value: str | None) -> str:
+    # Only our own paths: never send a person on to another site after sign-in.
+    if value and value.startswith("/") and not value.startswith("//") and "\\" not in value:
+        return value
+    return "/"
+
+
+async def sign_in_page(request: web.Request) -> web.Response:
+    return _sign_in_form(request, status=200, error="", login="")
+
+
+def _sign_in_form(
+    request: web.Request, *, status: int, error: str, login: str, retry_after: float = 0.0
+) -> web.Response:
+    app = console(request)
+    # One token per browser until sign-in, so two open sign-in tabs both work.
+    token = request.cookies.get(SIGN_IN_COOKIE) or secrets.token_urlsafe(24)
+    html = app.render(
+        "sign_in.html",
+        error=error,
+        login=login,
+        retry_after=retry_after,
+        next=_safe_next(request.query.get("next")),
+        csrf_field=CSRF_FIELD,
+        csrf_token=token,
+        session=None,
+        path="/sign-in",
+    )
+    response = web.Response(text=html, status=status, content_type="text/html")
+    if retry_after > 0:
+        response.headers["Retry-After"] = str(max(1, round(retry_after)))
+    response.set_cookie(
+        SIGN_IN_COOKIE,
+        token,
+        max_age=3600,
+        httponly=True,
+        samesite="Strict",
+        secure=app.settings.session_cookie_secure,
+        path="/sign-in",
+    )
+    return response
+
+
+async def sign_in(request: web.Request) -> web.Response:
+    app = console(request)
+    form = await request.post()
+    sent, expected = form.get(CSRF_FIELD), request.cookies.get(SIGN_IN_COOKIE)
+    if not isinstance(sent, str) or not expected or not hmac.compare_digest(sent, expected):
+        return _sign_in_form(
+            request,
+            status=403,
+            error="This sign-in form has expired: nothing was sent. Please sign in again.",
+            login="",
+        )
+    login = str(form.get("login", "")).strip()
+    password = str(form.get("password", ""))
+    if not login or not password:
+        return _sign_in_form(
+            request, status=400, error="Give your login and your password.", login=login
+        )
+    try:
+        session = await app.accounts.sign_in(login, password, screen=SCREEN)
+    except SignInRefused as exc:
+        error = str(exc)
+        if exc.retry_after > 0 and "try again in" not in error:
+            wait = _wait(exc.retry_after)
+            error += f". Too many failed sign-ins: wait {wait} before the next try"
+        return _sign_in_form(
+            request,
+            status=429 if exc.retry_after > 0 else 401,
+            error=error[0].upper() + error[1:] + ".",
+            login=login,
+            retry_after=exc.retry_after,
+        )
+    target = _safe_next(str(form.get("next", "")))
+    if session.account.role == "scorer":
+        target = "/"  # the middleware answers with the plain 403 page
+    response = web.HTTPSeeOther(target)
+    set_session_cookie(response, session, app.settings)
+    response.del_cookie(SIGN_IN_COOKIE, path="/sign-in")
+    raise response
+
+
+def _wait(seconds: float) -> str:
+    whole = max(1, round(seconds))
+    return f"{whole} s" if whole < 120 else f"{round(whole / 60)} min"
+
+
+async def sign_out(request: web.Request) -> web.Response:
+    session = session_of(request)
+    if session.token:
+        await console(request).accounts.sign_out(session.token)
+    response = web.HTTPSeeOther("/sign-in")
+    clear_session_cookie(response)
+    raise response
+
+
+async def health(request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/sign-in", sign_in_page)
+    app.router.add_post("/sign-in", sign_in)
+    app.router.add_post("/sign-out", sign_out)
+    app.router.add_get("/health", health)

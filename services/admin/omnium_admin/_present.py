@@ -1,0 +1,200 @@
+"""From ImportsService messages to what a screen shows: words, times, bars, old → new."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+
+from omnium.command.v1 import command_pb2
+from omnium.imports.v1 import imports_pb2
+
+RUN_WORDS = {
+    "received": "Running",
+    "applying": "Running",
+    "done": "Done",
+    "partly_done": "Partly done",
+    "failed": "Failed",
+    "scout_failed": "Scout's run failed its checks",
+    "older": "Older than the last run",
+    "paused_by_guard": "Paused by a check",
+}
+RUNNING = ("received", "applying")
+OUTCOME_WORDS = {
+    "accepted": "changed",
+    "unchanged": "unchanged",
+    "kept_by_hand": "kept as set by hand",
+    "held": "held",
+    "refused": "refused",
+    "not_placed": "not placed",
+    "problem": "problem",
+    "duplicate": "sent twice",
+    "fast_path": "unchanged, skipped early",
+}
+
+
+def when(stamp: timestamp_pb2.Timestamp | None) -> datetime | None:
+    if stamp is None or (stamp.seconds == 0 and stamp.nanos == 0):
+        return None
+    return stamp.ToDatetime(tzinfo=UTC)
+
+
+def ago(moment: datetime | None, now: datetime | None = None) -> str:
+    if moment is None:
+        return "never"
+    seconds = ((now or datetime.now(UTC)) - moment).total_seconds()
+    if seconds < 5:
+        return "just now"
+    if seconds < 90:
+        return f"{int(seconds)} s ago"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min ago"
+    if seconds < 36 * 3600:
+        return f"{round(seconds / 3600)} h ago"
+    return moment.strftime("%d %b %H:%M UTC")
+
+
+def clock(moment: datetime | None) -> str:
+    return moment.strftime("%d %b %H:%M:%S UTC") if moment else ""
+
+
+def took(ms: int) -> str:
+    if ms <= 0:
+        return "—"
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 120_000:
+        return f"{ms / 1000:.1f} s"
+    return f"{ms / 60_000:.1f} min"
+
+
+def value_text(value: struct_pb2.Value | None) -> str:
+    if value is None or value.WhichOneof("kind") in (None, "null_value"):
+        return "(empty)"
+    plain = json_format.MessageToDict(value)
+    if isinstance(plain, float) and plain.is_integer():
+        return str(int(plain))
+    return str(plain)
+
+
+def health(h: imports_pb2.Health) -> dict[str, Any]:
+    at = when(h.at)
+    return {"word": h.word, "ok": h.ok, "detail": h.detail, "at": clock(at), "ago": ago(at)}
+
+
+def run(r: imports_pb2.Run) -> dict[str, Any]:
+    received = when(r.received_at)
+    total, done = r.batch_total, r.batch_done
+    return {
+        "id": r.id,
+        "integration": r.integration_code,
+        "scout_run_id": r.scout_run_id,
+        "status": r.status,
+        "word": RUN_WORDS.get(r.status, r.status),
+        "running": r.status in RUNNING,
+        "reason": r.reason,
+        "build": r.build,
+        "rows": r.row_count,
+        "batch_total": total,
+        "batch_done": done,
+        "percent": round(100 * done / total) if total else (100 if r.finished_at.seconds else 0),
+        "outcomes": {OUTCOME_WORDS.get(k, k): v for k, v in sorted(r.outcomes.items())},
+        "received": clock(received),
+        "received_ago": ago(received),
+        "finished": clock(when(r.finished_at)),
+        "took_ms": r.duration_ms,
+        "took": took(r.duration_ms),
+    }
+
+
+def card(i: imports_pb2.Integration) -> dict[str, Any]:
+    scout, ours = health(i.scout), health(i.omnium)
+    return {
+        "code": i.code,
+        "name": i.name,
+        "state": i.state,
+        "target": i.target,
+        "scout": scout,
+        "omnium": ours,
+        # Nothing green unless both lines are fine (Section 3 seed, "Screens").
+        "green": bool(scout["ok"] and ours["ok"]),
+        "alerts": [
+            {"kind": a.kind, "message": a.message, "ago": ago(when(a.raised_at))}
+            for a in i.open_alerts
+        ],
+        "last_run": run(i.last_run) if i.HasField("last_run") else None,
+        "waiting": i.waiting,
+    }
+
+
+def changes(entries: Iterable[command_pb2.FieldChange]) -> list[dict[str, str]]:
+    return [
+        {
+            "kind": c.subject_kind,
+            "field": c.field,
+            "old": value_text(c.old if c.HasField("old") else None),
+            "new": value_text(c.new if c.HasField("new") else None),
+        }
+        for c in entries
+    ]
+
+
+def rows(entries: Iterable[imports_pb2.RowEntry], limit: int) -> list[dict[str, Any]]:
+    out = []
+    for e in entries:
+        out.append(
+            {
+                "position": e.position,
+                "key": e.key,
+                "outcome": OUTCOME_WORDS.get(e.outcome, e.outcome),
+                "reason": e.reason,
+                "changes": changes(e.changes),
+                "kept": changes(e.kept_by_hand),
+            }
+        )
+        if len(out) >= limit:
+            break
+    return out
+
+
+def chart(
+    runs: list[dict[str, Any]], width: int = 600, height: int = 120, slots: int = 20
+) -> dict[str, Any]:
+    """Two bar series, oldest first: rows and time taken, each scaled to its own maximum."""
+    points = list(reversed([r for r in runs if not r["running"]]))
+    if not points:
+        return {"bars": [], "width": width, "height": height, "max_rows": 0, "max_took": ""}
+    most_rows = max(r["rows"] for r in points) or 1
+    most_ms = max(r["took_ms"] for r in points) or 1
+    # At least `slots` slots wide, so two runs do not look like two walls.
+    step = width / max(len(points), slots)
+    half = max(1.0, step / 2 - 1)
+    bars = []
+    for n, r in enumerate(points):
+        rows_h = (height - 14) * r["rows"] / most_rows
+        took_h = (height - 14) * r["took_ms"] / most_ms
+        bars.append(
+            {
+                "x": round(n * step, 1),
+                "w": round(half, 1),
+                "rows_y": round(height - rows_h, 1),
+                "rows_h": round(rows_h, 1),
+                "took_x": round(n * step + half + 1, 1),
+                "took_y": round(height - took_h, 1),
+                "took_h": round(took_h, 1),
+                "title": f"{r['received']}: {r['rows']} rows, {r['took']}, {r['word']}",
+                "bad": r["status"] not in ("done",),
+            }
+        )
+    return {
+        "bars": bars,
+        "width": width,
+        "height": height,
+        "max_rows": most_rows,
+        "max_took": took(most_ms),
+    }
+
+
+FILTERS: dict[str, Callable[..., Any]] = {"took": took, "clock": clock}

@@ -1,0 +1,475 @@
+"""The screens: integrations, runs, a run, Waiting for you, units; their JSON and actions."""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import asyncpg
+import grpc
+from aiohttp import web
+from aiohttp.typedefs import Handler
+from google.protobuf import json_format, struct_pb2
+from grpc import aio
+
+from omnium.command.v1 import command_pb2
+from omnium.common.v1 import actor_pb2
+from omnium.imports.v1 import imports_pb2
+from omnium_admin import _present
+from omnium_admin._auth import console, may_act, plain_page, session_of
+from omnium_db import Queries
+
+log = logging.getLogger(__name__)
+QUERIES = Queries.load(Path(__file__).parent)
+UNIT_FIELDS = ("name", "phase", "start_at", "venue", "status")
+UNIT_STATUSES = (
+    "SCHEDULED",
+    "DELAYED",
+    "GETTING_READY",
+    "RUNNING",
+    "INTERRUPTED",
+    "UNOFFICIAL",
+    "OFFICIAL",
+    "PROTESTED",
+    "POSTPONED",
+    "RESCHEDULED",
+    "CANCELLED",
+)
+# A held row's question names what is missing: "... we have no such competitor. Add it, or
+# map SC-T-KOR3 to one we have." (omnium_imports.mapping); the form starts from it.
+_HELD = re.compile(r"we have no such (competitor|unit)\. Add it, or map (\S+) to one we have")
+
+__all__ = ["add_routes", "plain_errors"]
+
+
+@web.middleware
+async def plain_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A service that cannot answer is 'failed to read' with Try again, never a traceback."""
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except aio.AioRpcError as exc:
+        code, details = exc.code(), exc.details() or ""
+        if code == grpc.StatusCode.NOT_FOUND:
+            status, title, message = 404, "Not found", details
+        elif code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
+            status, title, message = 400, "Not done", details
+        else:
+            log.warning("admin: %s %s: %s %s", request.method, request.path, code, details)
+            status, title, message = (
+                503,
+                "Failed to read",
+                "The imports or command service did not answer "
+                f"({code.name.lower().replace('_', ' ')}). Nothing was changed.",
+            )
+        return _error(request, status, title, message)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        log.warning("admin: %s %s: %s", request.method, request.path, exc)
+        return _error(
+            request, 503, "Failed to read", "The database did not answer. Nothing was changed."
+        )
+
+
+def _error(request: web.Request, status: int, title: str, message: str) -> web.Response:
+    if request.path.startswith("/api/"):
+        return web.json_response({"error": f"{title}: {message}"}, status=status)
+    return plain_page(request, status, title, message, retry=status == 503)
+
+
+def _page(request: web.Request, name: str, **context: Any) -> web.Response:
+    session = session_of(request)
+    html = console(request).render(
+        name,
+        session=session,
+        may_act=session.account.may("operator"),
+        path=request.path_qs,
+        said=request.query.get("said", ""),
+        **context,
+    )
+    return web.Response(text=html, content_type="text/html")
+
+
+def _back(to: str, said: str) -> web.HTTPSeeOther:
+    joiner = "&" if "?" in to else "?"
+    return web.HTTPSeeOther(f"{to}{joiner}{urlencode({'said': said})}")
+
+
+def _deadline(request: web.Request) -> float:
+    return console(request).settings.grpc_deadline_seconds
+
+
+def _who(request: web.Request) -> str:
+    return session_of(request).account.name
+
+
+# -- Integrations --------------------------------------------------------------------------
+
+
+async def _cards(request: web.Request) -> list[dict[str, Any]]:
+    answer = await console(request).imports.ListIntegrations(
+        imports_pb2.ListIntegrationsRequest(), timeout=_deadline(request)
+    )
+    return [_present.card(i) for i in answer.integrations]
+
+
+async def integrations_page(request: web.Request) -> web.Response:
+    return _page(request, "integrations.html", cards=await _cards(request), screen="integrations")
+
+
+async def integrations_json(request: web.Request) -> web.Response:
+    return web.json_response({"integrations": await _cards(request)})
+
+
+async def set_state(request: web.Request) -> web.Response:
+    if (refused := may_act(request)) is not None:
+        return refused
+    code = request.match_info["code"]
+    state = {"pause": "paused", "resume": "on", "off": "off"}[request.match_info["action"]]
+    answer = await console(request).imports.SetIntegrationState(
+        imports_pb2.SetIntegrationStateRequest(
+            integration_code=code, state=state, by=_who(request)
+        ),
+        timeout=_deadline(request),
+    )
+    raise _back("/integrations", f"{code}: {answer.message}")
+
+
+async def run_now(request: web.Request) -> web.Response:
+    if (refused := may_act(request)) is not None:
+        return refused
+    code = request.match_info["code"]
+    answer = await console(request).imports.RunNow(
+        imports_pb2.RunNowRequest(integration_code=code), timeout=_deadline(request)
+    )
+    raise _back("/integrations", f"{code}: {answer.message}")
+
+
+# -- Runs ----------------------------------------------------------------------------------
+
+
+async def _runs(request: web.Request, code: str, limit: int) -> list[dict[str, Any]]:
+    answer = await console(request).imports.ListRuns(
+        imports_pb2.ListRunsRequest(integration_code=code, limit=limit),
+        timeout=_deadline(request),
+    )
+    return [_present.run(r) for r in answer.runs]
+
+
+async def runs_page(request: web.Request) -> web.Response:
+    settings = console(request).settings
+    cards = await _cards(request)
+    codes = [c["code"] for c in cards]
+    code = request.query.get("integration") or (codes[0] if codes else "")
+    chosen = next((c for c in cards if c["code"] == code), None)
+    if codes and chosen is None:
+        return plain_page(request, 404, "Not found", f"There is no integration {code!r}.")
+    limit = max(settings.admin_runs_shown, settings.admin_chart_runs)
+    runs = await _runs(request, code, min(limit, 200)) if chosen else []
+    return _page(
+        request,
+        "runs.html",
+        cards=cards,
+        chosen=chosen,
+        runs=runs[: settings.admin_runs_shown],
+        chart=_present.chart(runs[: settings.admin_chart_runs]),
+        screen="runs",
+    )
+
+
+async def runs_json(request: web.Request) -> web.Response:
+    code = request.query.get("integration", "")
+    runs = await _runs(request, code, console(request).settings.admin_runs_shown)
+    return web.json_response({"runs": runs})
+
+
+async def _detail(request: web.Request) -> imports_pb2.RunDetail:
+    run_id = request.match_info["run_id"]
+    try:
+        uuid.UUID(run_id)
+    except ValueError:
+        page = plain_page(request, 404, "Not found", f"{run_id!r} is not a run id.")
+        raise web.HTTPNotFound(text=page.text, content_type="text/html") from None
+    app = console(request)
+    detail: imports_pb2.RunDetail = await app.imports.GetRun(
+        imports_pb2.GetRunRequest(run_id=run_id, rows_per_section=app.settings.admin_rows_shown),
+        timeout=_deadline(request),
+    )
+    return detail
+
+
+async def run_page(request: web.Request) -> web.Response:
+    detail = await _detail(request)
+    limit = console(request).settings.admin_rows_shown
+    run = _present.run(detail.run)
+    return _page(
+        request,
+        "run.html",
+        run=run,
+        changed=_present.rows(detail.changed, limit),
+        kept=_present.rows(detail.kept_by_hand, limit),
+        held=_present.rows(detail.held, limit),
+        refused=_present.rows(detail.refused, limit),
+        counts={
+            "changed": detail.changed_total,
+            "kept": detail.kept_by_hand_total,
+            "held": detail.held_total,
+            "refused": detail.refused_total,
+        },
+        limit=limit,
+        screen="runs",
+    )
+
+
+async def run_json(request: web.Request) -> web.Response:
+    detail = await _detail(request)
+    return web.json_response({"run": _present.run(detail.run)})
+
+
+async def start_run(request: web.Request) -> web.Response:
+    if (refused := may_act(request)) is not None:
+        return refused
+    run_id = request.match_info["run_id"]
+    answer = await console(request).imports.StartRun(
+        imports_pb2.StartRunRequest(run_id=run_id, by=_who(request)), timeout=_deadline(request)
+    )
+    form = await request.post()
+    raise _back(_local(form.get("back"), f"/runs/{run_id}"), answer.message)
+
+
+def _local(value: object, default: str) -> str:
+    if isinstance(value, str) and value.startswith("/") and not value.startswith("//"):
+        return value
+    return default
+
+
+# -- Waiting for you -----------------------------------------------------------------------
+
+
+async def waiting_page(request: web.Request) -> web.Response:
+    answer = await console(request).imports.ListWaiting(
+        imports_pb2.ListWaitingRequest(), timeout=_deadline(request)
+    )
+    items = []
+    for w in answer.items:
+        held = _HELD.search(w.question) if w.kind == "held" else None
+        items.append(
+            {
+                "id": w.id,
+                "integration": w.integration_code,
+                "kind": w.kind,
+                "key": w.subject_key,
+                "question": w.question,
+                "run_id": w.run_id,
+                "ago": _present.ago(_present.when(w.created_at)),
+                "lookup_kind": held.group(1) if held else "competitor",
+                "external_id": held.group(2) if held else "",
+            }
+        )
+    groups = {
+        kind: [i for i in items if i["kind"] == kind] for kind in ("held", "guard", "missing")
+    }
+    return _page(request, "waiting.html", groups=groups, total=len(items), screen="waiting")
+
+
+async def add_lookup(request: web.Request) -> web.Response:
+    if (refused := may_act(request)) is not None:
+        return refused
+    form = await request.post()
+    integration = str(form.get("integration", ""))
+    kind = str(form.get("kind", ""))
+    external_id = str(form.get("external_id", "")).strip()
+    ours = str(form.get("ours", "")).strip()
+    if kind not in ("competitor", "unit") or not external_id or not ours:
+        raise _back("/waiting", "Give Scout's id and ours (a code or an id) to add a lookup.")
+    reader = console(request).reader
+    assert reader is not None
+    found = await reader.fetch(QUERIES["lookup_target"], kind, ours)
+    if len(found) != 1:
+        raise _back(
+            "/waiting",
+            f"We have no {kind} {ours!r}: add it first, or give its exact code or id.",
+        )
+    answer = await console(request).imports.AddLookup(
+        imports_pb2.AddLookupRequest(
+            integration_code=integration,
+            kind=kind,
+            external_id=external_id,
+            our_id=found[0]["id"],
+            by=_who(request),
+        ),
+        timeout=_deadline(request),
+    )
+    raise _back("/waiting", f"{answer.message} ({found[0]['name']})")
+
+
+async def resolve_missing(request: web.Request) -> web.Response:
+    if (refused := may_act(request)) is not None:
+        return refused
+    account = session_of(request).account
+    cancel = request.match_info["action"] == "cancel"
+    answer = await console(request).imports.ResolveMissing(
+        imports_pb2.ResolveMissingRequest(
+            item_id=int(request.match_info["item_id"]),
+            cancel=cancel,
+            by=account.name,
+            source_code=f"account:{account.id}",
+            screen="admin:waiting",
+        ),
+        timeout=_deadline(request),
+    )
+    raise _back("/waiting", answer.message)
+
+
+# -- Units ---------------------------------------------------------------------------------
+
+
+async def units_page(request: web.Request) -> web.Response:
+    app = console(request)
+    assert app.reader is not None
+    query = request.query.get("q", "").strip()[:100]
+    units = await app.reader.fetch(QUERIES["find_units"], query, app.settings.admin_units_found)
+    return _page(request, "units.html", query=query, units=units, screen="units")
+
+
+async def unit_page(request: web.Request) -> web.Response:
+    app = console(request)
+    assert app.reader is not None
+    unit_id = request.match_info["unit_id"]
+    try:
+        uuid.UUID(unit_id)
+    except ValueError:
+        return plain_page(request, 404, "Not found", f"{unit_id!r} is not a unit id.")
+    unit = await app.reader.fetchrow(QUERIES["unit"], unit_id)
+    if unit is None:
+        return plain_page(request, 404, "Not found", f"There is no unit {unit_id}.")
+    sides = await app.reader.fetch(QUERIES["unit_sides"], unit_id)
+    history = await app.reader.fetch(QUERIES["unit_history"], unit_id)
+    values = {f: _field_text(unit[f]) for f in UNIT_FIELDS}
+    return _page(
+        request,
+        "unit.html",
+        unit=unit,
+        values=values,
+        fields=UNIT_FIELDS,
+        statuses=UNIT_STATUSES,
+        sides=sides,
+        history=history,
+        command_id=f"admin:{uuid.uuid4()}",
+        screen="units",
+    )
+
+
+def _field_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if hasattr(value, "isoformat"):
+        return str(value.isoformat())
+    return str(value)
+
+
+def _actor(request: web.Request, screen: str) -> actor_pb2.Actor:
+    account = session_of(request).account
+    return actor_pb2.Actor(
+        kind=actor_pb2.Actor.KIND_PERSON,
+        name=account.name,
+        source_code=f"account:{account.id}",
+        screen=screen,
+    )
+
+
+async def _submit(
+    request: web.Request, command_id: str, code: str, unit_id: str, payload: dict[str, Any]
+) -> command_pb2.Answer:
+    struct = struct_pb2.Struct()
+    json_format.ParseDict(payload, struct)
+    answer: command_pb2.Answer = await console(request).command.Submit(
+        command_pb2.Command(
+            command_id=command_id,
+            code=code,
+            subject=command_pb2.Subject(kind="unit", id=unit_id),
+            payload=struct,
+            actor=_actor(request, "admin:unit-edit"),
+        ),
+        timeout=_deadline(request),
+    )
+    return answer
+
+
+def _said(answer: command_pb2.Answer, done: str) -> str:
+    if answer.outcome in (command_pb2.OUTCOME_ACCEPTED, command_pb2.OUTCOME_DUPLICATE):
+        return done
+    return f"Not saved: {answer.reason}"
+
+
+async def set_fields(request: web.Request) -> web.Response:
+    if (refused := may_act(request)) is not None:
+        return refused
+    unit_id = request.match_info["unit_id"]
+    form = await request.post()
+    fields: dict[str, Any] = {}
+    for name in UNIT_FIELDS:
+        new, old = form.get(name), form.get(f"was_{name}")
+        if isinstance(new, str) and new.strip() != (old if isinstance(old, str) else ""):
+            fields[name] = new.strip() or None
+    if not fields:
+        raise _back(f"/units/{unit_id}", "Nothing changed, so nothing was sent.")
+    command_id = _local_id(form.get("command_id"))
+    answer = await _submit(request, command_id, "units.set_fields", unit_id, {"fields": fields})
+    raise _back(
+        f"/units/{unit_id}",
+        _said(answer, f"Saved and pinned: {', '.join(sorted(fields))}. Imports will keep it."),
+    )
+
+
+async def unpin(request: web.Request) -> web.Response:
+    if (refused := may_act(request)) is not None:
+        return refused
+    unit_id = request.match_info["unit_id"]
+    form = await request.post()
+    name = str(form.get("field", ""))
+    if name not in UNIT_FIELDS:
+        raise _back(f"/units/{unit_id}", f"{name!r} is not a field that can be unpinned.")
+    answer = await _submit(
+        request, _local_id(form.get("command_id")), "units.unpin", unit_id, {"fields": [name]}
+    )
+    raise _back(
+        f"/units/{unit_id}",
+        _said(answer, f"Unpinned {name}: the next import may set it again."),
+    )
+
+
+def _local_id(value: object) -> str:
+    # The form carries its own command id, so sending it twice is one change, not two.
+    if isinstance(value, str) and re.fullmatch(r"admin:[0-9a-f-]{36}(-[0-9]{1,3})?", value):
+        return value
+    return f"admin:{uuid.uuid4()}"
+
+
+async def home(request: web.Request) -> web.Response:
+    raise web.HTTPSeeOther("/integrations")
+
+
+def add_routes(app: web.Application) -> None:
+    r = app.router
+    r.add_get("/", home)
+    r.add_get("/integrations", integrations_page)
+    r.add_get("/api/integrations", integrations_json)
+    r.add_post(r"/integrations/{code}/{action:pause|resume|off}", set_state)
+    r.add_post("/integrations/{code}/run-now", run_now)
+    r.add_get("/runs", runs_page)
+    r.add_get("/api/runs", runs_json)
+    r.add_get("/runs/{run_id}", run_page)
+    r.add_get("/api/runs/{run_id}", run_json)
+    r.add_post("/runs/{run_id}/start", start_run)
+    r.add_get("/waiting", waiting_page)
+    r.add_post("/waiting/lookup", add_lookup)
+    r.add_post(r"/waiting/{item_id:\d+}/{action:cancel|dismiss}", resolve_missing)
+    r.add_get("/units", units_page)
+    r.add_get("/units/{unit_id}", unit_page)
+    r.add_post("/units/{unit_id}/fields", set_fields)
+    r.add_post("/units/{unit_id}/unpin", unpin)

@@ -1,0 +1,161 @@
+// Live parts of the console: card health and run progress, polled from the JSON endpoints.
+// Plain ES module, no build step. Pages work without it; it only keeps them fresh.
+
+// An action's answer (?said=...) is shown once: a later reload or bookmark does not repeat it.
+const here = new URL(location.href);
+if (here.searchParams.has("said")) {
+  here.searchParams.delete("said");
+  history.replaceState(null, "", here.pathname + here.search + here.hash);
+}
+
+for (const section of document.querySelectorAll("[data-live]")) watch(section);
+
+function watch(section) {
+  const every = Math.max(0.2, parseFloat(section.dataset.every || "2")) * 1000;
+  const status = section.querySelector("[data-live-status]");
+  let timer = null;
+  let busy = false;
+
+  async function poll() {
+    clearTimeout(timer);
+    if (busy) return;
+    busy = true;
+    section.dataset.tries = String(Number(section.dataset.tries || "0") + 1);
+    section.setAttribute("aria-busy", "true");
+    const slow = setTimeout(() => say("Loading…", false), 400);
+    try {
+      const response = await fetch(section.dataset.src, {
+        headers: { Accept: "application/json" },
+        credentials: "same-origin",
+      });
+      if (response.status === 401) {
+        location.assign("/sign-in?next=" + encodeURIComponent(location.pathname + location.search));
+        return;
+      }
+      const body = await response.json();
+      if (!response.ok) throw new Error(body.error || `HTTP ${response.status}`);
+      APPLY[section.dataset.live](section, body);
+      say("", false);
+      section.dataset.polls = String(Number(section.dataset.polls || "0") + 1);
+    } catch (error) {
+      const text = String(error.message);
+      say(text.startsWith("Failed to read") ? text : `Failed to read: ${text}`, true);
+    } finally {
+      clearTimeout(slow);
+      busy = false;
+      section.removeAttribute("aria-busy");
+      timer = setTimeout(poll, every);
+    }
+  }
+
+  function say(message, failed) {
+    if (!status) return;
+    status.hidden = !message;
+    status.querySelector("[data-live-text]").textContent = message;
+    status.querySelector("[data-live-retry]").hidden = !failed;
+    status.classList.toggle("failed", failed);
+  }
+
+  status?.querySelector("[data-live-retry]").addEventListener("click", poll);
+  timer = setTimeout(poll, every);
+}
+
+function setText(root, selector, text) {
+  const el = root.querySelector(selector);
+  if (el && el.textContent !== text) el.textContent = text;
+}
+
+function setBar(root, run) {
+  const bar = root.querySelector("[data-bar]");
+  if (!bar) return;
+  bar.max = run.batch_total || 1;
+  bar.value = run.batch_total ? run.batch_done : run.running ? 0 : 1;
+  bar.textContent = `${run.percent}%`;
+  const batches = run.batch_total || run.running
+    ? `${run.batch_done} / ${run.batch_total}` : "nothing to write";
+  setText(root, "[data-batches]", batches);
+}
+
+function setRun(root, run) {
+  setText(root, "[data-word]", run.word);
+  setText(root, "[data-reason]", run.reason);
+  setText(root, "[data-rows]", String(run.rows));
+  setText(root, "[data-took]", run.took);
+  root.className = root.className.replace(/status-\S+/, `status-${run.status}`);
+  setBar(root, run);
+}
+
+function setHealth(card, who, health) {
+  const line = card.querySelector(`[data-health="${who}"]`);
+  line.classList.toggle("ok", health.ok);
+  line.classList.toggle("bad", !health.ok);
+  setText(line, "[data-word]", health.word);
+  setText(line, "[data-when]", health.at ? `· ${health.ago}` : "");
+  setText(line, "[data-detail]", health.detail);
+}
+
+const APPLY = {
+  integrations(section, body) {
+    const shown = [...section.querySelectorAll("[data-card]")].map((c) => c.dataset.card);
+    const codes = body.integrations.map((c) => c.code);
+    if (shown.join() !== codes.join()) return location.reload();
+    for (const c of body.integrations) {
+      const card = section.querySelector(`[data-card="${CSS.escape(c.code)}"]`);
+      if (card.className.includes(`state-${c.state}`) === false) return location.reload();
+      card.classList.toggle("green", c.green);
+      card.classList.toggle("not-green", !c.green);
+      setText(card, "[data-verdict]", c.green ? "All fine" : "Needs a look");
+      setHealth(card, "scout", c.scout);
+      setHealth(card, "omnium", c.omnium);
+      const alerts = card.querySelector("[data-alerts]");
+      const items = c.alerts.map((a) => {
+        const li = document.createElement("li");
+        li.className = "alert";
+        li.textContent = `${a.message} (${a.ago})`;
+        return li;
+      });
+      if (alerts.textContent.trim() !== items.map((i) => i.textContent).join("").trim()) {
+        alerts.replaceChildren(...items);
+      }
+      setText(card, "[data-waiting]", `${c.waiting} waiting for you`);
+      const last = card.querySelector("[data-last-run]");
+      const run = c.last_run;
+      const link = last.querySelector("a");
+      if (!run) {
+        setText(card, "[data-last-run]", "No runs yet.");
+      } else if (
+        !link || !link.href.endsWith(`/runs/${run.id}`) || last.dataset.status !== run.status
+      ) {
+        return location.reload(); // a new run, or one that ended: the card is drawn anew
+      } else {
+        link.textContent = run.word;
+        setBar(last, run);
+      }
+    }
+  },
+  runs(section, body) {
+    const rows = section.querySelectorAll("[data-run]");
+    const first = body.runs[0];
+    if ((first && !section.querySelector(`[data-run="${first.id}"]`)) || (!first && rows.length)) {
+      return location.reload();
+    }
+    for (const run of body.runs) {
+      const row = section.querySelector(`[data-run="${run.id}"]`);
+      if (!row) continue;
+      const was = (row.className.match(/status-(\S+)/) || [])[1];
+      // A pause by a check (or its end) changes the banner above the table: draw it anew.
+      if (was !== run.status && [was, run.status].includes("paused_by_guard")) {
+        return location.reload();
+      }
+      setRun(row, run);
+    }
+  },
+  run(section, body) {
+    const run = body.run;
+    const head = section.querySelector(`[data-run="${run.id}"]`);
+    setRun(head, run);
+    // Once the run ends, its changes, kept, held and refused rows are ready: show them.
+    if (section.dataset.running === "yes" && !run.running) location.reload();
+    if (section.dataset.running === "no" && run.running) location.reload();
+  },
+};
