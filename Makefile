@@ -22,12 +22,15 @@ TYPED := \
   libs/omnium_process \
   libs/omnium_accounts \
   libs/omnium_live \
+  libs/omnium_sports \
+  libs/omnium_scorer_web \
   services/command/omnium_command \
   services/scout-sim/omnium_scout_sim \
   services/imports/omnium_imports \
   services/admin/omnium_admin \
   services/delivery/omnium_delivery \
   services/public-api/omnium_gateway \
+  services/scoring/omnium_scoring \
   bench
 
 .PHONY: help
@@ -136,3 +139,7 @@ stack-down: install ## Stop the private PostgreSQL and Redis
 clean: ## Remove the virtual environment, generated code and local data
 	-$(PY) -m omnium_devstack down 2>/dev/null
 	rm -rf $(VENV) $(CONTRACT) .omnium .pytest_cache .mypy_cache .ruff_cache
+
+.PHONY: bench-scoring
+bench-scoring: install system ## Benchmark: 20 scorers, 2,000 actions through the scorer routes (tap to saved)
+	$(PY) -m bench.scoring $(BENCH_ARGS)

@@ -53,6 +53,15 @@ def services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
             listens=[("public API", f"http://{host}:{settings.gateway_port}/v1/events")],
         ),
         ServiceSpec(
+            name="scoring",
+            module="omnium_scoring",
+            listens=[("gRPC", f"grpc://{host}:{settings.scoring_port}")],
+            nice=settings.scoring_nice,
+        ),
+        # Provider feeds that omnium reads (pull); the process lowers its own priority
+        # (provider_nice), below scoring's.
+        ServiceSpec(name="providers", module="omnium_scoring", args=("pull",)),
+        ServiceSpec(
             name="scout-sim",
             module="omnium_scout_sim",
             listens=[("Scout (simulated)", f"http://{host}:{settings.scout_simulator_port}")],

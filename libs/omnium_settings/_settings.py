@@ -223,6 +223,22 @@ class Settings:
     # -- Scoring (Section 1 seed) ----------------------------------------------------------
     scoring_nice: int = _setting(0, "CPU priority step of the scoring process.")
     scorer_sign_in_required: bool = _setting(True, "Scorers must sign in.")
+    scoring_address: str = _setting("127.0.0.1:50052", "Where the gateway reaches scoring.")
+    scoring_sports_dir: str = _setting("", "Folder of sport files; empty: the repo's sports/.")
+    scoring_providers_dir: str = _setting(
+        "", "Folder of provider files; empty: the repo's providers/."
+    )
+    scoring_attempts: int = _setting(5, "Times an action is re-checked when the match moved on.")
+    scoring_finished_status: str = _setting(
+        "UNOFFICIAL", "Unit status when the sport's rules say the match is finished."
+    )
+    scoring_recent_actions: int = _setting(20, "Latest actions the console lists.")
+    scoring_sync_max_actions: int = _setting(500, "Most queued actions in one Sync.")
+    scoring_watch_poll_seconds: float = _setting(1.0, "WatchMatch re-reads when no NOTIFY came.")
+    scoring_list_limit: int = _setting(200, "Most matches in the console's pick list.")
+    scorer_console_poll_seconds: float = _setting(2.0, "Console: re-read the match this often.")
+    provider_max_bytes: int = _setting(1_000_000, "Largest provider message taken.")
+    provider_nice: int = _setting(10, "CPU priority step of the provider pull process.")
     admin_sign_in_required: bool = _setting(True, "Operators must sign in.")
     failover_extra_delay_seconds: float = _setting(120.0, "Most extra delay a failover may add.")
 

@@ -37,6 +37,9 @@ EXPECTED_TABLES = {
     "delivery_attempt",
     "delivery_cursor",
     "delivery_alert",
+    "match_action",
+    "provider",
+    "provider_message",
 }
 PINNABLE = {"competitor", "unit", "unit_competitor", "entry", "medal_row"}
 

@@ -46,6 +46,8 @@ class Intent:
     discipline_code: str | None = None
     # results.approve: record the unit's results as a person approved them (the checker step).
     approve: bool = False
+    # Only for scoring.act: the match action to record and the match state it leads to.
+    match: dict[str, Any] | None = None
 
     def referenced_competitors(self) -> set[str]:
         return {side["competitor_id"] for side in self.sides.values() if side.get("competitor_id")}

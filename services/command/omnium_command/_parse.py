@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import uuid
 from collections.abc import Callable, Mapping
@@ -13,7 +14,7 @@ from google.protobuf import json_format
 from omnium.command.v1 import command_pb2
 from omnium.common.v1 import actor_pb2
 from omnium_command._intent import BatchContext, Intent, Request, RowRef
-from omnium_command._records import COMPETITOR, MEDAL_ROW, SIDE, UNIT, BadValue, Kind
+from omnium_command._records import COMPETITOR, MEDAL_ROW, SIDE, UNIT, BadValue, Kind, moment
 
 _SIDE_FIELD = re.compile(r"^sides\[(\d+)\]\.([a-z_]+)$")
 _COMMAND_ID = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")
@@ -156,6 +157,50 @@ def _results_approve(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> In
     return Intent("unit", ref_id, ref_code, approve=True)
 
 
+def _whole_numbers(value: Any) -> Any:
+    """A Struct carries every number as a double: give whole ones back as ints."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_whole_numbers(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _whole_numbers(v) for k, v in value.items()}
+    return value
+
+
+def _scoring_act(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+    """A scorer's or provider's action, already checked by scoring against match_seq."""
+    ref_id, ref_code = _subject_ref(cmd.subject, "unit")
+    if ref_id is None:
+        raise Refusal("a scoring action names its unit by subject.id")
+    expected = _whole_numbers(payload.get("expected_seq"))
+    if not isinstance(expected, int) or expected < 0:
+        raise BadValue("payload.expected_seq is the match_seq the action was checked against")
+    action = payload.get("action")
+    if not isinstance(action, Mapping) or not isinstance(action.get("kind"), str):
+        raise BadValue('payload.action needs a kind, e.g. {"kind": "goal", "side": 1}')
+    try:
+        state = json.loads(payload.get("state_json") or "null")
+    except (TypeError, ValueError):
+        state = None
+    if not isinstance(state, dict):
+        raise BadValue("payload.state_json is the match state after the action, as JSON")
+    fields = UNIT.clean({"status": payload["status"]}) if payload.get("status") else {}
+    sides = _sides(payload["sides"]) if "sides" in payload else {}
+    side = _whole_numbers(action.get("side"))
+    undoes = _whole_numbers(action.get("undoes"))
+    match = {
+        "expected_seq": expected,
+        "kind": action["kind"],
+        "side": side if isinstance(side, int) else None,
+        "fields": _whole_numbers(dict(action.get("fields") or {})),
+        "undoes": undoes if isinstance(undoes, int) else None,
+        "client_at": moment(action["client_at"]).isoformat() if action.get("client_at") else None,
+        "state": state,
+    }
+    return Intent("unit", ref_id, ref_code, fields=fields, sides=sides, match=match)
+
+
 # command code -> (the kind of subject, how to read its payload)
 HANDLERS: dict[str, tuple[str, Callable[[command_pb2.Command, Mapping[str, Any]], Intent]]] = {
     "units.set_fields": ("unit", _unit_set_fields),
@@ -166,6 +211,7 @@ HANDLERS: dict[str, tuple[str, Callable[[command_pb2.Command, Mapping[str, Any]]
     "competitors.unpin": ("competitor", _competitor_unpin),
     "medals.set_row": ("medal_row", _medal_set_row),
     "results.approve": ("unit", _results_approve),
+    "scoring.act": ("unit", _scoring_act),
 }
 
 

@@ -18,6 +18,10 @@ from omnium_command._records import FieldDiff, as_json, diff
 Row = command_pb2.RowOutcome
 
 
+class Stale(Exception):
+    """A scoring action was checked against an older match state; nothing was written."""
+
+
 @dataclass(slots=True)
 class Writes:
     """The parameters of the one write statement."""
@@ -34,6 +38,7 @@ class Writes:
     row_log: list[dict[str, Any]] = field(default_factory=list)
     diff: list[dict[str, Any]] = field(default_factory=list)
     unit_ids: list[str] = field(default_factory=list)
+    match_actions: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -98,6 +103,7 @@ _UNIT = (
     "status",
     "pinned",
     "changed_seq",
+    "match_seq",
 )
 _SIDE = ("unit_id", "id", "order", "competitor_id", "score", "result", "rank", "medal", "pinned")
 _COMPETITOR = ("id", "code", "event_id", "name", "noc", "pinned", "changed_seq")
@@ -275,12 +281,14 @@ class Planner:
                 touched = True
         if unit_diff.changes:
             touched = True
+        match_set = self._match_action(intent, unit, changes) if intent.match else {}
+        touched = touched or bool(match_set)
         applied_seq: int = unit["changed_seq"]
         if touched:
             self.writes.unit_updates.append(
                 {
                     "id": unit_id,
-                    "set": {f: as_json(n) for f, (_, n) in unit_diff.changes.items()},
+                    "set": {f: as_json(n) for f, (_, n) in unit_diff.changes.items()} | match_set,
                     "pinned": pinned,
                 }
             )
@@ -338,6 +346,30 @@ class Planner:
             }
         )
         return Outcome(unit["id"], [], [], unit["changed_seq"], command_pb2.ROW_OUTCOME_ACCEPTED)
+
+    def _match_action(
+        self, intent: Intent, unit: Mapping[str, Any], changes: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Record a scoring action, if the match is still where the scorer's check saw it."""
+        match = intent.match
+        assert match is not None
+        expected, current = match["expected_seq"], unit["match_seq"]
+        if expected != current:
+            raise Stale(f"unit {unit['code']} is at action {current}, not {expected}")
+        seq = current + 1
+        self.writes.match_actions.append(
+            {
+                "unit_id": unit["id"],
+                "seq": seq,
+                "kind": match["kind"],
+                "side": match.get("side"),
+                "fields": match.get("fields") or {},
+                "undoes": match.get("undoes"),
+                "client_at": match.get("client_at"),
+            }
+        )
+        changes.append(_entry("unit", unit["id"], unit["code"], "match_seq", current, seq))
+        return {"match_state": match["state"], "match_seq": seq}
 
     def _new_unit(self, intent: Intent) -> Outcome:
         """A schedule row naming a unit we do not have yet: create it, with its sides."""

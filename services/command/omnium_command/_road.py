@@ -13,7 +13,7 @@ import asyncpg
 from omnium.command.v1 import command_pb2
 from omnium_command._intent import Request
 from omnium_command._parse import Refusal
-from omnium_command._plan import Plan, Planner, now_timestamp
+from omnium_command._plan import Plan, Planner, Stale, now_timestamp
 from omnium_db import Queries
 from omnium_grpc import field_changes
 from omnium_settings import Settings
@@ -46,6 +46,7 @@ _TRY_AGAIN: dict[type[BaseException], str] = {
     ConnectionError: "the database cannot be reached",
     OSError: "the database cannot be reached",
     TimeoutError: "the command took longer than its time limit",
+    Stale: "the match moved on since this action was checked against it",
 }
 
 
@@ -316,6 +317,7 @@ class Road:
             *_guard(state["competitors"], 0, 6),
             *_guard(state["medal_rows"], 0, 9),
             writes.unit_inserts,
+            writes.match_actions,
         ]
 
     def _batch_rows(self, request: Request, plan: Plan) -> None:

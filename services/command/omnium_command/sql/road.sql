@@ -33,7 +33,7 @@ SELECT
   c.request_hash AS previous_hash,
   nextval('change_seq') AS seq,
   (SELECT array_agg(ROW(u.id::text, u.code, u.event_id::text, u.name, u.phase, u.start_at,
-                        u.venue, u.status, u.pinned, u.changed_seq))
+                        u.venue, u.status, u.pinned, u.changed_seq, u.match_seq))
      FROM units u) AS units,
   (SELECT array_agg(ROW(s.unit_id::text, s.id::text, s.sort_order, s.competitor_id::text,
                         s.score, s.result, s.rank, s.medal, s.pinned))
@@ -127,6 +127,10 @@ unit_updates AS (
                       ELSE u.start_at END,
     venue      = CASE WHEN v.set ? 'venue' THEN v.set->>'venue' ELSE u.venue END,
     status     = CASE WHEN v.set ? 'status' THEN v.set->>'status' ELSE u.status END,
+    match_state = CASE WHEN v.set ? 'match_state' THEN v.set->'match_state'
+                       ELSE u.match_state END,
+    match_seq  = CASE WHEN v.set ? 'match_seq' THEN (v.set->>'match_seq')::int
+                      ELSE u.match_seq END,
     pinned     = coalesce(v.pinned, u.pinned),
     changed_seq = $1,
     updated_at = now()
@@ -240,6 +244,25 @@ row_log AS (
     FROM jsonb_to_recordset($18::jsonb) AS v(position int, key text, kind text, subject_id uuid,
          hash text, outcome text, reason text, diff jsonb, kept jsonb)
    WHERE (SELECT go FROM go)
+  RETURNING 1
+),
+-- A scorer's or provider's action (scoring.act), and the action an undo takes back.
+match_actions AS (
+  INSERT INTO match_action (unit_id, seq, command_id, kind, side, fields, undoes, actor_kind,
+                            actor_name, source_code, screen, client_at)
+  SELECT v.unit_id, v.seq, $9, v.kind, v.side, coalesce(v.fields, '{}'), v.undoes,
+         t.actor_kind, t.actor_name, t.source_code, t.screen, v.client_at
+    FROM jsonb_to_recordset($27::jsonb) AS v(unit_id uuid, seq int, kind text, side int,
+         fields jsonb, undoes int, client_at timestamptz)
+   CROSS JOIN jsonb_to_record($8::jsonb) AS t(actor_kind text, actor_name text,
+         source_code text, screen text)
+   WHERE (SELECT go FROM go)
+  RETURNING 1
+),
+match_undos AS (
+  UPDATE match_action a SET undone_by = v.seq
+    FROM jsonb_to_recordset($27::jsonb) AS v(unit_id uuid, seq int, undoes int)
+   WHERE a.unit_id = v.unit_id AND a.seq = v.undoes AND (SELECT go FROM go)
   RETURNING 1
 ),
 run AS (

@@ -1,0 +1,411 @@
+"""20 scorers tapping at once through the scorer routes (the gateway's), tap to saved.
+
+First as fast as each scorer gets answers (2,000 actions: act_p50_ms, act_p95_ms,
+actions_per_s), then at a steady pace (paced_act_*: latency below saturation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+
+from bench.command_batch import (
+    BenchError,
+    database_server,
+    database_url_for,
+    drop,
+    free_port,
+    percentile,
+    recreate,
+    say,
+    wait_for_port,
+)
+from omnium_db import apply_migrations
+
+ROOT = Path(__file__).resolve().parents[1]
+DB_NAME = "omnium_bench_scoring"
+EVENT = "AG2026"
+TOKEN = "bench"
+PASSWORD = "bench password 1"
+
+log = logging.getLogger("bench.scoring")
+
+
+async def seed(db_url: str, scorers: int) -> list[str]:
+    """One football match per scorer, each with its two teams, and one account per scorer."""
+    from omnium_accounts import hash_password
+
+    conn = await asyncpg.connect(db_url)
+    try:
+        applied = await apply_migrations(conn)
+        if applied:
+            say(f"migrations applied: {applied}")
+        event = await conn.fetchval(
+            "INSERT INTO event (code, name) VALUES ($1, 'Bench Games') RETURNING id", EVENT
+        )
+        discipline = await conn.fetchval(
+            "INSERT INTO discipline (event_id, code, name) VALUES ($1, 'FBL', 'Football') "
+            "RETURNING id",
+            event,
+        )
+        teams = []
+        for noc in ("KOR", "JPN"):
+            teams.append(
+                await conn.fetchval(
+                    "INSERT INTO competitor (event_id, discipline_id, kind, code, name, noc) "
+                    "VALUES ($1, $2, 'team', $3, $3, $3) RETURNING id",
+                    event,
+                    discipline,
+                    noc,
+                )
+            )
+        hashed = await asyncio.to_thread(hash_password, PASSWORD)
+        units = []
+        for n in range(scorers):
+            code = f"FBLMEVENT-------------FNL-{n + 1:0>8}"[:34].ljust(34, "-")
+            unit = await conn.fetchval(
+                "INSERT INTO unit (event_id, discipline_id, code, name) VALUES ($1, $2, $3, $4) "
+                "RETURNING id::text",
+                event,
+                discipline,
+                code,
+                f"Bench match {n + 1}",
+            )
+            await conn.execute(
+                "INSERT INTO unit_competitor (unit_id, sort_order, competitor_id) "
+                "VALUES ($1, 1, $2), ($1, 2, $3)",
+                unit,
+                *teams,
+            )
+            await conn.execute(
+                "INSERT INTO account (login, name, role, password_hash) "
+                "VALUES ($1, $2, 'scorer', $3)",
+                f"scorer{n}",
+                f"Scorer {n}",
+                hashed,
+            )
+            units.append(unit)
+        return units
+    finally:
+        await conn.close()
+
+
+def _profiled(name: str) -> list[str]:
+    """BENCH_PROFILE=<process> runs that process under cProfile (written to /tmp/<name>.prof)."""
+    if os.environ.get("BENCH_PROFILE") == name:
+        return ["-m", "cProfile", "-o", f"/tmp/{name}.prof"]
+    return []
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+PIDS: dict[str, int] = {}
+
+
+@contextlib.asynccontextmanager
+async def process(
+    name: str, args: list[str], env: dict[str, str], port: int, tmp: Path
+) -> AsyncIterator[None]:
+    logfile = tmp / f"{name}.log"
+    with logfile.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *args,
+            cwd=ROOT,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+    PIDS[name] = proc.pid
+    try:
+        await wait_for_port(proc, port, logfile, within=60)
+        yield
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 30)
+            except TimeoutError:
+                proc.kill()
+        noisy = [
+            line
+            for line in logfile.read_text(errors="replace").splitlines()
+            if any(w in line for w in ("ERROR", "Traceback", "incident"))
+        ]
+        if noisy:
+            say(f"{name} log: {len(noisy)} error lines, first: {noisy[0]}")
+
+
+class Gate:
+    """Every scorer warms up, then all start the timed part together."""
+
+    def __init__(self, scorers: int) -> None:
+        self.scorers = scorers
+        self.left = scorers
+        self.warm = asyncio.Event()
+        self.start = asyncio.Event()
+
+    async def ready(self) -> None:
+        self.left -= 1
+        if self.left == 0:
+            self.warm.set()
+        await self.start.wait()
+
+
+async def scorer(
+    base: str,
+    n: int,
+    unit: str,
+    warmup: int,
+    count: int,
+    gate: Gate,
+    closed: Gate,
+    pace_ms: float = 0.0,
+    paced: int = 0,
+) -> tuple[list[float], list[float]]:
+    """Sign in, warm up, wait for the start, then tap `count` times; each tap's ms to saved."""
+    timings: list[float] = []
+    # unsafe: the jar keeps cookies from an IP address such as 127.0.0.1.
+    jar = aiohttp.CookieJar(unsafe=True)
+    async with aiohttp.ClientSession(base_url=base, cookie_jar=jar) as http:
+        async with http.post(
+            "/score/api/sign-in", json={"login": f"scorer{n}", "password": PASSWORD}
+        ) as response:
+            if response.status != 200:
+                raise BenchError(f"scorer{n} could not sign in: {await response.text()}")
+            csrf = (await response.json())["csrf"]
+        headers = {"X-CSRF-Token": csrf}
+        path = f"/score/api/matches/{unit}/actions"
+
+        async def tap(i: int, action: dict[str, Any]) -> float:
+            body = {"client_id": f"bench{n}:{i}", "client_at": time.time() * 1000, **action}
+            began = time.perf_counter()
+            async with http.post(path, json=body, headers=headers) as response:
+                answer = await response.json()
+            took = (time.perf_counter() - began) * 1000
+            if answer.get("outcome") != "saved":
+                raise BenchError(f"scorer{n} action {i}: {answer}")
+            return took
+
+        await tap(0, {"kind": "start_period"})
+        for i in range(1, warmup):
+            await tap(i, {"kind": "goal", "side": 1 + i % 2, "fields": {"player": "9"}})
+        await gate.ready()
+        for i in range(warmup, warmup + count):
+            timings.append(
+                await tap(i, {"kind": "goal", "side": 1 + i % 2, "fields": {"player": str(i % 11)}})
+            )
+        await closed.ready()
+        # Then at a steady pace, each scorer on its own beat: latency below saturation.
+        await asyncio.sleep(pace_ms / 1000 * n / max(1, gate.scorers))
+        steady: list[float] = []
+        first = warmup + count
+        for i in range(first, first + paced):
+            took = await tap(i, {"kind": "goal", "side": 1 + i % 2, "fields": {}})
+            steady.append(took)
+            await asyncio.sleep(max(0.0, (pace_ms - took) / 1000))
+    return timings, steady
+
+
+async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
+    db_url = database_url_for(server_url, DB_NAME)
+    await recreate(server_url, DB_NAME)
+    try:
+        units = await seed(db_url, args.scorers)
+        command_port, scoring_port, gateway_port = free_port(), free_port(), free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+        env |= {
+            "OMNIUM_DATABASE_URL": db_url,
+            "OMNIUM_GRPC_TOKENS": TOKEN,
+            "OMNIUM_GRPC_TOKEN": TOKEN,
+            "OMNIUM_COMMAND_PORT": str(command_port),
+            "OMNIUM_COMMAND_ADDRESS": f"127.0.0.1:{command_port}",
+            "OMNIUM_SCORING_PORT": str(scoring_port),
+            "OMNIUM_SCORING_ADDRESS": f"127.0.0.1:{scoring_port}",
+            "OMNIUM_GATEWAY_PORT": str(gateway_port),
+            "OMNIUM_LOG_LEVEL": "WARNING",
+        }
+        per_scorer = args.actions // args.scorers
+        with tempfile.TemporaryDirectory(prefix="bench-scoring-") as tmp:
+            folder = Path(tmp)
+            async with (
+                process(
+                    "command",
+                    [*_profiled("command"), "-m", "omnium_command"],
+                    env,
+                    command_port,
+                    folder,
+                ),
+                process(
+                    "scoring",
+                    [*_profiled("scoring"), "-m", "omnium_scoring"],
+                    env,
+                    scoring_port,
+                    folder,
+                ),
+                process(
+                    "gateway",
+                    [*_profiled("gateway"), "-m", "bench.scoring", "gateway"],
+                    env,
+                    gateway_port,
+                    folder,
+                ),
+            ):
+                say(
+                    f"{args.scorers} scorers, {per_scorer} timed actions each "
+                    f"(after {args.warmup} warm-up actions), through the scorer routes"
+                )
+                gate, closed = Gate(args.scorers), Gate(args.scorers)
+                tasks = [
+                    asyncio.create_task(
+                        scorer(
+                            f"http://127.0.0.1:{gateway_port}",
+                            n,
+                            units[n],
+                            args.warmup,
+                            per_scorer,
+                            gate,
+                            closed,
+                            args.pace_ms,
+                            args.paced,
+                        )
+                    )
+                    for n in range(args.scorers)
+                ]
+                warm = asyncio.create_task(gate.warm.wait())
+                await asyncio.wait([warm, *tasks], return_when=asyncio.FIRST_COMPLETED)
+                if not warm.done():
+                    warm.cancel()
+                    await asyncio.gather(*tasks)  # raises the scorer's error
+                # Figures on a shared machine depend on what else runs: say how busy it was.
+                say("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+                began = time.perf_counter()
+                cpu_before = {name: cpu_seconds(pid) for name, pid in PIDS.items()}
+                gate.start.set()
+                ended = asyncio.create_task(closed.warm.wait())
+                await asyncio.wait([ended, *tasks], return_when=asyncio.FIRST_COMPLETED)
+                if not ended.done():
+                    ended.cancel()
+                    await asyncio.gather(*tasks)
+                wall = time.perf_counter() - began
+                say("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+                timed = args.scorers * per_scorer
+                for name, pid in PIDS.items():
+                    used = cpu_seconds(pid) - cpu_before[name]
+                    say(f"{name}: {used * 1000 / timed:.2f} ms CPU per action")
+                say(f"then {args.paced} actions each, one every {args.pace_ms:.0f} ms per scorer")
+                closed.start.set()
+                results = await asyncio.gather(*tasks)
+                timings = [t for result, _ in results for t in result]
+                steady = [t for _, result in results for t in result]
+        conn = await asyncpg.connect(db_url)
+        try:
+            saved = await conn.fetchval("SELECT count(*) FROM match_action")
+            seqs = await conn.fetchval("SELECT count(DISTINCT (unit_id, seq)) FROM match_action")
+        finally:
+            await conn.close()
+        expected = args.scorers * (args.warmup + per_scorer + args.paced)
+        if saved != expected or seqs != expected:
+            raise BenchError(f"{saved} actions saved ({seqs} distinct); expected {expected}")
+        say(f"checks: {saved} actions saved once each, in {args.scorers} matches")
+        return {
+            "act_p50_ms": percentile(timings, 50),
+            "act_p95_ms": percentile(timings, 95),
+            "act_p99_ms": percentile(timings, 99),
+            "actions_per_s": len(timings) / wall,
+            **(
+                {
+                    "paced_act_p50_ms": percentile(steady, 50),
+                    "paced_act_p95_ms": percentile(steady, 95),
+                }
+                if steady
+                else {}
+            ),
+        }
+    finally:
+        await drop(server_url, DB_NAME)
+
+
+async def gateway() -> None:
+    """A plain aiohttp app with the scorer routes: stands in for the gateway."""
+    from aiohttp import web
+
+    from omnium_accounts import Accounts
+    from omnium_db import Road, create_pool
+    from omnium_grpc import wait_for_signal
+    from omnium_scorer_web import add_scorer_routes
+    from omnium_settings import Settings
+
+    settings = Settings.from_env()
+    pool = await create_pool(settings, Road.PEOPLE, application_name="gateway")
+    app = web.Application()
+    add_scorer_routes(app, settings, Accounts(pool, settings))
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", settings.gateway_port).start()
+    try:
+        await wait_for_signal()
+    finally:
+        await runner.cleanup()
+        await pool.close()
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.scoring", description=__doc__)
+    parser.add_argument("mode", nargs="?", default="bench", choices=("bench", "gateway"))
+    parser.add_argument("--scorers", type=int, default=20, help="scorers tapping at once")
+    parser.add_argument("--actions", type=int, default=2000, help="timed actions in all")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed actions per scorer")
+    parser.add_argument(
+        "--paced", type=int, default=20, help="then actions per scorer at a steady pace"
+    )
+    parser.add_argument(
+        "--pace-ms", type=float, default=1000.0, help="one action per scorer this often (paced)"
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=ROOT / ".omnium" / "bench",
+        help="private PostgreSQL's folder when OMNIUM_DATABASE_URL is unset (%(default)s)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    if args.mode == "gateway":
+        asyncio.run(gateway())
+        return 0
+    try:
+        with database_server(args.data_dir) as server_url:
+            figures = asyncio.run(run(server_url, args))
+    except BenchError as exc:
+        print(f"bench.scoring: {exc}", file=sys.stderr, flush=True)
+        return 1
+    print()
+    for name, value in figures.items():
+        print(f"{name}: {value:.3f}" if name != "actions_per_s" else f"{name}: {value:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

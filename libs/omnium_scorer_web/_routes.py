@@ -1,0 +1,414 @@
+"""The scorer console's pages and JSON endpoints, and the provider push endpoint, for aiohttp."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import grpc
+from aiohttp import web
+from google.protobuf import json_format, struct_pb2
+from grpc import aio
+
+from omnium.common.v1 import actor_pb2
+from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
+from omnium_accounts import Accounts, Role, SignInRefused
+from omnium_accounts.web import (
+    clear_session_cookie,
+    csrf_ok,
+    request_session,
+    set_session_cookie,
+)
+from omnium_grpc import open_channel
+from omnium_settings import Settings
+
+log = logging.getLogger(__name__)
+STATIC = Path(__file__).with_name("static")
+SCREEN = "scorer-console"
+# Roles that may score. Admins may do everything (Account.may).
+SCORING_ROLES: tuple[Role, ...] = ("scorer", "operator")
+_STATIC_TYPES = {
+    ".html": "text/html",
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".webmanifest": "application/manifest+json",
+}
+_UNIT = re.compile(r"^[0-9a-fA-F-]{36}$")
+STUB = web.AppKey("omnium_scoring_stub", scoring_pb2_grpc.ScoringServiceStub)
+CHANNEL = web.AppKey("omnium_scoring_channel", aio.Channel)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _problem(status: int, message: str, **extra: Any) -> web.Response:
+    return web.json_response({"error": message, **extra}, status=status)
+
+
+def _plain(message: Any) -> dict[str, Any]:
+    out: dict[str, Any] = json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    return out
+
+
+def _outcome(value: int) -> str:
+    return scoring_pb2.Outcome.Name(value).removeprefix("OUTCOME_").lower()  # type: ignore[arg-type]
+
+
+def _match(state: scoring_pb2.MatchState) -> dict[str, Any]:
+    out = _plain(state)
+    out["state"] = json.loads(out.pop("state_json", "") or "null")
+    return out
+
+
+def _answer(answer: scoring_pb2.ActAnswer) -> dict[str, Any]:
+    out = {
+        "client_id": answer.client_id,
+        "outcome": _outcome(answer.outcome),
+        "reason": answer.reason,
+        "seq": answer.seq,
+    }
+    return out
+
+
+class ScorerConsole:
+    """The handlers; one per app, holding the settings, accounts and the scoring client."""
+
+    def __init__(self, app: web.Application, settings: Settings, accounts: Accounts) -> None:
+        self.app = app
+        self.settings = settings
+        self.accounts = accounts
+        self.deadline = settings.grpc_deadline_seconds
+
+    @property
+    def scoring(self) -> scoring_pb2_grpc.ScoringServiceStub:
+        return self.app[STUB]
+
+    # -- who ------------------------------------------------------------------------------
+
+    async def _actor(
+        self, request: web.Request, *, changes: bool
+    ) -> tuple[actor_pb2.Actor | None, web.Response | None]:
+        session = await request_session(request, self.accounts)
+        if session is None:
+            if self.settings.scorer_sign_in_required:
+                return None, _problem(401, "sign in first", sign_in=True)
+            return actor_pb2.Actor(
+                kind=actor_pb2.Actor.KIND_SCORER, name="scorer (not signed in)", screen=SCREEN
+            ), None
+        if not session.account.may(*SCORING_ROLES):
+            return None, _problem(
+                403, f"{session.account.name} is a {session.account.role}; scoring needs a scorer"
+            )
+        if changes and not await csrf_ok(request, session):
+            return None, _problem(403, "the page is out of date: reload it and sign in again")
+        return actor_pb2.Actor(
+            kind=actor_pb2.Actor.KIND_SCORER,
+            name=session.account.name,
+            source_code=f"account:{session.account.id}",
+            screen=session.screen or SCREEN,
+        ), None
+
+    # -- pages ----------------------------------------------------------------------------
+
+    async def page(self, request: web.Request) -> web.StreamResponse:
+        return await self._file("index.html", no_cache=True)
+
+    async def static(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        return await self._file(name, no_cache=name == "sw.js")
+
+    async def _file(self, name: str, *, no_cache: bool = False) -> web.StreamResponse:
+        path = STATIC / name
+        kind = _STATIC_TYPES.get(path.suffix)
+        if "/" in name or kind is None or not path.is_file():
+            return _problem(404, f"there is no page {name}")
+        response = web.Response(body=path.read_bytes(), content_type=kind, charset="utf-8")
+        # The service worker keeps its own copies; the browser's cache must not hide updates.
+        response.headers["Cache-Control"] = "no-cache"
+        if name == "sw.js":
+            response.headers["Service-Worker-Allowed"] = "/score/"
+        return response
+
+    async def worker(self, request: web.Request) -> web.StreamResponse:
+        # Served from /score/ so it may look after every page under it.
+        return await self._file("sw.js")
+
+    async def redirect(self, request: web.Request) -> web.StreamResponse:
+        raise web.HTTPFound("/score/")
+
+    # -- sign-in --------------------------------------------------------------------------
+
+    async def sign_in(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await request.json()
+            login, password = str(body["login"]), str(body["password"])
+        except (ValueError, KeyError, TypeError):
+            return _problem(400, 'send {"login": ..., "password": ...} as JSON')
+        try:
+            session = await self.accounts.sign_in(login, password, screen=SCREEN)
+        except SignInRefused as exc:
+            response = _problem(401, str(exc))
+            if exc.retry_after:
+                response.headers["Retry-After"] = str(int(exc.retry_after) + 1)
+            return response
+        if not session.account.may(*SCORING_ROLES):
+            await self.accounts.sign_out(session.token)
+            return _problem(
+                403, f"{session.account.name} is a {session.account.role}; scoring needs a scorer"
+            )
+        response = web.json_response(
+            {
+                "name": session.account.name,
+                "login": session.account.login,
+                "csrf": session.csrf_token,
+            }
+        )
+        set_session_cookie(response, session, self.settings)
+        return response
+
+    async def sign_out(self, request: web.Request) -> web.StreamResponse:
+        session = await request_session(request, self.accounts)
+        if session is not None:
+            if not await csrf_ok(request, session):
+                return _problem(403, "the page is out of date: reload it")
+            await self.accounts.sign_out(session.token)
+        response = web.json_response({"signed_out": True})
+        clear_session_cookie(response)
+        return response
+
+    async def me(self, request: web.Request) -> web.StreamResponse:
+        session = await request_session(request, self.accounts)
+        if session is None:
+            if self.settings.scorer_sign_in_required:
+                return _problem(401, "sign in first", sign_in=True)
+            return web.json_response({"name": "scorer (not signed in)", "csrf": ""})
+        return web.json_response(
+            {
+                "name": session.account.name,
+                "login": session.account.login,
+                "csrf": session.csrf_token,
+                "poll_seconds": self.settings.scorer_console_poll_seconds,
+            }
+        )
+
+    # -- scoring --------------------------------------------------------------------------
+
+    async def _call(self, what: Callable[[], Awaitable[Any]]) -> Any:
+        try:
+            return await what()
+        except aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:
+                raise web.HTTPNotFound(
+                    text=json.dumps({"error": exc.details()}), content_type="application/json"
+                ) from None
+            log.warning("scoring call failed: %s %s", exc.code(), exc.details())
+            raise web.HTTPServiceUnavailable(
+                text=json.dumps(
+                    {"error": "scoring did not answer; nothing was confirmed. It is sent again."}
+                ),
+                content_type="application/json",
+            ) from None
+
+    async def matches(self, request: web.Request) -> web.StreamResponse:
+        _, problem = await self._actor(request, changes=False)
+        if problem is not None:
+            return problem
+        listing = await self._call(
+            lambda: self.scoring.ListMatches(
+                scoring_pb2.ListMatchesRequest(event_code=request.query.get("event", "")),
+                timeout=self.deadline,
+            )
+        )
+        return web.json_response(_plain(listing))
+
+    async def state(self, request: web.Request) -> web.StreamResponse:
+        _, problem = await self._actor(request, changes=False)
+        if problem is not None:
+            return problem
+        unit_id = request.match_info["unit_id"]
+        if not _UNIT.match(unit_id):
+            return _problem(404, f"there is no match {unit_id}")
+        recent = min(int(request.query.get("recent", "0") or 0), 200)
+        state = await self._call(
+            lambda: self.scoring.GetMatchState(
+                scoring_pb2.GetMatchStateRequest(unit_id=unit_id, recent=recent),
+                timeout=self.deadline,
+            )
+        )
+        return web.json_response(_match(state))
+
+    def _action(self, raw: Any, unit_id: str | None = None) -> scoring_pb2.Action:
+        if not isinstance(raw, dict):
+            raise ValueError("each action is an object")
+        fields = struct_pb2.Struct()
+        json_format.ParseDict(raw.get("fields") or {}, fields)
+        out = scoring_pb2.Action(
+            client_id=str(raw.get("client_id", "")),
+            unit_id=str(raw.get("unit_id") or unit_id or ""),
+            kind=str(raw.get("kind", "")),
+            side=int(raw.get("side") or 0),
+            fields=fields,
+            undo_seq=int(raw.get("undo_seq") or 0),
+        )
+        tapped = raw.get("client_at")
+        if isinstance(tapped, (int, float)):
+            out.client_at.FromDatetime(datetime.fromtimestamp(tapped / 1000, UTC))
+        return out
+
+    async def act(self, request: web.Request) -> web.StreamResponse:
+        actor, problem = await self._actor(request, changes=True)
+        if problem is not None:
+            return problem
+        try:
+            action = self._action(await request.json(), request.match_info["unit_id"])
+        except (ValueError, TypeError, json_format.ParseError) as exc:
+            return _problem(400, f"the action cannot be read: {exc}")
+        answer = await self._call(
+            lambda: self.scoring.Act(
+                scoring_pb2.ActRequest(action=action, actor=actor), timeout=self.deadline
+            )
+        )
+        body = _answer(answer)
+        if answer.HasField("state"):
+            body["state"] = _match(answer.state)
+        return web.json_response(body)
+
+    async def sync(self, request: web.Request) -> web.StreamResponse:
+        actor, problem = await self._actor(request, changes=True)
+        if problem is not None:
+            return problem
+        try:
+            raw = await request.json()
+            actions = [self._action(a) for a in raw["actions"]]
+        except (ValueError, TypeError, KeyError, json_format.ParseError) as exc:
+            return _problem(400, f"the actions cannot be read: {exc}")
+        answer = await self._call(
+            lambda: self.scoring.Sync(
+                scoring_pb2.SyncRequest(actions=actions, actor=actor),
+                timeout=self.deadline * max(1, len(actions)),
+            )
+        )
+        body: dict[str, Any] = {"answers": [_answer(a) for a in answer.answers]}
+        if answer.HasField("state"):
+            body["state"] = _match(answer.state)
+        return web.json_response(body)
+
+    async def watch(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: the match state each time it changes."""
+        _, problem = await self._actor(request, changes=False)
+        if problem is not None:
+            return problem
+        unit_id = request.match_info["unit_id"]
+        if not _UNIT.match(unit_id):
+            return _problem(404, f"there is no match {unit_id}")
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        stream = self.scoring.WatchMatch(scoring_pb2.GetMatchStateRequest(unit_id=unit_id))
+
+        async def pump() -> None:
+            async for state in stream:
+                data = json.dumps(_match(state), separators=(",", ":"))
+                await response.write(f"id: {state.seq}\ndata: {data}\n\n".encode())
+
+        task = asyncio.create_task(pump())
+        try:
+            # aiohttp does not cancel a handler when its client goes: look every second.
+            while not task.done():
+                await asyncio.wait([task], timeout=1.0)
+                if request.transport is None or request.transport.is_closing():
+                    break
+        finally:
+            task.cancel()
+            stream.cancel()
+            with contextlib.suppress(asyncio.CancelledError, aio.AioRpcError, ConnectionError):
+                await task
+        return response
+
+    # -- providers ------------------------------------------------------------------------
+
+    async def provider_message(self, request: web.Request) -> web.StreamResponse:
+        provider = request.match_info["provider"]
+        key = request.headers.get("X-Api-Key", "")
+        if not key:
+            return _problem(401, "send the provider's key in the X-Api-Key header")
+        body = await request.read()
+        if len(body) > self.settings.provider_max_bytes:
+            return _problem(
+                413,
+                f"the message is {len(body)} bytes; at most "
+                f"{self.settings.provider_max_bytes} are taken",
+            )
+        answer: scoring_pb2.ProviderAnswer = await self._call(
+            lambda: self.scoring.ReceiveProviderMessage(
+                scoring_pb2.ProviderMessage(
+                    provider=provider,
+                    api_key=key,
+                    content_type=request.content_type,
+                    body=body,
+                ),
+                timeout=self.deadline * 5,
+            )
+        )
+        out = {
+            "outcome": answer.outcome,
+            "reason": answer.reason,
+            "message_id": answer.message_id,
+            "actions": answer.actions,
+        }
+        if answer.outcome == "refused" and not answer.message_id:
+            # Refused before it was kept: not this provider's key, or no such provider.
+            status = 401 if answer.reason.startswith("the API key") else 404
+            return web.json_response(out, status=status)
+        return web.json_response(out, status=422 if answer.outcome == "refused" else 200)
+
+
+def add_scorer_routes(
+    app: web.Application,
+    settings: Settings,
+    accounts: Accounts,
+    *,
+    channel: aio.Channel | None = None,
+) -> ScorerConsole:
+    """Mount /score/ (the console), /score/api/... and /v1/providers/{provider}/messages.
+
+    The scoring channel is opened on the app's start-up (to settings.scoring_address) unless
+    one is given, and closed at its clean-up.
+    """
+    console = ScorerConsole(app, settings, accounts)
+
+    async def open_scoring(app: web.Application) -> None:
+        own = channel or open_channel(settings.scoring_address, settings)
+        app[CHANNEL] = own
+        app[STUB] = scoring_pb2_grpc.ScoringServiceStub(own)
+
+    async def close_scoring(app: web.Application) -> None:
+        if channel is None and CHANNEL in app:
+            await app[CHANNEL].close()
+
+    app.on_startup.append(open_scoring)
+    app.on_cleanup.append(close_scoring)
+    router = app.router
+    router.add_get("/score", console.redirect)
+    router.add_get("/score/", console.page)
+    router.add_get("/score/sw.js", console.worker)
+    router.add_get("/score/static/{name}", console.static)
+    router.add_post("/score/api/sign-in", console.sign_in)
+    router.add_post("/score/api/sign-out", console.sign_out)
+    router.add_get("/score/api/me", console.me)
+    router.add_get("/score/api/matches", console.matches)
+    router.add_get("/score/api/matches/{unit_id}", console.state)
+    router.add_get("/score/api/matches/{unit_id}/watch", console.watch)
+    router.add_post("/score/api/matches/{unit_id}/actions", console.act)
+    router.add_post("/score/api/sync", console.sync)
+    router.add_post("/v1/providers/{provider}/messages", console.provider_message)
+    return console

@@ -1,0 +1,511 @@
+// The scorer console: sign in, pick a match, tap; every tap is queued on the device first and
+// shown at once, then synced in order. The server's answer is the truth.
+import * as queue from "/score/static/queue.js";
+import { RuleRefused, apply, newState, sideValues } from "/score/static/rules.js";
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  user: JSON.parse(localStorage.getItem("omnium-user") || "null"),
+  unitId: null,
+  server: null, // the last MatchState the server sent for the open match
+  pending: [],
+  chosenSide: 1,
+  refused: [],
+  syncing: false,
+  online: navigator.onLine,
+  pollSeconds: 2,
+};
+
+function device() {
+  let id = localStorage.getItem("omnium-device");
+  if (!id) {
+    id = `d${crypto.getRandomValues(new Uint32Array(2)).join("")}`;
+    localStorage.setItem("omnium-device", id);
+  }
+  return id;
+}
+
+function nextClientId() {
+  const n = Number(localStorage.getItem("omnium-counter") || "0") + 1;
+  localStorage.setItem("omnium-counter", String(n));
+  return `${device()}:${n}`;
+}
+
+function say(text) {
+  const el = $("message");
+  el.textContent = text;
+  el.hidden = !text;
+}
+
+async function api(path, options = {}) {
+  const headers = { "Content-Type": "application/json" };
+  if (ui.user && ui.user.csrf) headers["X-CSRF-Token"] = ui.user.csrf;
+  const response = await fetch(path, { credentials: "same-origin", ...options, headers });
+  let body = null;
+  try {
+    body = await response.json();
+  } catch {
+    body = null;
+  }
+  if (response.status === 401 && body && body.sign_in) {
+    ui.user = null;
+    localStorage.removeItem("omnium-user");
+    route();
+  }
+  return { status: response.status, ok: response.ok, body };
+}
+
+// -- what the device can keep (D10) ------------------------------------------------------
+
+async function checkStorage() {
+  let warning = "";
+  try {
+    await queue.openDb();
+    let persisted = false;
+    if (navigator.storage && navigator.storage.persisted) {
+      persisted = await navigator.storage.persisted();
+      if (!persisted && navigator.storage.persist) persisted = await navigator.storage.persist();
+    }
+    if (!persisted) {
+      warning =
+        "This browser may delete actions kept on this device (Safari does after 7 days " +
+        "without a visit, and when a private window closes). Keep this page open until " +
+        "every action shows saved; for live scoring use a certified setup.";
+    }
+  } catch {
+    warning =
+      "This browser will not keep data on this device (a private window?): actions are " +
+      "lost if the page closes before they are saved. Use a normal window.";
+  }
+  const el = $("storage-warning");
+  el.textContent = warning;
+  el.hidden = !warning;
+}
+
+// -- views -------------------------------------------------------------------------------
+
+function show(view) {
+  for (const id of ["sign-in", "pick", "score"]) $(id).hidden = id !== view;
+  $("who").textContent = ui.user ? ui.user.name : "";
+  $("sign-out").hidden = !ui.user;
+}
+
+async function route() {
+  const m = location.hash.match(/^#\/match\/([0-9a-f-]{36})$/);
+  if (!ui.user) {
+    const me = navigator.onLine ? await api("/score/api/me").catch(() => null) : null;
+    if (me && me.ok) {
+      ui.user = me.body;
+      localStorage.setItem("omnium-user", JSON.stringify(ui.user));
+    } else {
+      show("sign-in");
+      return;
+    }
+  }
+  if (m) {
+    await openMatch(m[1]);
+    return;
+  }
+  ui.unitId = null;
+  show("pick");
+  const list = await api("/score/api/matches").catch(() => null);
+  const ul = $("matches");
+  ul.replaceChildren();
+  if (!list || !list.ok) {
+    ul.append(Object.assign(document.createElement("li"), { textContent: "Cannot read the matches now: no network? Try again." }));
+    return;
+  }
+  for (const match of list.body.matches || []) {
+    const li = document.createElement("li");
+    const a = document.createElement("a");
+    a.href = `#/match/${match.unit_id}`;
+    a.dataset.unit = match.unit_id;
+    a.textContent = `${match.name} · ${match.sport} · ${match.status}${match.summary ? ` · ${match.summary}` : ""}`;
+    li.append(a);
+    ul.append(li);
+  }
+  if (!ul.children.length) ul.append(Object.assign(document.createElement("li"), { textContent: "No matches to score." }));
+  filterMatches();
+}
+
+function filterMatches() {
+  const words = $("filter").value.toLowerCase().split(/\s+/).filter(Boolean);
+  for (const li of $("matches").children) {
+    const text = li.textContent.toLowerCase();
+    li.hidden = !words.every((w) => text.includes(w));
+  }
+}
+
+async function openMatch(unitId) {
+  ui.unitId = unitId;
+  ui.server = (await queue.match(unitId)) || null;
+  show("score");
+  await refreshPending();
+  render();
+  await readMatch();
+}
+
+async function readMatch() {
+  if (!ui.unitId) return;
+  try {
+    const got = await api(`/score/api/matches/${ui.unitId}?recent=20`);
+    if (got.ok) {
+      setServer(got.body);
+      setOnline(true);
+    } else if (got.status === 404) {
+      say(got.body.error);
+    }
+  } catch {
+    setOnline(false);
+  }
+}
+
+async function setServer(state) {
+  if (!state || state.unit_id !== ui.unitId) return;
+  if (ui.server && ui.server.seq > state.seq && !state.recent?.length) return;
+  const recent = state.recent && state.recent.length ? state.recent : ui.server?.recent || [];
+  // Answers to actions leave out the sport's buttons and rules: they do not change.
+  const sport = state.sport_actions && state.sport_actions.actions ? state.sport_actions : ui.server?.sport_actions;
+  ui.server = { ...state, recent, sport_actions: sport };
+  await queue.keepMatch(ui.server);
+  render();
+}
+
+async function refreshPending() {
+  ui.pending = await queue.all();
+  const count = ui.pending.length;
+  $("waiting").textContent = `${count} waiting`;
+  $("waiting").dataset.count = String(count);
+}
+
+function setOnline(online) {
+  ui.online = online;
+  $("net").textContent = online ? "online" : "offline: actions are kept here";
+  $("net").dataset.online = String(online);
+}
+
+// -- the score, at once --------------------------------------------------------------------
+
+function shown() {
+  const server = ui.server;
+  if (!server || !server.sport_actions) return null;
+  const sport = server.sport_actions;
+  let state = server.state && server.state.sides ? server.state : newState(sport, server.sides.length || 2);
+  const notes = new Map();
+  for (const item of ui.pending.filter((p) => p.unit_id === ui.unitId)) {
+    if (item.kind === "undo") {
+      notes.set(item.client_id, "waiting for the server to take it back");
+      continue;
+    }
+    try {
+      state = apply(sport, state, item);
+    } catch (e) {
+      if (!(e instanceof RuleRefused)) throw e;
+      notes.set(item.client_id, `will be refused: ${e.message}`);
+    }
+  }
+  return { sport, state, notes };
+}
+
+function render() {
+  if (!ui.unitId) return;
+  const server = ui.server;
+  const view = shown();
+  $("match-name").textContent = server ? server.name : "…";
+  $("status").textContent = server ? `${server.status} · action ${server.seq}` : "";
+  const board = $("board");
+  board.replaceChildren();
+  if (!view) {
+    board.textContent = "Reading the match…";
+    return;
+  }
+  const values = sideValues(view.sport, view.state);
+  const pendingHere = ui.pending.some((p) => p.unit_id === ui.unitId);
+  values.forEach((v, i) => {
+    const meta = server.sides[i] || {};
+    const div = document.createElement("div");
+    div.className = `side${pendingHere ? " pending" : ""}${view.sport.sides !== 2 && ui.chosenSide === i + 1 ? " chosen" : ""}`;
+    div.innerHTML = `<div class="name"></div><div class="score" id="score-${i + 1}"></div><div class="result"></div><div class="rank"></div>`;
+    div.querySelector(".name").textContent = meta.name ? `${meta.name}${meta.noc ? ` (${meta.noc})` : ""}` : `Side ${i + 1}`;
+    div.querySelector(".score").textContent = v.score || "–";
+    div.querySelector(".result").textContent = v.result || "";
+    div.querySelector(".rank").textContent = v.rank ? `rank ${v.rank}` : "";
+    div.addEventListener("click", () => {
+      ui.chosenSide = i + 1;
+      render();
+    });
+    board.append(div);
+  });
+  $("finished").hidden = !view.state.finished;
+  $("finished").textContent = view.state.finished ? "Match finished" : "";
+  drawButtons(view.sport, values.length);
+  drawLog(view);
+  const refused = $("refused");
+  refused.replaceChildren(...ui.refused.map((r) => Object.assign(document.createElement("li"), { textContent: `Not saved: ${r.label} — ${r.reason}` })));
+}
+
+function drawButtons(sport, sides) {
+  const box = $("buttons");
+  const key = `${sport.code}:${sides}`;
+  if (box.dataset.key === key) return;
+  box.dataset.key = key;
+  box.replaceChildren();
+  const two = sides === 2;
+  box.classList.toggle("many", !two);
+  const picker = $("side-picker");
+  picker.hidden = two;
+  picker.replaceChildren();
+  if (!two) {
+    for (let i = 1; i <= sides; i++) {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.textContent = ui.server.sides[i - 1]?.name || `Side ${i}`;
+      b.dataset.side = String(i);
+      b.setAttribute("aria-pressed", String(ui.chosenSide === i));
+      b.addEventListener("click", () => {
+        ui.chosenSide = i;
+        for (const other of picker.children) other.setAttribute("aria-pressed", String(other === b));
+        render();
+      });
+      picker.append(b);
+    }
+  }
+  const button = (action, side) => {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = action.label;
+    b.dataset.action = action.name;
+    if (side) b.dataset.side = String(side);
+    b.addEventListener("click", () => tap(action, side || (action.side ? ui.chosenSide : 0)));
+    return b;
+  };
+  if (two) {
+    const columns = [1, 2].map((side) => {
+      const col = document.createElement("div");
+      col.className = "column";
+      for (const action of sport.actions.filter((a) => a.side)) col.append(button(action, side));
+      return col;
+    });
+    const shared = document.createElement("div");
+    shared.className = "shared";
+    for (const action of sport.actions.filter((a) => !a.side)) shared.append(button(action, 0));
+    box.append(...columns, shared);
+  } else {
+    for (const action of sport.actions) box.append(button(action, 0));
+  }
+}
+
+function describe(item, sport) {
+  const action = sport?.actions.find((a) => a.name === item.kind);
+  const label = item.kind === "undo" ? "Undo" : action ? action.label : item.kind;
+  const side = item.side ? ` · side ${item.side}` : "";
+  const fields = Object.entries(item.fields || {}).filter(([, v]) => v !== null && v !== "").map(([k, v]) => `${k} ${v}`).join(", ");
+  return `${label}${side}${fields ? ` (${fields})` : ""}`;
+}
+
+function drawLog(view) {
+  const log = $("log");
+  const items = [];
+  for (const item of [...ui.pending].reverse()) {
+    if (item.unit_id !== ui.unitId) continue;
+    const li = document.createElement("li");
+    li.className = "waiting-item";
+    li.dataset.clientId = item.client_id;
+    const note = view.notes.get(item.client_id);
+    li.textContent = `${describe(item, view.sport)} — waiting${note ? `: ${note}` : ""}`;
+    items.push(li);
+  }
+  for (const saved of ui.server.recent || []) {
+    const li = document.createElement("li");
+    li.className = saved.undone_by ? "undone" : "";
+    li.textContent = `#${saved.seq} ${describe(saved, view.sport)} — saved by ${saved.actor_name}`;
+    items.push(li);
+  }
+  log.replaceChildren(...items);
+}
+
+// -- tapping ---------------------------------------------------------------------------------
+
+function tap(action, side) {
+  const needs = action.fields.some((f) => f.required);
+  if (needs || ($("ask").checked && action.fields.length)) {
+    askDetails(action, side);
+    return;
+  }
+  enqueue({ kind: action.name, side, fields: {} });
+}
+
+function askDetails(action, side) {
+  const form = $("details");
+  form.replaceChildren();
+  const title = document.createElement("strong");
+  title.textContent = `${action.label}${side ? ` · side ${side}` : ""}`;
+  form.append(title);
+  for (const f of action.fields) {
+    const label = document.createElement("label");
+    label.textContent = f.label;
+    let input;
+    if (f.type === "choice") {
+      input = document.createElement("select");
+      for (const c of f.choices) input.append(new Option(c.replaceAll("_", " "), c));
+    } else {
+      input = document.createElement("input");
+      if (f.type === "int" || f.type === "number") {
+        input.type = "number";
+        input.inputMode = f.type === "int" ? "numeric" : "decimal";
+        input.step = f.type === "int" ? "1" : "any";
+        if (f.min !== undefined) input.min = f.min;
+        if (f.max !== undefined) input.max = f.max;
+      }
+      if (f.default !== undefined) input.value = f.default;
+    }
+    input.name = f.name;
+    input.required = !!f.required;
+    label.append(input);
+    form.append(label);
+  }
+  const save = Object.assign(document.createElement("button"), { type: "submit", className: "primary", textContent: "Save" });
+  const cancel = Object.assign(document.createElement("button"), { type: "button", textContent: "Cancel" });
+  cancel.addEventListener("click", () => (form.hidden = true));
+  form.append(save, cancel);
+  form.onsubmit = (event) => {
+    event.preventDefault();
+    const fields = {};
+    for (const f of action.fields) {
+      const raw = form.elements[f.name].value;
+      if (raw === "") continue;
+      fields[f.name] = f.type === "int" || f.type === "number" ? Number(raw) : raw;
+    }
+    form.hidden = true;
+    enqueue({ kind: action.name, side, fields });
+  };
+  form.hidden = false;
+  form.querySelector("input, select")?.focus();
+}
+
+async function enqueue(partial) {
+  const item = { client_id: nextClientId(), unit_id: ui.unitId, client_at: Date.now(), ...partial };
+  await queue.add(item);
+  await refreshPending();
+  render();
+  syncSoon();
+}
+
+async function undoLast() {
+  const mine = ui.pending.filter((p) => p.unit_id === ui.unitId);
+  const last = mine[mine.length - 1];
+  if (last && last.kind !== "undo") {
+    // Not sent yet: taking it back is simply not sending it.
+    await queue.remove(last.client_id);
+    await refreshPending();
+    render();
+    return;
+  }
+  await enqueue({ kind: "undo", side: 0, fields: {} });
+}
+
+// -- syncing, in order -------------------------------------------------------------------------
+
+let timer = null;
+function syncSoon() {
+  clearTimeout(timer);
+  timer = setTimeout(sync, 0);
+}
+
+async function sync() {
+  if (ui.syncing) return;
+  ui.syncing = true;
+  try {
+    for (;;) {
+      const items = (await queue.all()).slice(0, 100);
+      if (!items.length) break;
+      let got;
+      try {
+        got = await api("/score/api/sync", {
+          method: "POST",
+          body: JSON.stringify({ actions: items.map(({ n, ...rest }) => rest) }),
+        });
+      } catch {
+        setOnline(false);
+        break;
+      }
+      setOnline(true);
+      if (!got.ok) {
+        if (got.body && got.body.error) say(got.body.error);
+        break;
+      }
+      let stop = false;
+      for (const answer of got.body.answers) {
+        if (answer.outcome === "try_again") {
+          say(answer.reason);
+          stop = true;
+          break;
+        }
+        const item = items.find((i) => i.client_id === answer.client_id);
+        if (answer.outcome === "refused" && item) {
+          ui.refused.unshift({ label: describe(item, ui.server?.sport_actions), reason: answer.reason });
+          ui.refused = ui.refused.slice(0, 5);
+        }
+        await queue.remove(answer.client_id);
+      }
+      await refreshPending();
+      if (got.body.state) await setServer(got.body.state);
+      if (stop || got.body.answers.length < items.length) break;
+    }
+  } finally {
+    ui.syncing = false;
+    await refreshPending();
+    render();
+  }
+  if (ui.unitId && !ui.pending.length) await readMatch();
+}
+
+// -- start ---------------------------------------------------------------------------------------
+
+async function start() {
+  if ("serviceWorker" in navigator) {
+    navigator.serviceWorker.register("/score/sw.js", { scope: "/score/" }).catch(() => {});
+  }
+  setOnline(navigator.onLine);
+  await checkStorage();
+  await refreshPending();
+  $("sign-in-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const form = event.target;
+    const got = await api("/score/api/sign-in", {
+      method: "POST",
+      body: JSON.stringify({ login: form.login.value, password: form.password.value }),
+    }).catch(() => null);
+    if (!got) return say("No network: sign in when it is back.");
+    if (!got.ok) return say(got.body?.error || "Sign-in failed.");
+    ui.user = got.body;
+    localStorage.setItem("omnium-user", JSON.stringify(ui.user));
+    say("");
+    route();
+  });
+  $("undo").addEventListener("click", undoLast);
+  $("filter").addEventListener("input", filterMatches);
+  $("sign-out").addEventListener("click", async () => {
+    if (ui.pending.length && !confirm(`${ui.pending.length} actions are not saved yet. Sign out anyway? They stay on this device and are sent after the next sign-in.`)) return;
+    await api("/score/api/sign-out", { method: "POST" }).catch(() => null);
+    ui.user = null;
+    localStorage.removeItem("omnium-user");
+    location.hash = "#/";
+    route();
+  });
+  window.addEventListener("hashchange", route);
+  window.addEventListener("online", () => {
+    setOnline(true);
+    syncSoon();
+  });
+  window.addEventListener("offline", () => setOnline(false));
+  setInterval(() => {
+    if (ui.pending.length) sync();
+    else if (ui.unitId && navigator.onLine) readMatch();
+  }, (ui.user?.poll_seconds || 2) * 1000);
+  await route();
+  syncSoon();
+  document.body.dataset.ready = "true";
+}
+
+start();

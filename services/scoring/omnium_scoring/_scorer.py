@@ -1,0 +1,416 @@
+"""Check one action against the sport's rules and the match state, then send it down the road."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import uuid
+from collections.abc import Mapping
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import grpc
+from google.protobuf import json_format, struct_pb2
+from grpc import aio
+
+from omnium.command.v1 import command_pb2, command_pb2_grpc
+from omnium.common.v1 import actor_pb2
+from omnium.scoring.v1 import scoring_pb2
+from omnium_db import Queries
+from omnium_settings import Settings
+from omnium_sports import UNDO, ActionRefused, Sport, sport_for_discipline
+
+log = logging.getLogger(__name__)
+QUERIES = Queries.load(Path(__file__).with_name("sql"))
+_CLIENT_ID = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")
+Outcome = scoring_pb2.Outcome
+
+
+def _struct(value: Mapping[str, Any]) -> struct_pb2.Struct:
+    struct = struct_pb2.Struct()
+    json_format.ParseDict(dict(value), struct)
+    return struct
+
+
+def _plain(struct: struct_pb2.Struct) -> dict[str, Any]:
+    return json_format.MessageToDict(struct)
+
+
+def _answer(action: scoring_pb2.Action, outcome: int, reason: str = "") -> scoring_pb2.ActAnswer:
+    return scoring_pb2.ActAnswer(client_id=action.client_id, outcome=outcome, reason=reason)  # type: ignore[arg-type]
+
+
+class Scorer:
+    """The scoring service's work, apart from gRPC: one per process."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        reader: asyncpg.Pool,
+        command: command_pb2_grpc.CommandServiceStub,
+        sports: Mapping[str, Sport],
+    ) -> None:
+        self.settings = settings
+        self.reader = reader
+        self.command = command
+        self.sports = sports
+        # What the console draws its buttons from: built once per sport, not per answer.
+        self._described = {code: _struct(sport.describe()) for code, sport in sports.items()}
+
+    # -- which sport ----------------------------------------------------------------------
+
+    def sport_of(self, discipline: str, sport_file: str | None) -> Sport | None:
+        if sport_file:
+            return self.sports.get(Path(sport_file).stem)
+        return sport_for_discipline(self.sports, discipline)
+
+    # -- acting ---------------------------------------------------------------------------
+
+    def check_actor(self, actor: actor_pb2.Actor) -> tuple[actor_pb2.Actor, str | None]:
+        """The actor to record, or the reason the action cannot be taken from this sender."""
+        out = actor_pb2.Actor()
+        out.CopyFrom(actor)
+        if out.kind == actor_pb2.Actor.KIND_UNSPECIFIED:
+            out.kind = actor_pb2.Actor.KIND_SCORER
+        if out.kind == actor_pb2.Actor.KIND_SCORER and not out.source_code:
+            if self.settings.scorer_sign_in_required:
+                return out, "sign in first: every action records the account that sent it"
+            out.name = out.name or "scorer (not signed in)"
+        if not out.name:
+            return out, "actor.name is empty: every action says who sent it"
+        if not out.screen:
+            return out, "actor.screen is empty: say which screen or app the action came from"
+        return out, None
+
+    async def act(
+        self, action: scoring_pb2.Action, actor: actor_pb2.Actor
+    ) -> scoring_pb2.ActAnswer:
+        actor, problem = self.check_actor(actor)
+        if problem:
+            return _answer(action, Outcome.OUTCOME_REFUSED, problem)
+        if not _CLIENT_ID.match(action.client_id):
+            return _answer(
+                action,
+                Outcome.OUTCOME_REFUSED,
+                "the action has no usable client id: 1 to 200 letters, digits or . _ : @ / -",
+            )
+        try:
+            uuid.UUID(action.unit_id)
+        except ValueError:
+            return _answer(action, Outcome.OUTCOME_REFUSED, "unit_id is not an id (a UUID)")
+        for _ in range(max(1, self.settings.scoring_attempts)):
+            answer, again = await self._attempt(action, actor)
+            if not again:
+                break
+        # After the last attempt: the road's own reason (the match kept moving, or a failover).
+        return answer
+
+    async def _attempt(
+        self, action: scoring_pb2.Action, actor: actor_pb2.Actor
+    ) -> tuple[scoring_pb2.ActAnswer, bool]:
+        """One read, check and send; True when the road said try again: read and check again."""
+        answer = await self._check_and_send(action, actor)
+        if isinstance(answer, command_pb2.Answer):
+            return _answer(action, Outcome.OUTCOME_TRY_AGAIN, answer.reason), True
+        return answer, False
+
+    async def _check_and_send(
+        self, action: scoring_pb2.Action, actor: actor_pb2.Actor
+    ) -> scoring_pb2.ActAnswer | command_pb2.Answer:
+        async with self.reader.acquire() as conn:
+            unit = await conn.fetchrow(QUERIES["match"], action.unit_id, action.client_id)
+            if unit is None:
+                return _answer(
+                    action, Outcome.OUTCOME_REFUSED, f"there is no unit {action.unit_id}"
+                )
+            if unit["saved_seq"] is not None:
+                return await self._duplicate(conn, action, unit["saved_seq"])
+            sport = self.sport_of(unit["discipline"], unit["sport_file"])
+            if sport is None:
+                return _answer(
+                    action,
+                    Outcome.OUTCOME_REFUSED,
+                    f"discipline {unit['discipline']} has no sport file: add one to sports/",
+                )
+            try:
+                state, record = await self._next(conn, sport, unit, action)
+            except ActionRefused as exc:
+                return _answer(action, Outcome.OUTCOME_REFUSED, str(exc))
+        expected = unit["match_seq"]
+        status = self.settings.scoring_finished_status if state["finished"] else "RUNNING"
+        sides = sport.side_values(state)
+        for side in sides:
+            side.setdefault("result", None)
+            side.setdefault("rank", None)
+        payload = {
+            "expected_seq": expected,
+            "action": record,
+            # As text: a Struct of a whole match state costs more than the rest of the action.
+            "state_json": json.dumps(state, separators=(",", ":")),
+            "status": status,
+            "sides": sides,
+        }
+        command = command_pb2.Command(
+            command_id=action.client_id,
+            code="scoring.act",
+            subject=command_pb2.Subject(kind="unit", id=action.unit_id),
+            payload=_struct(payload),
+            actor=actor,
+        )
+        try:
+            answer: command_pb2.Answer = await self.command.Submit(
+                command, timeout=self.settings.grpc_deadline_seconds
+            )
+        except aio.AioRpcError as exc:
+            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                return _answer(
+                    action,
+                    Outcome.OUTCOME_TRY_AGAIN,
+                    "Nothing was confirmed: the command service did not answer. Send it again.",
+                )
+            raise
+        if answer.outcome == command_pb2.OUTCOME_ACCEPTED:
+            saved = _answer(action, Outcome.OUTCOME_SAVED)
+            saved.seq = expected + 1
+            saved.state.CopyFrom(
+                self.match_state(unit, sport, state, expected + 1, full=False, status=status)
+            )
+            return saved
+        if answer.outcome == command_pb2.OUTCOME_TRY_AGAIN:
+            return answer
+        async with self.reader.acquire() as conn:
+            seq = await conn.fetchval(QUERIES["seq_of_client"], action.client_id, action.unit_id)
+            if seq is not None:
+                # The same action, sent twice at once: the other copy was saved.
+                return await self._duplicate(conn, action, seq)
+        return _answer(action, Outcome.OUTCOME_REFUSED, answer.reason)
+
+    async def _next(
+        self,
+        conn: asyncpg.Connection,
+        sport: Sport,
+        unit: Mapping[str, Any],
+        action: scoring_pb2.Action,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The state after the action, and the action as recorded."""
+        sides = unit["side_count"]
+        record: dict[str, Any] = {"kind": action.kind}
+        at = 0.0
+        if action.HasField("client_at"):
+            tapped = action.client_at.ToDatetime(tzinfo=UTC)
+            record["client_at"] = tapped.isoformat()
+            at = tapped.timestamp()
+        if action.kind != UNDO:
+            fields = _plain(action.fields)
+            record.update(side=action.side or None, fields=fields)
+            state = unit["match_state"] or sport.new_state(sides)
+            step = {"kind": action.kind, "side": action.side or None, "fields": fields, "at": at}
+            return sport.apply(state, step), record
+        rows = await conn.fetch(QUERIES["actions"], unit["id"])
+        standing = [r for r in rows if r["kind"] != UNDO and r["undone_by"] is None]
+        if not standing:
+            raise ActionRefused("there is nothing to undo in this match")
+        target = action.undo_seq or standing[-1]["seq"]
+        by_seq = {r["seq"]: r for r in rows}
+        if target not in by_seq:
+            raise ActionRefused(f"there is no action {target} in this match")
+        if by_seq[target]["kind"] == UNDO:
+            raise ActionRefused("an undo cannot be undone: score the action again")
+        if by_seq[target]["undone_by"] is not None:
+            raise ActionRefused(f"action {target} was already undone")
+        replayed = sport.new_state(sides)
+        for row in standing:
+            if row["seq"] == target:
+                continue
+            try:
+                tapped = row["client_at"]
+                replayed = sport.apply(
+                    replayed,
+                    {
+                        "kind": row["kind"],
+                        "side": row["side"],
+                        "fields": row["fields"],
+                        "at": tapped.timestamp() if tapped is not None else 0.0,
+                    },
+                )
+            except ActionRefused as exc:
+                raise ActionRefused(
+                    f"undoing action {target} would make action {row['seq']} ({row['kind']}) "
+                    f"impossible: {exc}. Undo the later actions first."
+                ) from None
+        record.update(undoes=target, fields={"seq": target})
+        return replayed, record
+
+    async def _duplicate(
+        self, conn: asyncpg.Connection, action: scoring_pb2.Action, seq: int
+    ) -> scoring_pb2.ActAnswer:
+        answer = _answer(action, Outcome.OUTCOME_DUPLICATE, "saved before; nothing new written")
+        answer.seq = seq
+        state = await self.get_state(action.unit_id, conn=conn, full=False)
+        if state is not None:
+            answer.state.CopyFrom(state)
+        return answer
+
+    async def sync(
+        self, actions: list[scoring_pb2.Action], actor: actor_pb2.Actor
+    ) -> scoring_pb2.SyncAnswer:
+        out = scoring_pb2.SyncAnswer()
+        if len(actions) > self.settings.scoring_sync_max_actions:
+            reason = (
+                f"{len(actions)} actions in one sync; at most "
+                f"{self.settings.scoring_sync_max_actions} are taken. Send the first ones."
+            )
+            out.answers.extend(_answer(a, Outcome.OUTCOME_TRY_AGAIN, reason) for a in actions[:1])
+            return out
+        for action in actions:
+            answer = await self.act(action, actor)
+            out.answers.append(answer)
+            if answer.outcome == Outcome.OUTCOME_TRY_AGAIN:
+                break
+        last = next((a.state for a in reversed(out.answers) if a.HasField("state")), None)
+        if last is not None:
+            out.state.CopyFrom(last)
+        elif actions:
+            state = await self.get_state(actions[-1].unit_id, full=False)
+            if state is not None:
+                out.state.CopyFrom(state)
+        return out
+
+    # -- reading --------------------------------------------------------------------------
+
+    def match_state(
+        self,
+        unit: Mapping[str, Any],
+        sport: Sport | None,
+        state: Mapping[str, Any] | None,
+        seq: int,
+        *,
+        full: bool = True,
+        status: str | None = None,
+    ) -> scoring_pb2.MatchState:
+        """The match as a scorer sees it; `full` adds the sport's buttons and rules."""
+        out = scoring_pb2.MatchState(
+            unit_id=unit["id"],
+            unit_code=unit["code"],
+            name=unit["name"],
+            status=status or unit["status"],
+            seq=seq,
+        )
+        names = {r[0]: r for r in unit["side_names"] or ()}
+        if sport is not None:
+            out.sport = sport.code
+            if full:
+                out.sport_actions.CopyFrom(self._described[sport.code])
+            if state is None:
+                state = sport.new_state(unit["side_count"] or 2)
+            out.state_json = json.dumps(state, separators=(",", ":"))
+            out.finished = bool(state.get("finished"))
+            out.winner = int(state.get("winner") or 0)
+            out.summary = sport.summary(state)
+            for values in sport.side_values(state):
+                row = names.get(values["order"])
+                out.sides.append(
+                    scoring_pb2.SideScore(
+                        order=values["order"],
+                        name=(row[1] or "") if row else "",
+                        noc=(row[2] or "") if row else "",
+                        score=str(values.get("score") or ""),
+                        result=str(values.get("result") or ""),
+                        rank=int(values.get("rank") or 0),
+                    )
+                )
+        return out
+
+    async def get_state(
+        self,
+        unit_id: str,
+        *,
+        recent: int = 0,
+        conn: asyncpg.Connection | None = None,
+        full: bool = True,
+    ) -> scoring_pb2.MatchState | None:
+        if conn is None:
+            async with self.reader.acquire() as own:
+                return await self.get_state(unit_id, recent=recent, conn=own, full=full)
+        try:
+            uuid.UUID(unit_id)
+        except ValueError:
+            return None
+        unit = await conn.fetchrow(QUERIES["match"], unit_id, "")
+        if unit is None:
+            return None
+        sport = self.sport_of(unit["discipline"], unit["sport_file"])
+        out = self.match_state(unit, sport, unit["match_state"], unit["match_seq"], full=full)
+        if recent > 0:
+            for row in await conn.fetch(QUERIES["recent"], unit_id, recent):
+                saved = scoring_pb2.SavedAction(
+                    seq=row["seq"],
+                    kind=row["kind"],
+                    side=row["side"] or 0,
+                    undoes=row["undoes"] or 0,
+                    undone_by=row["undone_by"] or 0,
+                    actor_name=row["actor_name"],
+                    screen=row["screen"] or "",
+                )
+                saved.fields.CopyFrom(_struct(row["fields"] or {}))
+                saved.saved_at.FromDatetime(row["saved_at"])
+                out.recent.append(saved)
+        return out
+
+    async def list_matches(self, event_code: str, limit: int) -> scoring_pb2.ListMatchesResponse:
+        limit = min(limit or self.settings.scoring_list_limit, self.settings.scoring_list_limit)
+        out = scoring_pb2.ListMatchesResponse()
+        async with self.reader.acquire() as conn:
+            rows = await conn.fetch(QUERIES["list_matches"], event_code, limit)
+        for row in rows:
+            sport = self.sport_of(row["discipline"], row["sport_file"])
+            if sport is None:
+                continue
+            item = scoring_pb2.MatchListItem(
+                unit_id=row["id"],
+                unit_code=row["code"],
+                name=row["name"],
+                status=row["status"],
+                sport=sport.code,
+            )
+            if row["start_at"] is not None:
+                item.start_at.FromDatetime(row["start_at"])
+            if row["match_state"]:
+                item.summary = sport.summary(row["match_state"])
+            out.matches.append(item)
+        return out
+
+
+class Watchers:
+    """One LISTEN for the outbox's NOTIFY, shared by every WatchMatch stream of the process."""
+
+    def __init__(self) -> None:
+        self._changed = asyncio.Condition()
+        self._conn: asyncpg.Connection | None = None
+
+    async def start(self, database_url: str) -> None:
+        self._conn = await asyncpg.connect(database_url)
+        await self._conn.add_listener("omnium_domain_event", self._notified)
+
+    def _notified(self, *_: Any) -> None:
+        asyncio.get_running_loop().create_task(self._wake())
+
+    async def _wake(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def wait(self, seconds: float) -> None:
+        """Until the next change anywhere, or `seconds` at most (a missed NOTIFY costs little)."""
+        async with self._changed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), seconds)
+
+    async def stop(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None

@@ -1,0 +1,99 @@
+"""The scorer console in headless Chromium: it scores offline, survives a reload, syncs once."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+from playwright.async_api import Page, async_playwright, expect
+
+from tests.support.games import make_games
+from tests.support.scoring import running_console
+
+pytestmark = pytest.mark.e2e
+
+
+async def tap(page: Page, action: str, side: int | None = None) -> None:
+    selector = f'#buttons button[data-action="{action}"]'
+    if side is not None:
+        selector += f'[data-side="{side}"]'
+    await page.click(selector)
+
+
+async def test_scoring_goes_on_offline_and_every_action_is_saved_once_in_order(
+    db: asyncpg.Connection, database_url: str
+) -> None:
+    games = await make_games(db, units=1)
+    unit = games.units[0]
+    async with running_console(database_url) as site:
+        await site.accounts.create("mina", "Mina Park", "scorer", "a long password")
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(
+                executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True
+            )
+            # A phone-sized screen.
+            context = await browser.new_context(
+                viewport={"width": 390, "height": 844}, has_touch=True
+            )
+            page = await context.new_page()
+            await page.goto(f"{site.url}/score/")
+            await page.fill('input[name="login"]', "mina")
+            await page.fill('input[name="password"]', "a long password")
+            await page.click('#sign-in-form button[type="submit"]')
+            await page.click(f'a[data-unit="{unit}"]')
+            await tap(page, "start_period")
+            await tap(page, "goal", 1)
+            await expect(page.locator("#waiting")).to_have_attribute("data-count", "0")
+            await expect(page.locator("#score-1")).to_have_text("1")
+            # The browser here keeps no data for sure: the page says so (D10).
+            await expect(page.locator("#storage-warning")).to_be_visible()
+            await page.wait_for_function("navigator.serviceWorker.controller !== null")
+
+            await context.set_offline(True)
+            for side in (1, 1, 2, 1, 2, 2, 1):
+                await tap(page, "goal", side)
+            await expect(page.locator("#score-1")).to_have_text("5")  # shown at once
+            await tap(page, "end_period")
+            await tap(page, "start_period")
+            await tap(page, "goal", 2)
+            await expect(page.locator("#waiting")).to_have_attribute("data-count", "10")
+            await expect(page.locator("#score-2")).to_have_text("4")
+            await expect(page.locator("#net")).to_have_attribute("data-online", "false")
+
+            await page.reload()
+            await expect(page.locator("body")).to_have_attribute("data-ready", "true")
+            await expect(page.locator("#waiting")).to_have_attribute("data-count", "10")
+            await expect(page.locator("#score-1")).to_have_text("5")
+            await expect(page.locator("#score-2")).to_have_text("4")
+            assert await db.fetchval("SELECT count(*) FROM match_action") == 2
+
+            await context.set_offline(False)
+            await expect(page.locator("#waiting")).to_have_attribute(
+                "data-count", "0", timeout=20_000
+            )
+            await expect(page.locator("#status")).to_contain_text("action 12")
+
+            # A tap the rules refuse: the console says so at once, the server with its reason.
+            await context.set_offline(True)
+            await tap(page, "end_match")
+            await expect(page.locator("#log li.waiting-item").first).to_contain_text(
+                "will be refused: period 2 is still running: end it first"
+            )
+            await context.set_offline(False)
+            await expect(page.locator("#refused")).to_contain_text(
+                "Not saved: End match — period 2 is still running: end it first"
+            )
+            await expect(page.locator("#waiting")).to_have_attribute("data-count", "0")
+            await browser.close()
+    rows = await db.fetch("SELECT seq, command_id, kind, side FROM match_action ORDER BY seq")
+    assert [r["seq"] for r in rows] == list(range(1, 13))
+    assert len({r["command_id"] for r in rows}) == 12
+    counters = [int(r["command_id"].rsplit(":", 1)[1]) for r in rows]
+    assert counters == sorted(counters), "saved in the order they were tapped"
+    assert [(r["kind"], r["side"]) for r in rows[2:]] == [
+        ("goal", 1), ("goal", 1), ("goal", 2), ("goal", 1), ("goal", 2), ("goal", 2),
+        ("goal", 1), ("end_period", None), ("start_period", None), ("goal", 2),
+    ]  # fmt: skip
+    scores = await db.fetch(
+        "SELECT score FROM unit_competitor WHERE unit_id = $1 ORDER BY sort_order", unit
+    )
+    assert [s["score"] for s in scores] == ["5", "4"]

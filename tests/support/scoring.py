@@ -1,0 +1,181 @@
+"""Start a real scoring service (and the real command service it writes through)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from google.protobuf import json_format, struct_pb2
+from grpc import aio
+
+from omnium.common.v1 import actor_pb2
+from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
+from omnium_grpc import open_channel
+from omnium_scoring import ScoringApp
+from omnium_settings import Settings
+from tests.support.command import CommandClient, running_command, settings_for
+from tests.support.games import EVENT, Games, unit_code
+
+PROVIDERS = Path(__file__).resolve().parent.parent / "data" / "providers"
+
+
+@dataclass(slots=True)
+class ScoringClient:
+    app: ScoringApp
+    port: int
+    channel: aio.Channel
+    stub: scoring_pb2_grpc.ScoringServiceStub
+    command: CommandClient
+    settings: Settings
+
+    async def act(
+        self,
+        unit_id: str,
+        client_id: str,
+        action_kind: str,
+        side: int = 0,
+        actor: actor_pb2.Actor | None = None,
+        undo_seq: int = 0,
+        **fields: Any,
+    ) -> scoring_pb2.ActAnswer:
+        answer: scoring_pb2.ActAnswer = await self.stub.Act(
+            scoring_pb2.ActRequest(
+                action=action(unit_id, client_id, action_kind, side, undo_seq=undo_seq, **fields),
+                actor=actor or scorer(),
+            ),
+            timeout=30,
+        )
+        return answer
+
+    async def state(self, unit_id: str, recent: int = 0) -> scoring_pb2.MatchState:
+        state: scoring_pb2.MatchState = await self.stub.GetMatchState(
+            scoring_pb2.GetMatchStateRequest(unit_id=unit_id, recent=recent), timeout=10
+        )
+        return state
+
+
+def action(
+    unit_id: str,
+    client_id: str,
+    action_kind: str,
+    side: int = 0,
+    *,
+    undo_seq: int = 0,
+    **fields: Any,
+) -> scoring_pb2.Action:
+    struct = struct_pb2.Struct()
+    json_format.ParseDict(fields, struct)
+    return scoring_pb2.Action(
+        client_id=client_id, unit_id=unit_id, kind=action_kind, side=side, fields=struct,
+        undo_seq=undo_seq,
+    )  # fmt: skip
+
+
+def scorer(
+    name: str = "Mina Park", account: str = "account:11", screen: str = "scorer-console"
+) -> actor_pb2.Actor:
+    return actor_pb2.Actor(
+        kind=actor_pb2.Actor.KIND_SCORER, name=name, source_code=account, screen=screen
+    )
+
+
+@asynccontextmanager
+async def running_scoring(database_url: str, **overrides: Any) -> AsyncIterator[ScoringClient]:
+    overrides.setdefault("scoring_providers_dir", str(PROVIDERS))
+    async with running_command(database_url) as command:
+        settings = settings_for(
+            database_url, command_address=f"127.0.0.1:{command.port}", **overrides
+        )
+        app = ScoringApp(settings)
+        try:
+            port = await app.start(0)
+            channel = open_channel(f"127.0.0.1:{port}", settings)
+            try:
+                yield ScoringClient(
+                    app,
+                    port,
+                    channel,
+                    scoring_pb2_grpc.ScoringServiceStub(channel),
+                    command,
+                    settings,
+                )
+            finally:
+                await channel.close()
+        finally:
+            await app.stop(grace=1)
+
+
+async def add_match(
+    conn: asyncpg.Connection, games: Games, discipline: str, sides: int = 2, n: int = 1
+) -> str:
+    """A unit of a discipline (made if missing) with `sides` sides, from the Games' teams."""
+    discipline_id = games.disciplines.get(discipline)
+    if discipline_id is None:
+        discipline_id = await conn.fetchval(
+            "INSERT INTO discipline (event_id, code, name) VALUES ($1, $2, $2) RETURNING id::text",
+            games.event_id,
+            discipline,
+        )
+        games.disciplines[discipline] = discipline_id
+    code = unit_code(discipline, n)
+    unit_id: str = await conn.fetchval(
+        "INSERT INTO unit (event_id, discipline_id, code, name) VALUES ($1, $2, $3, $4) "
+        "RETURNING id::text",
+        games.event_id,
+        discipline_id,
+        code,
+        f"{discipline} match {n}",
+    )
+    teams = list(games.competitors.values())
+    for order in range(1, sides + 1):
+        await conn.execute(
+            "INSERT INTO unit_competitor (unit_id, sort_order, competitor_id) VALUES ($1, $2, $3)",
+            unit_id,
+            order,
+            teams[(order - 1) % len(teams)] if order <= len(teams) else None,
+        )
+    games.units.append(unit_id)
+    games.unit_codes[unit_id] = code
+    return unit_id
+
+
+__all__ = ["EVENT", "ScoringClient", "action", "add_match", "running_scoring", "scorer"]
+
+
+@dataclass(slots=True)
+class ConsoleSite:
+    """The scorer route set on a plain aiohttp app, standing in for the gateway."""
+
+    url: str
+    scoring: ScoringClient
+    accounts: Any
+
+
+@asynccontextmanager
+async def running_console(database_url: str, **overrides: Any) -> AsyncIterator[ConsoleSite]:
+    from aiohttp import web
+
+    from omnium_accounts import Accounts
+    from omnium_db import Road, create_pool
+    from omnium_scorer_web import add_scorer_routes
+
+    async with running_scoring(database_url, **overrides) as scoring:
+        settings = scoring.settings.replace(scoring_address=f"127.0.0.1:{scoring.port}")
+        pool = await create_pool(settings, Road.PEOPLE, application_name="gateway", size=20)
+        accounts = Accounts(pool, settings)
+        app = web.Application()
+        add_scorer_routes(app, settings, accounts)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        try:
+            yield ConsoleSite(f"http://127.0.0.1:{port}", scoring, accounts)
+        finally:
+            await runner.cleanup()
+            await pool.close()
