@@ -69,12 +69,29 @@ def check_password_rules(password: str, settings: Settings) -> None:
         )
 
 
-class Accounts:
-    """Every account and session operation; one per process, over the people pool."""
+class AccountsUnavailable(RuntimeError):
+    """Accounts were made before their database pool (a server starting up)."""
 
-    def __init__(self, pool: asyncpg.Pool, settings: Settings) -> None:
-        self._pool = pool
+
+class Accounts:
+    """Every account and session operation; one per process, over the people pool.
+
+    A server that mounts its routes before it connects passes `pool=None` and `attach`es the
+    pool at start-up.
+    """
+
+    def __init__(self, pool: asyncpg.Pool | None, settings: Settings) -> None:
+        self._bound = pool
         self._settings = settings
+
+    def attach(self, pool: asyncpg.Pool) -> None:
+        self._bound = pool
+
+    @property
+    def _pool(self) -> asyncpg.Pool:
+        if self._bound is None:
+            raise AccountsUnavailable("sign-in is not available yet: the database is not connected")
+        return self._bound
 
     async def create(self, login: str, name: str, role: str, password: str) -> Account:
         if not _LOGIN.match(login):

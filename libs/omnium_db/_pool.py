@@ -64,6 +64,7 @@ async def create_pool(
     *,
     application_name: str,
     size: int | None = None,
+    min_size: int = 1,
     **kwargs: Any,
 ) -> asyncpg.Pool:
     """Create the pool for one road. Call once at start-up and close it at shutdown."""
@@ -75,7 +76,7 @@ async def create_pool(
     max_size = size or default_size
     pool = await asyncpg.create_pool(
         settings.require_database_url(),
-        min_size=1,
+        min_size=min(min_size, max_size),
         max_size=max_size,
         server_settings=server_settings(settings, road, f"{application_name}:{road.value}"),
         init=init_connection,

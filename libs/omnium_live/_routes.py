@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import redis.asyncio as aioredis
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from omnium_live._publisher import stream_key
 
@@ -17,16 +19,34 @@ _UNIT = re.compile(r"^[A-Z0-9-]{34}$")
 _STREAM_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
 _REDIS_KEY: web.AppKey[aioredis.Redis] = web.AppKey("omnium_live_redis", aioredis.Redis)
 _HEARTBEAT: web.AppKey[float] = web.AppKey("omnium_live_heartbeat", float)
+Admit = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
 
 
 def add_live_routes(
-    app: web.Application, redis: aioredis.Redis, *, heartbeat_seconds: float = 15.0
+    app: web.Application,
+    redis: aioredis.Redis,
+    *,
+    heartbeat_seconds: float = 15.0,
+    admit: Admit | None = None,
 ) -> None:
-    """Add both live routes to `app`; `redis` is the one the delivery publisher writes to."""
+    """Add both live routes to `app`; `redis` is the one the delivery publisher writes to.
+
+    `admit`, when given, runs first (the gateway's API key and rate limit): an answer from it
+    is sent instead of the stream.
+    """
     app[_REDIS_KEY] = redis
     app[_HEARTBEAT] = heartbeat_seconds
-    app.router.add_get("/v1/events/{event}/live", _live)
-    app.router.add_get("/v1/events/{event}/units/{unit_code}/live", _live)
+    handler: Handler = _live if admit is None else _admitted(admit)
+    app.router.add_get("/v1/events/{event}/live", handler)
+    app.router.add_get("/v1/events/{event}/units/{unit_code}/live", handler)
+
+
+def _admitted(admit: Admit) -> Handler:
+    async def live(request: web.Request) -> web.StreamResponse:
+        refused = await admit(request)
+        return refused if refused is not None else await _live(request)
+
+    return live
 
 
 def _problem(status: int, message: str) -> web.Response:

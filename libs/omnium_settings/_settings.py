@@ -171,6 +171,9 @@ class Settings:
         86_400, "Seconds a cached copy is still served when PostgreSQL cannot answer."
     )
     gateway_workers: int = _setting(2, "Gateway worker processes sharing the port (SO_REUSEPORT).")
+    gateway_scorer_pool_size: int = _setting(
+        4, "Connections per gateway worker for scorers' sign-in and sessions."
+    )
     gateway_local_max_entries: int = _setting(
         50_000, "Most responses one gateway worker keeps in its own memory."
     )

@@ -148,7 +148,7 @@ __all__ = ["EVENT", "ScoringClient", "action", "add_match", "running_scoring", "
 
 @dataclass(slots=True)
 class ConsoleSite:
-    """The scorer route set on a plain aiohttp app, standing in for the gateway."""
+    """The real gateway serving the scorer console, in front of a real scoring service."""
 
     url: str
     scoring: ScoringClient
@@ -156,26 +156,33 @@ class ConsoleSite:
 
 
 @asynccontextmanager
-async def running_console(database_url: str, **overrides: Any) -> AsyncIterator[ConsoleSite]:
+async def running_console(
+    database_url: str, redis_url: str | None = None, **overrides: Any
+) -> AsyncIterator[ConsoleSite]:
+    """The gateway with its scorer routes (as `python -m omnium_gateway` mounts them).
+
+    Without `redis_url` the gateway runs as it does when Redis is down: the console does not
+    need Redis. `accounts` is the test's own handle for making scorer accounts.
+    """
     from aiohttp import web
 
     from omnium_accounts import Accounts
     from omnium_db import Road, create_pool
-    from omnium_scorer_web import add_scorer_routes
+    from omnium_gateway import ScorerRoutes, make_app
 
     async with running_scoring(database_url, **overrides) as scoring:
-        settings = scoring.settings.replace(scoring_address=f"127.0.0.1:{scoring.port}")
-        pool = await create_pool(settings, Road.PEOPLE, application_name="gateway", size=20)
-        accounts = Accounts(pool, settings)
-        app = web.Application()
-        add_scorer_routes(app, settings, accounts)
-        runner = web.AppRunner(app)
+        settings = scoring.settings.replace(
+            scoring_address=f"127.0.0.1:{scoring.port}", redis_url=redis_url
+        )
+        pool = await create_pool(settings, Road.PEOPLE, application_name="test", size=2)
+        app = make_app(settings, route_sets=[ScorerRoutes(settings)])
+        runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         port = runner.addresses[0][1]
         try:
-            yield ConsoleSite(f"http://127.0.0.1:{port}", scoring, accounts)
+            yield ConsoleSite(f"http://127.0.0.1:{port}", scoring, Accounts(pool, settings))
         finally:
             await runner.cleanup()
             await pool.close()

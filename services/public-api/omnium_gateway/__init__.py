@@ -5,6 +5,7 @@ from __future__ import annotations
 from omnium_gateway._app import GATEWAY, Gateway, RouteSet, make_app
 from omnium_gateway._cache import Cache, CacheKey, Entry
 from omnium_gateway._metrics import Metrics
+from omnium_gateway._route_sets import LiveRoutes, ScorerRoutes, default_route_sets
 from omnium_gateway._server import serve
 
 __all__ = [
@@ -13,8 +14,11 @@ __all__ = [
     "CacheKey",
     "Entry",
     "Gateway",
+    "LiveRoutes",
     "Metrics",
     "RouteSet",
+    "ScorerRoutes",
+    "default_route_sets",
     "make_app",
     "serve",
 ]

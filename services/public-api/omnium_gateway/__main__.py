@@ -6,6 +6,7 @@ import logging
 import sys
 
 from omnium_gateway._limits import parse_api_keys
+from omnium_gateway._route_sets import default_route_sets
 from omnium_gateway._server import serve
 from omnium_settings import Settings, SettingsError
 
@@ -19,7 +20,7 @@ def main() -> None:
         print(f"gateway: {exc}", file=sys.stderr)
         sys.exit(2)
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(name)s %(message)s")
-    serve(settings)
+    serve(settings, route_sets=default_route_sets(settings))
 
 
 if __name__ == "__main__":

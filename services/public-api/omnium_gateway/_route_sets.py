@@ -1,0 +1,178 @@
+"""The route sets the gateway serves beside its reads: live push (SSE) and the scorer console."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import redis.asyncio as aioredis
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from omnium_accounts import Accounts, AccountsUnavailable
+from omnium_db import Road, create_pool
+from omnium_gateway._app import Gateway, RouteSet
+from omnium_gateway._cache import DATABASE_ERRORS
+from omnium_live import add_live_routes
+from omnium_scorer_web import add_scorer_routes
+from omnium_settings import Settings
+
+log = logging.getLogger("omnium.gateway")
+
+_ERROR = {"$ref": "#/components/schemas/Error"}
+
+
+def _stream_operation(summary: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "get": {
+            "summary": summary,
+            "description": (
+                "Server-Sent Events: one `change` event per saved change (its `id` is the "
+                "stream position), a comment line when quiet. Reconnect with `Last-Event-ID` "
+                "(or `?last_event_id=`) to get what was missed from a short replay buffer; a "
+                "`gap` event says when some of it is no longer kept."
+            ),
+            "parameters": [
+                *parameters,
+                {
+                    "name": "Last-Event-ID",
+                    "in": "header",
+                    "required": False,
+                    "schema": {"type": "string", "pattern": "^[0-9]+-[0-9]+$"},
+                },
+            ],
+            "responses": {
+                "200": {
+                    "description": "The stream of changes.",
+                    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                },
+                "400": {
+                    "description": "A bad Games or unit code, or a Last-Event-ID never sent.",
+                    "content": {"application/json": {"schema": _ERROR}},
+                },
+                "401": {
+                    "description": "No API key, or an unknown one.",
+                    "content": {"application/json": {"schema": _ERROR}},
+                },
+                "429": {
+                    "description": "Over this key's rate limit; see Retry-After.",
+                    "content": {"application/json": {"schema": _ERROR}},
+                },
+                "503": {
+                    "description": "Live updates are not available right now.",
+                    "content": {"application/json": {"schema": _ERROR}},
+                },
+            },
+        }
+    }
+
+
+_EVENT_PARAMETER = {"name": "event", "in": "path", "required": True, "schema": {"type": "string"}}
+_UNIT_PARAMETER = {
+    "name": "unit_code",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+}
+
+
+class LiveRoutes:
+    """What delivery publishes to Redis, streamed to clients behind the same keys and limits."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def add_routes(self, app: web.Application, gateway: Gateway) -> None:
+        if not self.settings.redis_url:
+            log.warning("no OMNIUM_REDIS_URL: the live routes are off")
+            return
+        # Its own client: a stream reader blocks a connection, which the cache must not wait on.
+        redis = aioredis.from_url(self.settings.redis_url)
+        add_live_routes(
+            app,
+            redis,
+            heartbeat_seconds=self.settings.live_heartbeat_seconds,
+            admit=gateway.admit,
+        )
+
+        async def close(app: web.Application) -> None:
+            await redis.aclose()
+
+        app.on_cleanup.append(close)
+
+    def openapi(self) -> dict[str, Any]:
+        return {
+            "paths": {
+                "/v1/events/{event}/live": _stream_operation(
+                    "Every change to a Games, as it is saved", [_EVENT_PARAMETER]
+                ),
+                "/v1/events/{event}/units/{unit_code}/live": _stream_operation(
+                    "Every change to one unit, as it is saved", [_EVENT_PARAMETER, _UNIT_PARAMETER]
+                ),
+            }
+        }
+
+
+_SCORER_PATHS = ("/score", "/v1/providers/")
+
+
+class ScorerRoutes:
+    """The scorer console (/score/) and provider pushes, signed in with the shared accounts."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def add_routes(self, app: web.Application, gateway: Gateway) -> None:
+        settings = self.settings
+        accounts = Accounts(None, settings)
+        add_scorer_routes(app, settings, accounts)
+
+        async def connect(app: web.Application) -> None:
+            # Sign-in writes sessions: the people's road, not the readers'. No connection is
+            # made until one is needed, so a database that is down does not stop the gateway.
+            pool = await create_pool(
+                settings,
+                Road.PEOPLE,
+                application_name="gateway-scorers",
+                size=settings.gateway_scorer_pool_size,
+                min_size=0,
+            )
+            accounts.attach(pool)
+
+        async def close(app: web.Application) -> None:
+            try:
+                pool = accounts._pool
+            except AccountsUnavailable:
+                return
+            await pool.close()
+
+        app.on_startup.append(connect)
+        app.on_cleanup.append(close)
+        app.middlewares.append(_database_down)
+
+    def openapi(self) -> dict[str, Any]:
+        # The console is pages and their own JSON, not part of the public read API.
+        return {"paths": {}}
+
+
+@web.middleware
+async def _database_down(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A scorer whose sign-in cannot be read gets a plain 503, never a 500."""
+    if not request.path.startswith(_SCORER_PATHS):
+        return await handler(request)
+    try:
+        return await handler(request)
+    except (*DATABASE_ERRORS, AccountsUnavailable):
+        return web.json_response(
+            {
+                "error": "the database is not answering; actions stay queued on this device "
+                "and are sent when it is back"
+            },
+            status=503,
+            headers={"Retry-After": "5"},
+        )
+
+
+def default_route_sets(settings: Settings) -> list[RouteSet]:
+    """What `python -m omnium_gateway` serves beside the public reads."""
+    return [LiveRoutes(settings), ScorerRoutes(settings)]
