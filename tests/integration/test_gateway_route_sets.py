@@ -22,9 +22,7 @@ async def test_live_stream_through_the_gateway_needs_a_key(
     event = f"T{uuid.uuid4().hex[:8].upper()}"
     options = {"gateway_anonymous_reads": False, "gateway_api_keys": (f"media:{KEY}",)}
     live = LiveRoutes(gateway_settings(database_url, servers.redis_url, **options))
-    async with running_gateway(
-        database_url, servers.redis_url, route_sets=[live], **options
-    ) as gw:
+    async with running_gateway(database_url, servers.redis_url, route_sets=[live], **options) as gw:
         document = (await gw.get("/v1/openapi.json")).json()
         assert "/v1/events/{event}/live" in document["paths"]
         assert "/v1/events/{event}/units/{unit_code}/live" in document["paths"]
