@@ -50,7 +50,11 @@ def services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
         ServiceSpec(
             name="gateway",
             module="omnium_gateway",
-            listens=[("public API", f"http://{host}:{settings.gateway_port}/v1/events")],
+            listens=[
+                ("public API", f"http://{host}:{settings.gateway_port}/v1/events"),
+                ("live (SSE)", f"http://{host}:{settings.gateway_port}/v1/events/AG2026/live"),
+                ("scorer console", f"http://{host}:{settings.gateway_port}/score/"),
+            ],
         ),
         ServiceSpec(
             name="scoring",
