@@ -235,6 +235,11 @@ class Settings:
     scoring_finished_status: str = _setting(
         "UNOFFICIAL", "Unit status when the sport's rules say the match is finished."
     )
+    scoring_match_cache_seconds: float = _setting(
+        30.0,
+        "Scoring checks the next action against the match as it last saw it for this long "
+        "(the road still checks match_seq); 0: read every action's match from PostgreSQL.",
+    )
     scoring_recent_actions: int = _setting(20, "Latest actions the console lists.")
     scoring_sync_max_actions: int = _setting(500, "Most queued actions in one Sync.")
     scoring_watch_poll_seconds: float = _setting(1.0, "WatchMatch re-reads when no NOTIFY came.")
