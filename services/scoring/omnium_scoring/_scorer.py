@@ -38,6 +38,14 @@ def _struct(value: Mapping[str, Any]) -> struct_pb2.Struct:
     return struct
 
 
+def _payload(value: Mapping[str, Any]) -> struct_pb2.Struct:
+    """A command's payload of plain JSON values: Struct.update, several times faster than
+    ParseDict, which also reads JSON forms of every message type."""
+    struct = struct_pb2.Struct()
+    struct.update(value)
+    return struct
+
+
 def _plain(struct: struct_pb2.Struct) -> dict[str, Any]:
     return json_format.MessageToDict(struct)
 
@@ -275,7 +283,7 @@ class Scorer:
             command_id=action.client_id,
             code="scoring.act",
             subject=command_pb2.Subject(kind="unit", id=action.unit_id),
-            payload=_struct(payload),
+            payload=_payload(payload),
             actor=actor,
         )
         try:
