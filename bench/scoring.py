@@ -116,6 +116,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_of(pids: list[int]) -> float:
+    """CPU seconds of these processes so far; one that has ended (or is not here) counts 0."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            total += cpu_seconds(pid)
+    return total
+
+
 PIDS: dict[str, int] = {}
 
 
@@ -152,6 +161,19 @@ async def process(
         ]
         if noisy:
             say(f"{name} log: {len(noisy)} error lines, first: {noisy[0]}")
+
+
+async def database_backends(db_url: str) -> list[int]:
+    """The PostgreSQL server processes serving the bench database (when it runs here)."""
+    conn = await asyncpg.connect(db_url)
+    try:
+        rows = await conn.fetch(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        )
+    finally:
+        await conn.close()
+    return [r["pid"] for r in rows]
 
 
 class Gate:
@@ -299,6 +321,10 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
                 say("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
                 began = time.perf_counter()
                 cpu_before = {name: cpu_seconds(pid) for name, pid in PIDS.items()}
+                # PostgreSQL's share runs on the same two cores: its backends of this database.
+                backends = await database_backends(db_url)
+                db_before = cpu_of(backends)
+                client_before = sum(os.times()[:2])
                 gate.start.set()
                 ended = asyncio.create_task(closed.warm.wait())
                 await asyncio.wait([ended, *tasks], return_when=asyncio.FIRST_COMPLETED)
@@ -311,6 +337,10 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
                 for name, pid in PIDS.items():
                     used = cpu_seconds(pid) - cpu_before[name]
                     say(f"{name}: {used * 1000 / timed:.2f} ms CPU per action")
+                db_used = (cpu_of(backends) - db_before) * 1000 / timed
+                say(f"postgresql ({len(backends)} backends): {db_used:.2f} ms CPU per action")
+                client_used = sum(os.times()[:2]) - client_before
+                say(f"bench client: {client_used * 1000 / timed:.2f} ms CPU per action")
                 say(f"then {args.paced} actions each, one every {args.pace_ms:.0f} ms per scorer")
                 closed.start.set()
                 results = await asyncio.gather(*tasks)
