@@ -141,5 +141,5 @@ clean: ## Remove the virtual environment, generated code and local data
 	rm -rf $(VENV) $(CONTRACT) .omnium .pytest_cache .mypy_cache .ruff_cache
 
 .PHONY: bench-scoring
-bench-scoring: install system ## Benchmark: 20 scorers, 2,000 actions through the scorer routes (tap to saved)
+bench-scoring: install system ## Benchmark: 20 scorers, 2,000 actions through the gateway (tap to saved)
 	$(PY) -m bench.scoring $(BENCH_ARGS)

@@ -1,4 +1,4 @@
-"""20 scorers tapping at once through the scorer routes (the gateway's), tap to saved.
+"""20 scorers tapping at once through the gateway's scorer routes, tap to saved.
 
 First as fast as each scorer gets answers (2,000 actions: act_p50_ms, act_p95_ms,
 actions_per_s), then at a steady pace (paced_act_*: latency below saturation).
@@ -104,8 +104,8 @@ async def seed(db_url: str, scorers: int) -> list[str]:
 
 
 def _profiled(name: str) -> list[str]:
-    """BENCH_PROFILE=<process> runs that process under cProfile (written to /tmp/<name>.prof)."""
-    if os.environ.get("BENCH_PROFILE") == name:
+    """BENCH_PROFILE=<process>[,<process>...] runs those under cProfile (/tmp/<name>.prof)."""
+    if name in os.environ.get("BENCH_PROFILE", "").split(","):
         return ["-m", "cProfile", "-o", f"/tmp/{name}.prof"]
     return []
 
@@ -114,6 +114,15 @@ def cpu_seconds(pid: int) -> float:
     """User plus system CPU time of a process so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_of(pids: list[int]) -> float:
+    """CPU seconds of these processes so far; one that has ended (or is not here) counts 0."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            total += cpu_seconds(pid)
+    return total
 
 
 PIDS: dict[str, int] = {}
@@ -152,6 +161,19 @@ async def process(
         ]
         if noisy:
             say(f"{name} log: {len(noisy)} error lines, first: {noisy[0]}")
+
+
+async def database_backends(db_url: str) -> list[int]:
+    """The PostgreSQL server processes serving the bench database (when it runs here)."""
+    conn = await asyncpg.connect(db_url)
+    try:
+        rows = await conn.fetch(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        )
+    finally:
+        await conn.close()
+    return [r["pid"] for r in rows]
 
 
 class Gate:
@@ -271,7 +293,7 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
             ):
                 say(
                     f"{args.scorers} scorers, {per_scorer} timed actions each "
-                    f"(after {args.warmup} warm-up actions), through the scorer routes"
+                    f"(after {args.warmup} warm-up actions), through the gateway (one worker)"
                 )
                 gate, closed = Gate(args.scorers), Gate(args.scorers)
                 tasks = [
@@ -299,6 +321,10 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
                 say("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
                 began = time.perf_counter()
                 cpu_before = {name: cpu_seconds(pid) for name, pid in PIDS.items()}
+                # PostgreSQL's share runs on the same two cores: its backends of this database.
+                backends = await database_backends(db_url)
+                db_before = cpu_of(backends)
+                client_before = sum(os.times()[:2])
                 gate.start.set()
                 ended = asyncio.create_task(closed.warm.wait())
                 await asyncio.wait([ended, *tasks], return_when=asyncio.FIRST_COMPLETED)
@@ -311,6 +337,10 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
                 for name, pid in PIDS.items():
                     used = cpu_seconds(pid) - cpu_before[name]
                     say(f"{name}: {used * 1000 / timed:.2f} ms CPU per action")
+                db_used = (cpu_of(backends) - db_before) * 1000 / timed
+                say(f"postgresql ({len(backends)} backends): {db_used:.2f} ms CPU per action")
+                client_used = sum(os.times()[:2]) - client_before
+                say(f"bench client: {client_used * 1000 / timed:.2f} ms CPU per action")
                 say(f"then {args.paced} actions each, one every {args.pace_ms:.0f} ms per scorer")
                 closed.start.set()
                 results = await asyncio.gather(*tasks)
@@ -345,27 +375,22 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
 
 
 async def gateway() -> None:
-    """A plain aiohttp app with the scorer routes: stands in for the gateway."""
-    from aiohttp import web
-
-    from omnium_accounts import Accounts
-    from omnium_db import Road, create_pool
-    from omnium_grpc import wait_for_signal
-    from omnium_scorer_web import add_scorer_routes
+    """The real gateway app with the scorer routes: one worker of `python -m omnium_gateway`."""
+    from omnium_gateway import Metrics, ScorerRoutes
+    from omnium_gateway._server import run_worker
     from omnium_settings import Settings
+    from omnium_telemetry import setup_tracing, shutdown_tracing
 
     settings = Settings.from_env()
-    pool = await create_pool(settings, Road.PEOPLE, application_name="gateway")
-    app = web.Application()
-    add_scorer_routes(app, settings, Accounts(pool, settings))
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", settings.gateway_port).start()
+    # run_worker builds make_app(settings, route_sets=[...]) on the gateway's port and stops on
+    # SIGTERM: one worker, so this process's CPU is the whole gateway's.
+    setup_tracing("omnium-gateway", settings)
     try:
-        await wait_for_signal()
+        await run_worker(
+            settings, settings.gateway_port, Metrics(1), route_sets=[ScorerRoutes(settings)]
+        )
     finally:
-        await runner.cleanup()
-        await pool.close()
+        shutdown_tracing()
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import re
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -80,9 +81,17 @@ class Accounts:
     pool at start-up.
     """
 
-    def __init__(self, pool: asyncpg.Pool | None, settings: Settings) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool | None, settings: Settings, *, cache_seconds: float = 0.0
+    ) -> None:
         self._bound = pool
         self._settings = settings
+        # Sessions read in the last `cache_seconds`, by token: a console that calls on every tap
+        # need not write (the read slides the session's end) and commit each time. A sign-out
+        # here drops the copy at once; one elsewhere, or a disabled account, counts within it.
+        self._cache_seconds = cache_seconds
+        self._cached: dict[str, tuple[float, Session]] = {}
+        self._prune_at = 0.0
 
     def attach(self, pool: asyncpg.Pool) -> None:
         self._bound = pool
@@ -162,14 +171,28 @@ class Accounts:
         """The live session for a cookie's token, or None (unknown, expired, disabled)."""
         if not token:
             return None
+        now = time.monotonic()
+        if self._cache_seconds > 0:
+            hit = self._cached.get(token)
+            if hit is not None and hit[0] > now:
+                return hit[1]
         row = await self._pool.fetchrow(
             QUERIES["session_by_token"], _token_hash(token), self._settings.session_hours * 3600.0
         )
         if row is None:
+            self._cached.pop(token, None)
             return None
-        return Session(token, _account(row), row["csrf_token"], row["screen"], row["expires_at"])
+        session = Session(token, _account(row), row["csrf_token"], row["screen"], row["expires_at"])
+        if self._cache_seconds > 0:
+            if now >= self._prune_at:
+                # Nothing outlives its window: the copies are the sessions used in the last one.
+                self._cached = {t: hit for t, hit in self._cached.items() if hit[0] > now}
+                self._prune_at = now + self._cache_seconds
+            self._cached[token] = (now + self._cache_seconds, session)
+        return session
 
     async def sign_out(self, token: str) -> None:
+        self._cached.pop(token, None)
         await self._pool.execute(QUERIES["delete_session"], _token_hash(token))
 
     async def forget_expired(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import sys
@@ -12,7 +13,7 @@ from typing import Any
 from omnium_settings import Settings, SettingsError
 from omnium_telemetry import setup_tracing, shutdown_tracing
 
-__all__ = ["run_process"]
+__all__ = ["run_process", "settle_after_start"]
 
 
 def run_process(
@@ -42,3 +43,12 @@ def run_process(
         asyncio.run(main(settings))
     finally:
         shutdown_tracing()
+
+
+def settle_after_start() -> None:
+    """Call once a server is up: what start-up made lives as long as the process, so keep it out
+    of every collection and collect less often; no call then waits on a pass over long-lived
+    objects (the gateway's workers do the same)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)

@@ -68,6 +68,39 @@ def _match(state: scoring_pb2.MatchState) -> dict[str, Any]:
     return out
 
 
+def _side(side: scoring_pb2.SideScore) -> dict[str, Any]:
+    return {
+        "order": side.order,
+        "name": side.name,
+        "noc": side.noc,
+        "score": side.score,
+        "result": side.result,
+        "rank": side.rank,
+    }
+
+
+def _answered_match_json(state: scoring_pb2.MatchState) -> str:
+    """`_match(state)` as JSON text, for the state an action's answer carries (no buttons, no
+    recent actions): built by hand, with the state document passed through as scoring wrote it
+    rather than parsed and written again. Anything else goes through `_match`."""
+    if state.HasField("sport_actions") or state.recent:
+        return json.dumps(_match(state))
+    head = {
+        "unit_id": state.unit_id,
+        "unit_code": state.unit_code,
+        "name": state.name,
+        "status": state.status,
+        "sport": state.sport,
+        "seq": state.seq,
+        "sides": [_side(s) for s in state.sides],
+        "finished": state.finished,
+        "winner": state.winner,
+        "summary": state.summary,
+        "recent": [],
+    }
+    return f'{json.dumps(head)[:-1]}, "state": {state.state_json or "null"}}}'
+
+
 def _answer(answer: scoring_pb2.ActAnswer) -> dict[str, Any]:
     out = {
         "client_id": answer.client_id,
@@ -249,7 +282,11 @@ class ScorerConsole:
         if not isinstance(raw, dict):
             raise ValueError("each action is an object")
         fields = struct_pb2.Struct()
-        json_format.ParseDict(raw.get("fields") or {}, fields)
+        given = raw.get("fields") or {}
+        if not isinstance(given, dict):
+            raise ValueError("fields is an object of name: value")
+        # Plain JSON values (from request.json): Struct.update reads them as ParseDict would.
+        fields.update(given)
         out = scoring_pb2.Action(
             client_id=str(raw.get("client_id", "")),
             unit_id=str(raw.get("unit_id") or unit_id or ""),
@@ -276,10 +313,10 @@ class ScorerConsole:
                 scoring_pb2.ActRequest(action=action, actor=actor), timeout=self.deadline
             )
         )
-        body = _answer(answer)
+        text = json.dumps(_answer(answer))
         if answer.HasField("state"):
-            body["state"] = _match(answer.state)
-        return web.json_response(body)
+            text = f'{text[:-1]}, "state": {_answered_match_json(answer.state)}}}'
+        return web.Response(text=text, content_type="application/json")
 
     async def sync(self, request: web.Request) -> web.StreamResponse:
         actor, problem = await self._actor(request, changes=True)

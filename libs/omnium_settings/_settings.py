@@ -235,11 +235,21 @@ class Settings:
     scoring_finished_status: str = _setting(
         "UNOFFICIAL", "Unit status when the sport's rules say the match is finished."
     )
+    scoring_match_cache_seconds: float = _setting(
+        30.0,
+        "Scoring checks the next action against the match as it last saw it for this long "
+        "(the road still checks match_seq); 0: read every action's match from PostgreSQL.",
+    )
     scoring_recent_actions: int = _setting(20, "Latest actions the console lists.")
     scoring_sync_max_actions: int = _setting(500, "Most queued actions in one Sync.")
     scoring_watch_poll_seconds: float = _setting(1.0, "WatchMatch re-reads when no NOTIFY came.")
     scoring_list_limit: int = _setting(200, "Most matches in the console's pick list.")
     scorer_console_poll_seconds: float = _setting(2.0, "Console: re-read the match this often.")
+    scorer_session_cache_seconds: float = _setting(
+        5.0,
+        "Gateway: a scorer's session is re-read this often, not per tap; a sign-out elsewhere "
+        "or a disabled account takes effect within it (0: every request).",
+    )
     provider_max_bytes: int = _setting(1_000_000, "Largest provider message taken.")
     provider_nice: int = _setting(10, "CPU priority step of the provider pull process.")
     admin_sign_in_required: bool = _setting(True, "Operators must sign in.")

@@ -115,6 +115,30 @@ async def test_disabled_account_cannot_sign_in_or_use_its_session(
         await accounts.sign_in("gone", PASSWORD, screen="admin")
 
 
+async def test_cached_sessions_end_within_their_window(
+    accounts: Accounts, db: asyncpg.Connection
+) -> None:
+    """The gateway's copy of a session: no write per tap, sign-out at once, disabling soon."""
+    settings = accounts._settings
+    await accounts.create("tapper", "Tapper", "scorer", PASSWORD)
+    session = await accounts.sign_in("tapper", PASSWORD, screen="scorer-console")
+    slow = Accounts(accounts._pool, settings, cache_seconds=600.0)
+    assert (await slow.session(session.token)) is not None
+    seen = await db.fetchval("SELECT last_seen_at FROM account_session")
+    assert (await slow.session(session.token)) is not None
+    # The second read was the copy: the session row was not touched.
+    assert await db.fetchval("SELECT last_seen_at FROM account_session") == seen
+    await slow.sign_out(session.token)
+    assert await slow.session(session.token) is None
+
+    session = await accounts.sign_in("tapper", PASSWORD, screen="scorer-console")
+    quick = Accounts(accounts._pool, settings, cache_seconds=0.2)
+    assert (await quick.session(session.token)) is not None
+    await db.execute("UPDATE account SET disabled = true WHERE login = 'tapper'")
+    await asyncio.sleep(0.3)
+    assert await quick.session(session.token) is None
+
+
 @pytest.mark.parametrize(
     ("login", "role", "password", "message"),
     [

@@ -136,6 +136,54 @@ async def test_a_resent_action_is_applied_once(db: asyncpg.Connection, database_
     assert await db.fetchval("SELECT count(*) FROM match_action WHERE kind = 'goal'") == 2
 
 
+async def test_a_resent_action_the_rules_would_now_refuse_is_a_duplicate(
+    db: asyncpg.Connection, database_url: str
+) -> None:
+    """Scoring's copy of the match already has the action: the answer is still DUPLICATE."""
+    games = await make_games(db, units=1)
+    unit = games.units[0]
+    async with running_scoring(database_url) as scoring:
+        first = await scoring.act(unit, "d:1", "start_period")
+        again = await scoring.act(unit, "d:1", "start_period")
+        other = await scoring.act(unit, "d:2", "start_period")
+    assert (first.outcome, again.outcome, again.seq) == (SAVED, DUPLICATE, 1)
+    assert (other.outcome, other.reason) == (REFUSED, "period 1 is still running: end it first")
+    assert await db.fetchval("SELECT count(*) FROM match_action") == 1
+
+
+async def test_a_match_moved_on_elsewhere_is_read_afresh(
+    db: asyncpg.Connection, database_url: str
+) -> None:
+    """Two scoring processes on one match: each one's copy goes stale, nothing is lost."""
+    games = await make_games(db, units=1)
+    unit = games.units[0]
+    async with running_scoring(database_url) as one, running_scoring(database_url) as two:
+        assert (await one.act(unit, "d:1", "start_period")).outcome == SAVED
+        assert (await two.act(unit, "d:2", "goal", 1)).seq == 2
+        # One's copy says action 1: the road refuses that, so it reads the match and goes on.
+        third = await one.act(unit, "d:3", "goal", 2)
+        again = await one.act(unit, "d:2", "goal", 1)
+        fourth = await two.act(unit, "d:4", "goal", 2)
+    assert (third.outcome, third.seq, [s.score for s in third.state.sides]) == (
+        SAVED,
+        3,
+        ["1", "1"],
+    )
+    assert (again.outcome, again.seq) == (DUPLICATE, 2)
+    assert (fourth.outcome, fourth.seq, [s.score for s in fourth.state.sides]) == (
+        SAVED,
+        4,
+        ["1", "2"],
+    )
+    rows = await db.fetch("SELECT seq, command_id FROM match_action ORDER BY seq")
+    assert [(r["seq"], r["command_id"]) for r in rows] == [
+        (1, "d:1"),
+        (2, "d:2"),
+        (3, "d:3"),
+        (4, "d:4"),
+    ]
+
+
 async def test_concurrent_duplicates_are_applied_once(
     db: asyncpg.Connection, database_url: str
 ) -> None:

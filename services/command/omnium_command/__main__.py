@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from omnium_command import CommandApp
 from omnium_grpc import wait_for_signal
-from omnium_process import run_process
+from omnium_process import run_process, settle_after_start
 from omnium_settings import Settings
 
 
@@ -12,6 +12,7 @@ async def main(settings: Settings) -> None:
     app = CommandApp(settings)
     try:
         await app.start()
+        settle_after_start()
         await wait_for_signal()
     finally:
         await app.stop()

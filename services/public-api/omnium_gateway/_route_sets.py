@@ -124,7 +124,7 @@ class ScorerRoutes:
 
     def add_routes(self, app: web.Application, gateway: Gateway) -> None:
         settings = self.settings
-        accounts = Accounts(None, settings)
+        accounts = Accounts(None, settings, cache_seconds=settings.scorer_session_cache_seconds)
         add_scorer_routes(app, settings, accounts)
 
         async def connect(app: web.Application) -> None:

@@ -6,7 +6,7 @@ import asyncio
 import sys
 
 from omnium_grpc import wait_for_signal
-from omnium_process import run_process
+from omnium_process import run_process, settle_after_start
 from omnium_scoring import ScoringApp
 from omnium_settings import Settings
 
@@ -15,6 +15,7 @@ async def main(settings: Settings) -> None:
     app = ScoringApp(settings)
     try:
         await app.start()
+        settle_after_start()
         await wait_for_signal()
     finally:
         await app.stop()

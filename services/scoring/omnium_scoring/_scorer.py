@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import re
+import time
 import uuid
 from collections.abc import Mapping
 from datetime import UTC
@@ -37,8 +38,41 @@ def _struct(value: Mapping[str, Any]) -> struct_pb2.Struct:
     return struct
 
 
+def _payload(value: Mapping[str, Any]) -> struct_pb2.Struct:
+    """A command's payload of plain JSON values: Struct.update, several times faster than
+    ParseDict, which also reads JSON forms of every message type."""
+    struct = struct_pb2.Struct()
+    struct.update(value)
+    return struct
+
+
 def _plain(struct: struct_pb2.Struct) -> dict[str, Any]:
     return json_format.MessageToDict(struct)
+
+
+# What a known match keeps of the `match` row: all but the client id's saved seq.
+_KNOWN_FIELDS = (
+    "id",
+    "code",
+    "name",
+    "status",
+    "match_state",
+    "match_seq",
+    "discipline",
+    "sport_file",
+    "side_count",
+    "side_names",
+)
+
+
+def _record(action: scoring_pb2.Action) -> dict[str, Any]:
+    """The action as recorded, with "at" (seconds by the device's clock; 0 when unknown)."""
+    record: dict[str, Any] = {"kind": action.kind, "at": 0.0}
+    if action.HasField("client_at"):
+        tapped = action.client_at.ToDatetime(tzinfo=UTC)
+        record["client_at"] = tapped.isoformat()
+        record["at"] = tapped.timestamp()
+    return record
 
 
 def _answer(action: scoring_pb2.Action, outcome: int, reason: str = "") -> scoring_pb2.ActAnswer:
@@ -61,6 +95,12 @@ class Scorer:
         self.sports = sports
         # What the console draws its buttons from: built once per sport, not per answer.
         self._described = {code: _struct(sport.describe()) for code, sport in sports.items()}
+        # Each match as this process last read or saved it, by unit id: the next action is
+        # checked against it without reading PostgreSQL. Only a hint: the road takes the action
+        # only if the match is still at that match_seq, and anything but a clean save goes the
+        # long way (a fresh read), so a stale copy costs one retry, never a wrong write.
+        self._known: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._prune_at = 0.0
 
     # -- which sport ----------------------------------------------------------------------
 
@@ -103,25 +143,87 @@ class Scorer:
             uuid.UUID(action.unit_id)
         except ValueError:
             return _answer(action, Outcome.OUTCOME_REFUSED, "unit_id is not an id (a UUID)")
-        for _ in range(max(1, self.settings.scoring_attempts)):
-            answer, again = await self._attempt(action, actor)
+        for attempt in range(max(1, self.settings.scoring_attempts)):
+            answer, again = await self._attempt(action, actor, known=attempt == 0)
             if not again:
                 break
         # After the last attempt: the road's own reason (the match kept moving, or a failover).
         return answer
 
     async def _attempt(
-        self, action: scoring_pb2.Action, actor: actor_pb2.Actor
+        self, action: scoring_pb2.Action, actor: actor_pb2.Actor, *, known: bool = False
     ) -> tuple[scoring_pb2.ActAnswer, bool]:
-        """One read, check and send; True when the road said try again: read and check again."""
+        """One read, check and send; True when the road said try again: read and check again.
+
+        With `known`, the match as this process last saw it stands in for the read; when that
+        does not end in a save, the action is checked again from a fresh read at once.
+        """
+        if known:
+            fast = await self._check_known_and_send(action, actor)
+            if fast is not None:
+                return fast, False
         answer = await self._check_and_send(action, actor)
         if isinstance(answer, command_pb2.Answer):
             return _answer(action, Outcome.OUTCOME_TRY_AGAIN, answer.reason), True
         return answer, False
 
+    # -- the matches this process knows ----------------------------------------------------
+
+    def _known_match(self, unit_id: str) -> dict[str, Any] | None:
+        hit = self._known.get(unit_id)
+        if hit is None or hit[0] <= time.monotonic():
+            return None
+        return hit[1]
+
+    def _remember(self, unit: Mapping[str, Any]) -> None:
+        """Keep a match as read or saved; an older copy (a slower reader) never replaces a newer."""
+        seconds = self.settings.scoring_match_cache_seconds
+        if seconds <= 0:
+            return
+        now = time.monotonic()
+        if now >= self._prune_at:
+            self._known = {k: hit for k, hit in self._known.items() if hit[0] > now}
+            self._prune_at = now + seconds
+        kept = self._known.get(unit["id"])
+        if kept is not None and kept[0] > now and kept[1]["match_seq"] > unit["match_seq"]:
+            return
+        copy = {k: unit[k] for k in _KNOWN_FIELDS}
+        self._known[copy["id"]] = (now + seconds, copy)
+
+    def _forget(self, unit_id: str) -> None:
+        self._known.pop(unit_id, None)
+
+    async def _check_known_and_send(
+        self, action: scoring_pb2.Action, actor: actor_pb2.Actor
+    ) -> scoring_pb2.ActAnswer | None:
+        """The action checked against the known match and saved, or None: go the long way."""
+        if action.kind == UNDO:
+            return None  # Undo replays the saved actions: always from PostgreSQL.
+        unit = self._known_match(action.unit_id)
+        if unit is None:
+            return None
+        sport = self.sport_of(unit["discipline"], unit["sport_file"])
+        if sport is None:
+            return None
+        try:
+            state, record = self._step(sport, unit, action)
+        except ActionRefused:
+            # Perhaps a copy of an action already saved (an answer lost on the way): the fresh
+            # read says DUPLICATE where that is so, and the reason otherwise.
+            return None
+        answer = await self._send(action, actor, unit, sport, state, record)
+        if isinstance(answer, scoring_pb2.ActAnswer):
+            if answer.outcome != Outcome.OUTCOME_SAVED:
+                self._forget(action.unit_id)  # The command service did not answer.
+            return answer
+        # Moved on elsewhere, a repeat, or refused by the road: drop the copy, read afresh.
+        self._forget(action.unit_id)
+        return None
+
     async def _check_and_send(
         self, action: scoring_pb2.Action, actor: actor_pb2.Actor
     ) -> scoring_pb2.ActAnswer | command_pb2.Answer:
+        self._forget(action.unit_id)
         async with self.reader.acquire() as conn:
             unit = await conn.fetchrow(QUERIES["match"], action.unit_id, action.client_id)
             if unit is None:
@@ -137,21 +239,43 @@ class Scorer:
                     Outcome.OUTCOME_REFUSED,
                     f"discipline {unit['discipline']} has no sport file: add one to sports/",
                 )
+            self._remember(unit)
             try:
                 state, record = await self._next(conn, sport, unit, action)
             except ActionRefused as exc:
                 return _answer(action, Outcome.OUTCOME_REFUSED, str(exc))
+        answer = await self._send(action, actor, unit, sport, state, record)
+        if isinstance(answer, scoring_pb2.ActAnswer):
+            return answer
+        if answer.outcome != command_pb2.OUTCOME_REFUSED:
+            return answer  # Try again: the match moved on while it was checked.
+        async with self.reader.acquire() as conn:
+            seq = await conn.fetchval(QUERIES["seq_of_client"], action.client_id, action.unit_id)
+            if seq is not None:
+                # The same action, sent twice at once: the other copy was saved.
+                return await self._duplicate(conn, action, seq)
+        return _answer(action, Outcome.OUTCOME_REFUSED, answer.reason)
+
+    async def _send(
+        self,
+        action: scoring_pb2.Action,
+        actor: actor_pb2.Actor,
+        unit: Mapping[str, Any],
+        sport: Sport,
+        state: dict[str, Any],
+        record: dict[str, Any],
+    ) -> scoring_pb2.ActAnswer | command_pb2.Answer:
+        """Send the checked action down the road: SAVED, or the road's answer when it was not."""
         expected = unit["match_seq"]
         status = self.settings.scoring_finished_status if state["finished"] else "RUNNING"
-        sides = sport.side_values(state)
-        for side in sides:
-            side.setdefault("result", None)
-            side.setdefault("rank", None)
+        values = sport.side_values(state)
+        sides = [{"result": None, "rank": None, **side} for side in values]
+        # As text: a Struct of a whole match state costs more than the rest of the action.
+        state_json = json.dumps(state, separators=(",", ":"))
         payload = {
             "expected_seq": expected,
             "action": record,
-            # As text: a Struct of a whole match state costs more than the rest of the action.
-            "state_json": json.dumps(state, separators=(",", ":")),
+            "state_json": state_json,
             "status": status,
             "sides": sides,
         }
@@ -159,7 +283,7 @@ class Scorer:
             command_id=action.client_id,
             code="scoring.act",
             subject=command_pb2.Subject(kind="unit", id=action.unit_id),
-            payload=_struct(payload),
+            payload=_payload(payload),
             actor=actor,
         )
         try:
@@ -177,18 +301,26 @@ class Scorer:
         if answer.outcome == command_pb2.OUTCOME_ACCEPTED:
             saved = _answer(action, Outcome.OUTCOME_SAVED)
             saved.seq = expected + 1
-            saved.state.CopyFrom(
-                self.match_state(unit, sport, state, expected + 1, full=False, status=status)
+            self.match_state(
+                unit,
+                sport,
+                state,
+                expected + 1,
+                full=False,
+                status=status,
+                into=saved.state,
+                state_json=state_json,
+                values=values,
+            )
+            self._remember(
+                {**unit, "match_state": state, "match_seq": expected + 1, "status": status}
             )
             return saved
         if answer.outcome == command_pb2.OUTCOME_TRY_AGAIN:
             return answer
-        async with self.reader.acquire() as conn:
-            seq = await conn.fetchval(QUERIES["seq_of_client"], action.client_id, action.unit_id)
-            if seq is not None:
-                # The same action, sent twice at once: the other copy was saved.
-                return await self._duplicate(conn, action, seq)
-        return _answer(action, Outcome.OUTCOME_REFUSED, answer.reason)
+        # Refused, or a repeat (DUPLICATE): the caller looks up what was saved under the id.
+        answer.outcome = command_pb2.OUTCOME_REFUSED
+        return answer
 
     async def _next(
         self,
@@ -198,19 +330,11 @@ class Scorer:
         action: scoring_pb2.Action,
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """The state after the action, and the action as recorded."""
-        sides = unit["side_count"]
-        record: dict[str, Any] = {"kind": action.kind}
-        at = 0.0
-        if action.HasField("client_at"):
-            tapped = action.client_at.ToDatetime(tzinfo=UTC)
-            record["client_at"] = tapped.isoformat()
-            at = tapped.timestamp()
         if action.kind != UNDO:
-            fields = _plain(action.fields)
-            record.update(side=action.side or None, fields=fields)
-            state = unit["match_state"] or sport.new_state(sides)
-            step = {"kind": action.kind, "side": action.side or None, "fields": fields, "at": at}
-            return sport.apply(state, step), record
+            return self._step(sport, unit, action)
+        sides = unit["side_count"]
+        record = _record(action)
+        del record["at"]
         rows = await conn.fetch(QUERIES["actions"], unit["id"])
         standing = [r for r in rows if r["kind"] != UNDO and r["undone_by"] is None]
         if not standing:
@@ -245,6 +369,22 @@ class Scorer:
                 ) from None
         record.update(undoes=target, fields={"seq": target})
         return replayed, record
+
+    def _step(
+        self, sport: Sport, unit: Mapping[str, Any], action: scoring_pb2.Action
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The state after an action that is not an undo, and the action as recorded."""
+        record = _record(action)
+        fields = _plain(action.fields)
+        record.update(side=action.side or None, fields=fields)
+        state = unit["match_state"] or sport.new_state(unit["side_count"])
+        step = {
+            "kind": action.kind,
+            "side": action.side or None,
+            "fields": fields,
+            "at": record.pop("at"),
+        }
+        return sport.apply(state, step), record
 
     async def _duplicate(
         self, conn: asyncpg.Connection, action: scoring_pb2.Action, seq: int
@@ -292,15 +432,21 @@ class Scorer:
         *,
         full: bool = True,
         status: str | None = None,
+        into: scoring_pb2.MatchState | None = None,
+        state_json: str | None = None,
+        values: list[dict[str, Any]] | None = None,
     ) -> scoring_pb2.MatchState:
-        """The match as a scorer sees it; `full` adds the sport's buttons and rules."""
-        out = scoring_pb2.MatchState(
-            unit_id=unit["id"],
-            unit_code=unit["code"],
-            name=unit["name"],
-            status=status or unit["status"],
-            seq=seq,
-        )
+        """The match as a scorer sees it; `full` adds the sport's buttons and rules.
+
+        Written `into` a message when given; `state_json` and `values` (the sport's side
+        values) when the caller has them already.
+        """
+        out = scoring_pb2.MatchState() if into is None else into
+        out.unit_id = unit["id"]
+        out.unit_code = unit["code"]
+        out.name = unit["name"]
+        out.status = status or unit["status"]
+        out.seq = seq
         names = {r[0]: r for r in unit["side_names"] or ()}
         if sport is not None:
             out.sport = sport.code
@@ -308,20 +454,23 @@ class Scorer:
                 out.sport_actions.CopyFrom(self._described[sport.code])
             if state is None:
                 state = sport.new_state(unit["side_count"] or 2)
-            out.state_json = json.dumps(state, separators=(",", ":"))
+            out.state_json = state_json or json.dumps(state, separators=(",", ":"))
             out.finished = bool(state.get("finished"))
             out.winner = int(state.get("winner") or 0)
-            out.summary = sport.summary(state)
-            for values in sport.side_values(state):
-                row = names.get(values["order"])
+            if values is None:
+                values = sport.side_values(state)
+            # As Sport.summary has it, without working the scores out again.
+            out.summary = " - ".join(str(v["score"]) for v in values)
+            for side in values:
+                row = names.get(side["order"])
                 out.sides.append(
                     scoring_pb2.SideScore(
-                        order=values["order"],
+                        order=side["order"],
                         name=(row[1] or "") if row else "",
                         noc=(row[2] or "") if row else "",
-                        score=str(values.get("score") or ""),
-                        result=str(values.get("result") or ""),
-                        rank=int(values.get("rank") or 0),
+                        score=str(side.get("score") or ""),
+                        result=str(side.get("result") or ""),
+                        rank=int(side.get("rank") or 0),
                     )
                 )
         return out
