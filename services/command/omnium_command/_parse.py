@@ -24,7 +24,13 @@ class Refusal(Exception):
     """The command cannot be applied as sent. The message says why and what to do."""
 
 
+# An id already in its canonical form (what our own services send) needs no uuid.UUID round trip.
+_CANONICAL_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def _id(value: str, what: str) -> str:
+    if _CANONICAL_ID.fullmatch(value):
+        return value
     try:
         return str(uuid.UUID(value))
     except ValueError:
@@ -250,10 +256,11 @@ def parse_command(cmd: command_pb2.Command) -> Request:
 
 def _present(message: Any, kind: Kind) -> dict[str, Any]:
     """The kind's fields that the message sets: an unset optional field is not compared."""
+    names = kind.fields
     return {
         descriptor.name: value
         for descriptor, value in message.ListFields()
-        if descriptor.name in kind.fields
+        if descriptor.name in names
     }
 
 
@@ -263,11 +270,12 @@ def _unit_values(
     fields = UNIT.clean(_present(values, UNIT))
     sides: dict[int, dict[str, Any]] = {}
     for side in values.sides:
-        if side.order < 1:
-            raise BadValue(f"a side has order {side.order}; orders start at 1")
-        if side.order in sides:
-            raise BadValue(f"side {side.order} is listed twice")
-        sides[side.order] = SIDE.clean(_present(side, SIDE), prefix=f"sides[{side.order}].")
+        order = side.order
+        if order < 1:
+            raise BadValue(f"a side has order {order}; orders start at 1")
+        if order in sides:
+            raise BadValue(f"side {order} is listed twice")
+        sides[order] = SIDE.clean(_present(side, SIDE), prefix=f"sides[{order}].")
     return fields, sides
 
 

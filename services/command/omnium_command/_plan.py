@@ -201,14 +201,19 @@ class Planner:
         elif outcome.kept:
             outcome.row_outcome = command_pb2.ROW_OUTCOME_KEPT_BY_HAND
         self.writes.diff.extend(outcome.changes)
-        self.writes.diff.extend({**k, "kept_by_hand": True} for k in outcome.kept)
+        if outcome.kept:
+            self.writes.diff.extend({**k, "kept_by_hand": True} for k in outcome.kept)
         return outcome
 
     def _unit(self, intent: Intent, unit: Mapping[str, Any]) -> Outcome:
         request = self.request
         unit_id, code = unit["id"], unit["code"]
         self.event_id = self.event_id or unit["event_id"]
-        unknown = intent.referenced_competitors() - self.known_competitors
+        unknown = (
+            intent.referenced_competitors() - self.known_competitors
+            if any("competitor_id" in side for side in intent.sides.values())
+            else None
+        )
         if unknown:
             reason = (
                 f"unit {code} names competitor {sorted(unknown)[0]}; we have no such competitor"
@@ -216,30 +221,35 @@ class Planner:
             if intent.row is None:
                 raise Refusal(reason)
             return Outcome(unit_id, [], [], None, command_pb2.ROW_OUTCOME_HELD, reason)
-        respect = not request.pins
+        pins = request.pins
+        respect = not pins
         unit_diff = diff(unit, intent.fields, unit["pinned"], respect_pins=respect)
+        # Most rows of an import change nothing: the comprehensions below stay empty for them.
         changes = [
             _entry("unit", unit_id, code, f, o, n) for f, (o, n) in unit_diff.changes.items()
         ]
         kept = [
             _entry("unit", unit_id, code, f, o, n) for f, (o, n) in unit_diff.kept_by_hand.items()
         ]
-        unpin_unit = {name for name in intent.unpin if not name.startswith("sides[")}
-        pinned = _pins(unit["pinned"], intent.fields, unpin_unit, request.pins)
+        unpin_all = intent.unpin
+        unpin_unit = (
+            {name for name in unpin_all if not name.startswith("sides[")} if unpin_all else set()
+        )
+        pinned = _pins(unit["pinned"], intent.fields, unpin_unit, pins)
         touched = pinned is not None
 
         sides = {side["order"]: side for side in unit["sides"]}
-        orders = set(intent.sides)
-        if intent.unpin:
-            orders |= {
-                int(name[6 : name.index("]")]) for name in intent.unpin if name.startswith("sides[")
+        orders: Any = intent.sides
+        if unpin_all:
+            orders = set(orders) | {
+                int(name[6 : name.index("]")]) for name in unpin_all if name.startswith("sides[")
             }
         for order in sorted(orders):
             fields = intent.sides.get(order, {})
             label = f"sides[{order}]."
             unpin = (
-                {name[len(label) :] for name in intent.unpin if name.startswith(label)}
-                if intent.unpin
+                {name[len(label) :] for name in unpin_all if name.startswith(label)}
+                if unpin_all
                 else set()
             )
             side = sides.get(order)
@@ -251,7 +261,7 @@ class Planner:
                         "unit_id": unit_id,
                         "sort_order": order,
                         **{f: as_json(v) for f, v in fields.items()},
-                        "pinned": sorted(fields) if request.pins else [],
+                        "pinned": sorted(fields) if pins else [],
                     }
                 )
                 changes.extend(
@@ -260,16 +270,18 @@ class Planner:
                 touched = True
                 continue
             side_diff: FieldDiff = diff(side, fields, side["pinned"], respect_pins=respect)
-            side_pinned = _pins(side["pinned"], fields, unpin, request.pins)
+            side_pinned = _pins(side["pinned"], fields, unpin, pins)
             side_pins_changed = side_pinned is not None
-            changes.extend(
-                _entry("unit", unit_id, code, label + f, o, n)
-                for f, (o, n) in side_diff.changes.items()
-            )
-            kept.extend(
-                _entry("unit", unit_id, code, label + f, o, n)
-                for f, (o, n) in side_diff.kept_by_hand.items()
-            )
+            if side_diff.changes:
+                changes.extend(
+                    _entry("unit", unit_id, code, label + f, o, n)
+                    for f, (o, n) in side_diff.changes.items()
+                )
+            if side_diff.kept_by_hand:
+                kept.extend(
+                    _entry("unit", unit_id, code, label + f, o, n)
+                    for f, (o, n) in side_diff.kept_by_hand.items()
+                )
             if side_diff.changes or side_pins_changed:
                 self.writes.side_updates.append(
                     {

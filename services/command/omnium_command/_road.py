@@ -13,7 +13,7 @@ import asyncpg
 from omnium.command.v1 import command_pb2
 from omnium_command._intent import Request
 from omnium_command._parse import Refusal
-from omnium_command._plan import Plan, Planner, Stale, now_timestamp
+from omnium_command._plan import Outcome, Plan, Planner, Stale, now_timestamp
 from omnium_db import Queries
 from omnium_grpc import field_changes
 from omnium_settings import Settings
@@ -245,21 +245,21 @@ class Road:
             answer.kept_by_hand.extend(field_changes(kept))
             answer.saved_at.CopyFrom(now_timestamp())
             return
-        rows: list[command_pb2.RowAnswer] = []
-        for position, (key, _hash, reason) in request.refused_rows.items():
-            rows.append(
-                command_pb2.RowAnswer(
-                    position=position,
-                    key=key,
-                    outcome=command_pb2.ROW_OUTCOME_REFUSED,
-                    reason=reason,
-                )
-            )
+        # Built in place, in position order: extending from separate messages copies each one.
+        rows: list[tuple[int, Any]] = [
+            (position, (key, reason))
+            for position, (key, _hash, reason) in request.refused_rows.items()
+        ]
         for intent, outcome in plan.outcomes:
             assert intent.row is not None
-            rows.append(
-                command_pb2.RowAnswer(
-                    position=intent.row.position,
+            rows.append((intent.row.position, (intent, outcome)))
+        rows.sort(key=lambda r: r[0])
+        add = answer.rows.add
+        for position, item in rows:
+            if isinstance(item[1], Outcome):
+                intent, outcome = item
+                add(
+                    position=position,
                     key=intent.row.key,
                     outcome=outcome.row_outcome,
                     reason=outcome.reason,
@@ -268,9 +268,14 @@ class Road:
                     kept_by_hand=[k["field"] for k in outcome.kept],
                     applied_seq=outcome.applied_seq or 0,
                 )
-            )
-        rows.sort(key=lambda r: r.position)
-        answer.rows.extend(rows)
+            else:
+                key, reason = item
+                add(
+                    position=position,
+                    key=key,
+                    outcome=command_pb2.ROW_OUTCOME_REFUSED,
+                    reason=reason,
+                )
         answer.batch_done = run_batch_done + 1
 
     def _write_args(

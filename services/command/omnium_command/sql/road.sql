@@ -9,15 +9,23 @@
 
 -- name: read
 WITH
+-- By id, then by code (only when codes are given): two index scans, where an OR of the two
+-- made a bitmap scan of both, or a sequential scan of competitor, on every command.
 units AS MATERIALIZED (
+  SELECT u.* FROM unit u WHERE u.id = ANY($2::uuid[])
+  UNION ALL
   SELECT u.* FROM unit u
-   WHERE u.id = ANY($2::uuid[])
-      OR (u.code = ANY($3::text[]) AND u.event_id = (SELECT e.id FROM event e WHERE e.code = $4))
+   WHERE cardinality($3::text[]) > 0 AND u.code = ANY($3::text[])
+     AND u.event_id = (SELECT e.id FROM event e WHERE e.code = $4)
+     AND u.id <> ALL($2::uuid[])
 ),
 competitors AS MATERIALIZED (
+  SELECT c.* FROM competitor c WHERE c.id = ANY($5::uuid[])
+  UNION ALL
   SELECT c.* FROM competitor c
-   WHERE c.id = ANY($5::uuid[])
-      OR (c.code = ANY($6::text[]) AND c.event_id = (SELECT e.id FROM event e WHERE e.code = $4))
+   WHERE cardinality($6::text[]) > 0 AND c.code = ANY($6::text[])
+     AND c.event_id = (SELECT e.id FROM event e WHERE e.code = $4)
+     AND c.id <> ALL($5::uuid[])
 ),
 -- $7: "<discipline code or empty>:<noc>" per row; an empty discipline is the whole Games table.
 medal_rows AS MATERIALIZED (
