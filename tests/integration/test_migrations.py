@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import asyncpg
 import pytest
 
-from omnium_db import MIGRATIONS_DIR, MigrationError, applied_versions, apply_migrations
+from omnium_db import (
+    MIGRATIONS_DIR,
+    UNIT_STATUSES,
+    MigrationError,
+    applied_versions,
+    apply_migrations,
+)
 
 EXPECTED_TABLES = {
     "event",
@@ -106,3 +113,12 @@ async def test_an_edited_migration_is_refused(db: asyncpg.Connection, tmp_path: 
     _copy_with_first_edited(tmp_path)
     with pytest.raises(MigrationError, match="was changed after it was applied"):
         await apply_migrations(db, tmp_path)
+
+
+async def test_unit_statuses_in_code_match_the_schema(db: asyncpg.Connection) -> None:
+    check = await db.fetchval(
+        """SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c
+            WHERE c.conrelid = 'unit'::regclass AND c.contype = 'c'
+              AND pg_get_constraintdef(c.oid) LIKE '%status%'"""
+    )
+    assert re.findall(r"'([A-Z_]+)'::text", check) == list(UNIT_STATUSES)

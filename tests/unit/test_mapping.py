@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from omnium_db import UNIT_STATUSES
 from omnium_imports.mapping import (
     OPS,
     MappedRow,
@@ -25,19 +26,7 @@ from omnium_scout_sim import ScoutSimulator
 
 TOKYO = MappingContext("Asia/Tokyo", {})
 Step = dict[str, Any]
-OUR_STATUSES = {
-    "SCHEDULED",
-    "DELAYED",
-    "GETTING_READY",
-    "RUNNING",
-    "INTERRUPTED",
-    "UNOFFICIAL",
-    "OFFICIAL",
-    "PROTESTED",
-    "POSTPONED",
-    "RESCHEDULED",
-    "CANCELLED",
-}
+OUR_STATUSES = set(UNIT_STATUSES)
 
 
 def version(*steps: Mapping[str, Any], **top: Any) -> MappingVersion:

@@ -21,24 +21,11 @@ from omnium.common.v1 import actor_pb2
 from omnium.imports.v1 import imports_pb2
 from omnium_admin import _present
 from omnium_admin._auth import console, may_act, plain_page, session_of
-from omnium_db import Queries
+from omnium_db import UNIT_STATUSES, Queries
 
 log = logging.getLogger(__name__)
 QUERIES = Queries.load(Path(__file__).parent)
 UNIT_FIELDS = ("name", "phase", "start_at", "venue", "status")
-UNIT_STATUSES = (
-    "SCHEDULED",
-    "DELAYED",
-    "GETTING_READY",
-    "RUNNING",
-    "INTERRUPTED",
-    "UNOFFICIAL",
-    "OFFICIAL",
-    "PROTESTED",
-    "POSTPONED",
-    "RESCHEDULED",
-    "CANCELLED",
-)
 # A held row's question names what is missing: "... we have no such competitor. Add it, or
 # map SC-T-KOR3 to one we have." (omnium_imports.mapping); the form starts from it.
 _HELD = re.compile(r"we have no such (competitor|unit)\. Add it, or map (\S+) to one we have")

@@ -8,19 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-UNIT_STATUSES = (
-    "SCHEDULED",
-    "DELAYED",
-    "GETTING_READY",
-    "RUNNING",
-    "INTERRUPTED",
-    "UNOFFICIAL",
-    "OFFICIAL",
-    "PROTESTED",
-    "POSTPONED",
-    "RESCHEDULED",
-    "CANCELLED",
-)
+from omnium_db import UNIT_STATUSES
+
 MEDALS = ("GOLD", "SILVER", "BRONZE")
 
 

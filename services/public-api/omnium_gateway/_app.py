@@ -18,7 +18,7 @@ from aiohttp import web
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from omnium_db import Road, create_pool
+from omnium_db import UNIT_STATUSES, Road, create_pool
 from omnium_gateway import _reads
 from omnium_gateway._cache import (
     DATABASE_ERRORS,
@@ -49,7 +49,7 @@ _UNIT = re.compile(UNIT_PATTERN)
 _DISCIPLINE = re.compile(DISCIPLINE_PATTERN)
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _TOP = re.compile(r"^\d{1,9}$")
-_STATUSES = frozenset(_reads.UNIT_STATUSES)
+_STATUSES = frozenset(UNIT_STATUSES)
 _JSON = "application/json"
 _CORE_PATHS = (
     re.compile(r"^/v1/events$"),

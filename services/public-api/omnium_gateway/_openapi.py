@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from omnium_gateway._reads import UNIT_STATUSES
+from omnium_db import UNIT_STATUSES
 
 EVENT_PATTERN = "^[A-Z0-9_-]{2,32}$"
 UNIT_PATTERN = "^[A-Z0-9-]{34}$"

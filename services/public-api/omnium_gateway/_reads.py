@@ -22,19 +22,6 @@ LEADERBOARD = "leaderboard"
 NEGATIVE = "negative"
 TTL_CLASSES = (LIVE, SCHEDULED, FINAL, REFERENCE, LEADERBOARD, NEGATIVE)
 
-UNIT_STATUSES = (
-    "SCHEDULED",
-    "DELAYED",
-    "GETTING_READY",
-    "RUNNING",
-    "INTERRUPTED",
-    "UNOFFICIAL",
-    "OFFICIAL",
-    "PROTESTED",
-    "POSTPONED",
-    "RESCHEDULED",
-    "CANCELLED",
-)
 # A unit in one of these can change any second; a final one is not expected to change again.
 LIVE_STATUSES = frozenset({"GETTING_READY", "RUNNING", "INTERRUPTED", "UNOFFICIAL", "PROTESTED"})
 FINAL_STATUSES = frozenset({"OFFICIAL", "CANCELLED"})
