@@ -16,22 +16,11 @@ from omnium.common.v1 import actor_pb2
 from omnium_command._intent import ACTOR_KIND_NAMES
 from omnium_command._parse import Refusal, parse_batch, parse_command
 from omnium_command._road import QUERIES, Road
-from omnium_grpc import field_changes
+from omnium_grpc import abort_internal, field_changes
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
 _KIND_BY_NAME = {name: kind for kind, name in ACTOR_KIND_NAMES.items()}
-
-
-async def _internal(context: aio.ServicerContext, what: str, exc: BaseException) -> None:
-    # The caller gets a plain message and a reference; the traceback stays in our log.
-    incident = uuid.uuid4().hex[:12]
-    log.exception("%s failed (incident %s)", what, incident, exc_info=exc)
-    await context.abort(
-        grpc.StatusCode.INTERNAL,
-        f"{what} failed on our side and nothing was confirmed; incident {incident} is logged. "
-        "Send it again; if it fails again, tell the omnium team the incident number.",
-    )
 
 
 class CommandService(command_pb2_grpc.CommandServiceServicer):
@@ -52,7 +41,7 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
         try:
             return await self.road.submit(parsed)
         except Exception as exc:
-            await _internal(context, f"command {request.command_id}", exc)
+            await abort_internal(context, f"command {request.command_id}", exc, log)
             raise
 
     async def ApplyImportBatch(
@@ -67,7 +56,7 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
         try:
             return await self.road.apply_batch(parsed)
         except Exception as exc:
-            await _internal(context, f"batch {request.command_id}", exc)
+            await abort_internal(context, f"batch {request.command_id}", exc, log)
             raise
 
     async def GetTimeline(

@@ -3,28 +3,18 @@
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import AsyncIterator
 
 import grpc
 from grpc import aio
 
 from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
+from omnium_grpc import abort_internal
 from omnium_scoring._providers import Providers
 from omnium_scoring._scorer import Scorer, Watchers
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
-
-
-async def _internal(context: aio.ServicerContext, what: str, exc: BaseException) -> None:
-    incident = uuid.uuid4().hex[:12]
-    log.exception("%s failed (incident %s)", what, incident, exc_info=exc)
-    await context.abort(
-        grpc.StatusCode.INTERNAL,
-        f"{what} failed on our side and nothing was confirmed; incident {incident} is logged. "
-        "Send it again; if it fails again, tell the omnium team the incident number.",
-    )
 
 
 class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
@@ -42,7 +32,7 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
         try:
             return await self.scorer.act(request.action, request.actor)
         except Exception as exc:
-            await _internal(context, f"action {request.action.client_id}", exc)
+            await abort_internal(context, f"action {request.action.client_id}", exc, log)
             raise
 
     async def Sync(
@@ -51,7 +41,7 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
         try:
             return await self.scorer.sync(list(request.actions), request.actor)
         except Exception as exc:
-            await _internal(context, "sync", exc)
+            await abort_internal(context, "sync", exc, log)
             raise
 
     async def GetMatchState(
@@ -94,5 +84,5 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
                 request.provider, request.api_key, request.content_type, request.body
             )
         except Exception as exc:
-            await _internal(context, f"provider message from {request.provider}", exc)
+            await abort_internal(context, f"provider message from {request.provider}", exc, log)
             raise
