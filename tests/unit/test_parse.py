@@ -7,7 +7,14 @@ from google.protobuf import struct_pb2
 
 from omnium.command.v1 import command_pb2
 from omnium.common.v1 import actor_pb2
-from omnium_command._parse import Refusal, parse_batch, parse_command, request_hash
+from omnium_command._parse import (
+    Refusal,
+    guess_batch_keys,
+    guess_command_keys,
+    parse_batch,
+    parse_command,
+    request_hash,
+)
 
 RUN = "6f1c2d7e-0000-4000-8000-000000000001"
 UNIT = "6f1c2d7e-0000-4000-8000-0000000000aa"
@@ -90,3 +97,75 @@ def test_batch_rows_with_bad_values_are_refused_one_by_one() -> None:
     assert request.actor.kind == actor_pb2.Actor.KIND_INTEGRATION
     assert request.actor.name == "integration:scout"
     assert not request.pins
+
+
+# -- the keys the road reads with before the parse ------------------------------------------
+
+COMPETITOR = "6f1c2d7e-0000-4000-8000-0000000000cc"
+
+
+def _import_batch(*rows: command_pb2.BatchRow) -> command_pb2.ImportBatch:
+    return command_pb2.ImportBatch(
+        command_id=f"{RUN}:0",
+        integration_code="scout",
+        run_id=RUN,
+        batch_no=0,
+        event_code="AG2026",
+        rows=list(rows),
+    )
+
+
+def _unit_row(position: int, **subject: str) -> command_pb2.BatchRow:
+    return command_pb2.BatchRow(
+        position=position,
+        key=f"k{position}",
+        hash=b"h",
+        subject=command_pb2.Subject(kind="unit", **subject),
+        unit=command_pb2.UnitValues(
+            status="RUNNING",
+            sides=[command_pb2.SideValues(order=1, competitor_id=COMPETITOR, score="1")],
+        ),
+    )
+
+
+def test_a_batch_guess_asks_what_the_parsed_batch_asks() -> None:
+    batch = _import_batch(
+        _unit_row(1, id=UNIT),
+        _unit_row(2, code="SWMM100MFR------------FNL-000100--"),
+        command_pb2.BatchRow(
+            position=3,
+            key="m",
+            hash=b"h",
+            subject=command_pb2.Subject(kind="medal_row", code="SWM"),
+            medal_row=command_pb2.MedalRowValues(noc="kor", gold=1),
+        ),
+    )
+    guess = guess_batch_keys(batch)
+    assert guess is not None
+    assert guess == parse_batch(batch, max_units=25).read_keys()
+    assert guess.medal_refs == ("SWM:KOR",) and guess.disciplines
+    assert guess.referenced_competitors == (COMPETITOR,)
+
+
+def test_a_batch_guess_that_the_parse_disagrees_with_is_not_kept() -> None:
+    # Row 2 names the same unit again: the parse refuses it, so the read it asks for differs.
+    batch = _import_batch(_unit_row(1, id=UNIT), _unit_row(2, id=UNIT))
+    assert guess_batch_keys(batch) != parse_batch(batch, max_units=25).read_keys()
+
+
+def test_no_guess_where_the_read_would_fail() -> None:
+    assert guess_batch_keys(_import_batch(_unit_row(1, id="not-a-uuid"))) is None
+    bad_run = _import_batch(_unit_row(1, id=UNIT))
+    bad_run.run_id = "run-1"
+    assert guess_batch_keys(bad_run) is None
+    assert guess_command_keys(command_pb2.Command(command_id="c", code="nope")) is None
+
+
+def test_a_command_guess_asks_what_the_parsed_command_asks() -> None:
+    command = _cmd(fields={"status": "DELAYED"})
+    assert guess_command_keys(command) == parse_command(command).read_keys()
+    by_code = _cmd(fields={"status": "DELAYED"})
+    by_code.subject.CopyFrom(
+        command_pb2.Subject(kind="unit", code="SWMM100MFR------------FNL-000100--", event_code="AG")
+    )
+    assert guess_command_keys(by_code) == parse_command(by_code).read_keys()

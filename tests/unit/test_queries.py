@@ -37,3 +37,55 @@ def test_migrations_are_numbered_without_gaps(tmp_path: Path) -> None:
     (tmp_path / "notes.sql").write_text("SELECT 1;")
     with pytest.raises(MigrationError, match=r"NNNN_what_it_does\.sql"):
         load_migrations(tmp_path)
+
+
+def _parted(tmp_path: Path) -> Queries:
+    (tmp_path / "w.sql").write_text(
+        "-- name: write\n"
+        "WITH\n"
+        "-- part: a\n"
+        "a AS (SELECT $1::int AS x),\n"
+        "-- end part\n"
+        "-- part: b\n"
+        "b AS (SELECT $2::int AS y),\n"
+        "-- end part\n"
+        "c AS (SELECT $3::int AS z)\n"
+        "SELECT (SELECT z FROM c)\n"
+        "-- part: b\n"
+        "  , (SELECT y FROM b)\n"
+        "-- end part\n"
+        ";\n"
+    )
+    return Queries.load(tmp_path)
+
+
+def test_a_statement_is_composed_of_the_parts_asked_for(tmp_path: Path) -> None:
+    queries = _parted(tmp_path)
+    assert queries.parts("write") == {"a", "b"}
+    whole = queries.compose("write", {"a", "b"})
+    assert whole.params == (1, 2, 3)
+    only_b = queries.compose("write", {"b"})
+    assert "a AS" not in only_b.text and "(SELECT y FROM b)" in only_b.text
+    # The parameters are numbered again from $1 and the arguments picked to match.
+    assert only_b.params == (2, 3)
+    assert "$1::int AS y" in only_b.text and "$2::int AS z" in only_b.text
+    assert only_b.args(["a", "b", "c"]) == ["b", "c"]
+    bare = queries.compose("write", [])
+    assert "(SELECT y FROM b)" not in bare.text and bare.params == (3,)
+    assert queries.compose("write", ["b"]) is only_b  # made once
+
+
+def test_an_unknown_part_or_an_open_one_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(KeyError, match="no part nope"):
+        _parted(tmp_path).compose("write", {"nope"})
+    (tmp_path / "w.sql").write_text("-- name: w\n-- part: a\nSELECT 1\n")
+    with pytest.raises(ValueError, match="no '-- end part'"):
+        Queries.load(tmp_path)
+
+
+def test_every_part_of_the_road_s_write_stands_alone() -> None:
+    # Each part only with what is always there: no part leans on another optional one.
+    for part in QUERIES.parts("write"):
+        composed = QUERIES.compose("write", {part})
+        assert composed.text.count("(") == composed.text.count(")")
+        assert composed.params == tuple(sorted(composed.params))

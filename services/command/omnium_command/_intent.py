@@ -62,6 +62,39 @@ class BatchContext:
     dry_run: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class ReadKeys:
+    """What the road's read asks PostgreSQL for: the records a command names, and its context."""
+
+    command_id: str
+    unit_ids: tuple[str, ...] = ()
+    unit_codes: tuple[str, ...] = ()
+    event_code: str | None = None
+    competitor_ids: tuple[str, ...] = ()
+    competitor_codes: tuple[str, ...] = ()
+    medal_refs: tuple[str, ...] = ()
+    referenced_competitors: tuple[str, ...] = ()
+    integration_code: str | None = None
+    run_id: str | None = None
+    disciplines: bool = False
+
+    def args(self) -> list[Any]:
+        """The read's arguments, $1 to $11."""
+        return [
+            self.command_id,
+            list(self.unit_ids),
+            list(self.unit_codes),
+            self.event_code,
+            list(self.competitor_ids),
+            list(self.competitor_codes),
+            list(self.medal_refs),
+            list(self.referenced_competitors),
+            self.integration_code,
+            self.run_id,
+            self.disciplines,
+        ]
+
+
 @dataclass(slots=True)
 class Request:
     """A command made ready for the road: validated, with the intents it carries."""
@@ -85,3 +118,31 @@ class Request:
     @property
     def actor_kind(self) -> str:
         return ACTOR_KIND_NAMES.get(self.actor.kind, "system")
+
+    def read_keys(self) -> ReadKeys:
+        refs: dict[str, tuple[list[str], list[str]]] = {
+            kind: ([], []) for kind in ("unit", "competitor", "medal_row")
+        }
+        for intent in self.intents:
+            ids, codes = refs[intent.kind]
+            if intent.ref_id:
+                ids.append(intent.ref_id)
+            elif intent.ref_code:
+                codes.append(intent.ref_code)
+        batch = self.batch
+        return ReadKeys(
+            command_id=self.command_id,
+            unit_ids=tuple(refs["unit"][0]),
+            unit_codes=tuple(refs["unit"][1]),
+            event_code=self.event_code or None,
+            competitor_ids=tuple(refs["competitor"][0]),
+            competitor_codes=tuple(refs["competitor"][1]),
+            medal_refs=tuple(refs["medal_row"][1]),
+            referenced_competitors=tuple(
+                sorted({c for intent in self.intents for c in intent.referenced_competitors()})
+            ),
+            integration_code=batch.integration_code if batch else None,
+            run_id=batch.run_id if batch else None,
+            disciplines=any(i.kind == "medal_row" for i in self.intents)
+            or bool(batch and batch.create_units),
+        )

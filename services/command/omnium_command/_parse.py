@@ -13,7 +13,7 @@ from google.protobuf import json_format
 
 from omnium.command.v1 import command_pb2
 from omnium.common.v1 import actor_pb2
-from omnium_command._intent import BatchContext, Intent, Request, RowRef
+from omnium_command._intent import BatchContext, Intent, ReadKeys, Request, RowRef
 from omnium_command._records import COMPETITOR, MEDAL_ROW, SIDE, UNIT, BadValue, Kind, moment
 
 _SIDE_FIELD = re.compile(r"^sides\[(\d+)\]\.([a-z_]+)$")
@@ -379,3 +379,71 @@ def _row_intent(row: command_pb2.BatchRow, ref: RowRef) -> Intent:
             "medal_row", ref_code=f"{row.subject.code}:{noc}", fields=MEDAL_ROW.clean(raw), row=ref
         )
     raise BadValue("the row carries no values (neither unit nor medal_row)")
+
+
+# -- before the parse: what the read will ask for -------------------------------------------
+#
+# The road sends its read to PostgreSQL with these keys, taken from the message as it came,
+# and parses while PostgreSQL reads. It keeps that read only when the parsed request asks for
+# exactly the same keys (Request.read_keys); otherwise it reads again. So a guess can cost a
+# second read, never a wrong one. None: no guess (nothing is read before the parse).
+
+
+def guess_batch_keys(batch: command_pb2.ImportBatch) -> ReadKeys | None:
+    if not _CANONICAL_ID.fullmatch(batch.run_id) or not batch.rows:
+        return None
+    unit_ids: list[str] = []
+    unit_codes: list[str] = []
+    medal_refs: list[str] = []
+    competitors: set[str] = set()
+    for row in batch.rows:
+        which = row.WhichOneof("values")
+        if which == "unit":
+            subject = row.subject
+            if subject.id:
+                if not _CANONICAL_ID.fullmatch(subject.id):
+                    return None
+                unit_ids.append(subject.id)
+            elif subject.code:
+                unit_codes.append(subject.code)
+            for side in row.unit.sides:
+                if side.HasField("competitor_id"):
+                    if not _CANONICAL_ID.fullmatch(side.competitor_id):
+                        return None
+                    competitors.add(side.competitor_id)
+        elif which == "medal_row":
+            medal_refs.append(f"{row.subject.code}:{row.medal_row.noc.upper()}")
+    return ReadKeys(
+        command_id=batch.command_id,
+        unit_ids=tuple(unit_ids),
+        unit_codes=tuple(unit_codes),
+        event_code=batch.event_code or None,
+        medal_refs=tuple(medal_refs),
+        referenced_competitors=tuple(sorted(competitors)),
+        integration_code=batch.integration_code,
+        run_id=batch.run_id,
+        disciplines=bool(medal_refs) or batch.create_units,
+    )
+
+
+def guess_command_keys(cmd: command_pb2.Command) -> ReadKeys | None:
+    handler = HANDLERS.get(cmd.code)
+    if handler is None or handler[0] == "medal_row":
+        return None
+    subject = cmd.subject
+    ids: tuple[str, ...] = ()
+    codes: tuple[str, ...] = ()
+    if subject.id:
+        if not _CANONICAL_ID.fullmatch(subject.id):
+            return None
+        ids = (subject.id,)
+    elif subject.code:
+        codes = (subject.code,)
+    else:
+        return None
+    event_code = subject.event_code or None
+    if handler[0] == "unit":
+        return ReadKeys(cmd.command_id, unit_ids=ids, unit_codes=codes, event_code=event_code)
+    return ReadKeys(
+        cmd.command_id, competitor_ids=ids, competitor_codes=codes, event_code=event_code
+    )

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
 
 from omnium.command.v1 import command_pb2
-from omnium_command._intent import Request
-from omnium_command._parse import Refusal
+from omnium_command._intent import ReadKeys, Request
+from omnium_command._parse import (
+    Refusal,
+    guess_batch_keys,
+    guess_command_keys,
+    parse_batch,
+    parse_command,
+)
 from omnium_command._plan import Outcome, Plan, Planner, Stale, now_timestamp
 from omnium_db import Queries
 from omnium_grpc import field_changes
@@ -94,65 +101,113 @@ class Road:
 
     # -- public ---------------------------------------------------------------------------
 
-    async def submit(self, request: Request) -> command_pb2.Answer:
-        answer = command_pb2.Answer(command_id=request.command_id)
+    async def submit(self, message: command_pb2.Command) -> command_pb2.Answer:
+        answer = command_pb2.Answer(command_id=message.command_id)
+        request: Request | None = None
         try:
-            async with asyncio.timeout(self.settings.people_transaction_seconds):
-                await self._apply(self.people, request, answer)
+            async with (
+                asyncio.timeout(self.settings.people_transaction_seconds),
+                self.people.acquire() as conn,
+            ):
+                request, state = await self._parse_while_reading(
+                    conn, guess_command_keys(message), lambda: parse_command(message)
+                )
+                await self._apply(conn, request, answer, state)
         except _Repeat as repeat:
+            assert request is not None
             return await self._repeat(self.people, request, repeat, command_pb2.Answer())
         except Refusal as exc:
             return command_pb2.Answer(
-                command_id=request.command_id, outcome=command_pb2.OUTCOME_REFUSED, reason=str(exc)
+                command_id=message.command_id, outcome=command_pb2.OUTCOME_REFUSED, reason=str(exc)
             )
         except Exception as exc:
             reason = _try_again_reason(exc)
             if reason is None:
                 raise
-            log.warning("command %s: try again (%r)", request.command_id, exc)
+            log.warning("command %s: try again (%r)", message.command_id, exc)
             return command_pb2.Answer(
-                command_id=request.command_id, outcome=command_pb2.OUTCOME_TRY_AGAIN, reason=reason
+                command_id=message.command_id, outcome=command_pb2.OUTCOME_TRY_AGAIN, reason=reason
             )
         return answer
 
-    async def apply_batch(self, request: Request) -> command_pb2.BatchAnswer:
-        answer = command_pb2.BatchAnswer(command_id=request.command_id)
+    async def apply_batch(self, message: command_pb2.ImportBatch) -> command_pb2.BatchAnswer:
+        answer = command_pb2.BatchAnswer(command_id=message.command_id)
+        request: Request | None = None
         try:
-            await self._apply(self.imports, request, answer)
+            async with self.imports.acquire() as conn:
+                request, state = await self._parse_while_reading(
+                    conn,
+                    guess_batch_keys(message),
+                    lambda: parse_batch(message, max_units=self.settings.batch_max_units),
+                )
+                await self._apply(conn, request, answer, state)
         except _Repeat as repeat:
+            assert request is not None
             return await self._repeat(self.imports, request, repeat, command_pb2.BatchAnswer())
         except Refusal as exc:
             return command_pb2.BatchAnswer(
-                command_id=request.command_id, outcome=command_pb2.OUTCOME_REFUSED, reason=str(exc)
+                command_id=message.command_id, outcome=command_pb2.OUTCOME_REFUSED, reason=str(exc)
             )
         except Exception as exc:
             reason = _try_again_reason(exc)
             if reason is None:
                 raise
-            log.warning("batch %s: try again (%r)", request.command_id, exc)
+            log.warning("batch %s: try again (%r)", message.command_id, exc)
             return command_pb2.BatchAnswer(
-                command_id=request.command_id, outcome=command_pb2.OUTCOME_TRY_AGAIN, reason=reason
+                command_id=message.command_id, outcome=command_pb2.OUTCOME_TRY_AGAIN, reason=reason
             )
         return answer
 
     # -- the transaction ------------------------------------------------------------------
 
-    async def _apply(self, pool: asyncpg.Pool, request: Request, answer: Any) -> None:
-        async with pool.acquire() as conn:
-            # Two round trips when nobody else writes the same records, which is nearly always.
+    async def _parse_while_reading(
+        self,
+        conn: asyncpg.Connection,
+        guess: ReadKeys | None,
+        parse: Callable[[], Request],
+    ) -> tuple[Request, asyncpg.Record | None]:
+        """The parsed request, and the read when it was started before the parse with the
+        keys the parse then asked for (else None: read after the parse).
+
+        The read goes to PostgreSQL first and the parse runs while PostgreSQL works, so the
+        parse costs the command no time of its own.
+        """
+        if guess is None:
+            return parse(), None
+        early = asyncio.ensure_future(self._fetch_read(conn, guess))
+        await asyncio.sleep(0)  # one turn of the loop: the read is sent
+        try:
+            request = parse()
+        except BaseException:
+            # The connection goes back to the pool only once its read has answered.
+            with contextlib.suppress(Exception):
+                await early
+            raise
+        state = await early
+        return request, (state if request.read_keys() == guess else None)
+
+    async def _apply(
+        self,
+        conn: asyncpg.Connection,
+        request: Request,
+        answer: Any,
+        state: asyncpg.Record | None = None,
+    ) -> None:
+        # Two round trips when nobody else writes the same records, which is nearly always.
+        if state is None:
             state = await self._read(conn, request)
-            if await self._plan_and_write(conn, request, state, answer):
-                return
-            # Someone did: lock first, then read and write under the locks.
-            async with conn.transaction():
-                await conn.fetchrow(
-                    QUERIES["lock"],
-                    *(_guard(state[kind], 0, 0)[0] for kind in ("units", "competitors")),
-                    _guard(state["medal_rows"], 0, 0)[0],
-                )
-                state = await self._read(conn, request)
-                if not await self._plan_and_write(conn, request, state, answer):
-                    raise _Busy("a record it names changed while it held the locks")
+        if await self._plan_and_write(conn, request, state, answer):
+            return
+        # Someone did: lock first, then read and write under the locks.
+        async with conn.transaction():
+            await conn.fetchrow(
+                QUERIES["lock"],
+                *(_guard(state[kind], 0, 0)[0] for kind in ("units", "competitors")),
+                _guard(state["medal_rows"], 0, 0)[0],
+            )
+            state = await self._read(conn, request)
+            if not await self._plan_and_write(conn, request, state, answer):
+                raise _Busy("a record it names changed while it held the locks")
 
     async def _plan_and_write(
         self, conn: asyncpg.Connection, request: Request, state: asyncpg.Record, answer: Any
@@ -173,8 +228,11 @@ class Road:
                     by_position[intent.row.position].changes.extend(field_changes(outcome.changes))
             return True
         stored = answer.SerializeToString()
+        if request.batch is not None:
+            self._batch_rows(request, plan)
+        write = QUERIES.compose("write", self._write_parts(request, plan, state))
         result = await conn.fetchrow(
-            QUERIES["write"], *self._write_args(request, plan, state, stored)
+            write.text, *write.args(self._write_args(request, plan, state, stored))
         )
         if not result["current"]:
             return False
@@ -184,31 +242,11 @@ class Road:
         return True
 
     async def _read(self, conn: asyncpg.Connection, request: Request) -> asyncpg.Record:
-        batch = request.batch
-        by_kind: dict[str, tuple[list[str], list[str]]] = {
-            kind: ([], []) for kind in ("unit", "competitor", "medal_row")
-        }
-        for intent in request.intents:
-            ids, codes = by_kind[intent.kind]
-            if intent.ref_id:
-                ids.append(intent.ref_id)
-            elif intent.ref_code:
-                codes.append(intent.ref_code)
-        return await conn.fetchrow(
-            QUERIES["read"],
-            request.command_id,
-            by_kind["unit"][0],
-            by_kind["unit"][1],
-            request.event_code or None,
-            by_kind["competitor"][0],
-            by_kind["competitor"][1],
-            by_kind["medal_row"][1],
-            sorted({c for i in request.intents for c in i.referenced_competitors()}),
-            batch.integration_code if batch else None,
-            batch.run_id if batch else None,
-            any(i.kind == "medal_row" for i in request.intents)
-            or bool(batch and batch.create_units),
-        )
+        return await self._fetch_read(conn, request.read_keys())
+
+    @staticmethod
+    async def _fetch_read(conn: asyncpg.Connection, keys: ReadKeys) -> asyncpg.Record:
+        return await conn.fetchrow(QUERIES["read"], *keys.args())
 
     def _check_batch(self, request: Request, state: Mapping[str, Any]) -> int:
         batch = request.batch
@@ -278,6 +316,36 @@ class Road:
                 )
         answer.batch_done = run_batch_done + 1
 
+    @staticmethod
+    def _write_parts(request: Request, plan: Plan, state: Mapping[str, Any]) -> list[str]:
+        """The parts of the write this command has something for."""
+        writes = plan.writes
+        parts = [
+            name
+            for name, present in (
+                ("unit_locks", state["units"]),
+                ("competitor_locks", state["competitors"]),
+                ("medal_locks", state["medal_rows"]),
+                ("unit_inserts", writes.unit_inserts),
+                ("unit_updates", writes.unit_updates),
+                ("side_updates", writes.side_updates),
+                ("side_inserts", writes.side_inserts),
+                ("medal_updates", writes.medal_updates),
+                ("medal_inserts", writes.medal_inserts),
+                ("competitor_updates", writes.competitor_updates),
+                ("outbox", writes.outbox),
+                ("key_states", writes.key_states),
+                ("row_log", writes.row_log),
+                ("match_actions", writes.match_actions),
+            )
+            if present
+        ]
+        if any(action.get("undoes") for action in writes.match_actions):
+            parts.append("match_undos")
+        if request.batch is not None:
+            parts.append("run")
+        return parts
+
     def _write_args(
         self, request: Request, plan: Plan, state: Mapping[str, Any], stored: bytes
     ) -> list[Any]:
@@ -296,8 +364,6 @@ class Road:
             "diff": writes.diff,
         }
         batch = request.batch
-        if batch is not None:
-            self._batch_rows(request, plan)
         return [
             state["seq"],
             writes.unit_updates,

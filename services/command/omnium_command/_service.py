@@ -14,7 +14,6 @@ from grpc import aio
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium_command._intent import ACTOR_KIND_NAMES
-from omnium_command._parse import Refusal, parse_batch, parse_command
 from omnium_command._road import QUERIES, Road
 from omnium_grpc import abort_internal, field_changes
 from omnium_settings import Settings
@@ -33,13 +32,7 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
         self, request: command_pb2.Command, context: aio.ServicerContext
     ) -> command_pb2.Answer:
         try:
-            parsed = parse_command(request)
-        except Refusal as exc:
-            return command_pb2.Answer(
-                command_id=request.command_id, outcome=command_pb2.OUTCOME_REFUSED, reason=str(exc)
-            )
-        try:
-            return await self.road.submit(parsed)
+            return await self.road.submit(request)
         except Exception as exc:
             await abort_internal(context, f"command {request.command_id}", exc, log)
             raise
@@ -48,13 +41,7 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
         self, request: command_pb2.ImportBatch, context: aio.ServicerContext
     ) -> command_pb2.BatchAnswer:
         try:
-            parsed = parse_batch(request, max_units=self.settings.batch_max_units)
-        except Refusal as exc:
-            return command_pb2.BatchAnswer(
-                command_id=request.command_id, outcome=command_pb2.OUTCOME_REFUSED, reason=str(exc)
-            )
-        try:
-            return await self.road.apply_batch(parsed)
+            return await self.road.apply_batch(request)
         except Exception as exc:
             await abort_internal(context, f"batch {request.command_id}", exc, log)
             raise

@@ -81,31 +81,46 @@ SELECT (SELECT count(*) FROM u) AS units, (SELECT count(*) FROM c) AS competitor
        (SELECT count(*) FROM m) AS medal_rows;
 
 -- name: write
--- Every write of one command in one statement: one round trip, one transaction.
+-- Every write of one command in one statement: one round trip, one transaction. The road
+-- leaves out the parts a command has nothing for (QUERIES.compose): PostgreSQL then opens
+-- only the tables and indexes this command writes.
 WITH
+-- part: unit_locks
 unit_locks AS MATERIALIZED (
   SELECT u.id, u.changed_seq FROM unit u
    WHERE u.id = ANY($20::uuid[]) ORDER BY u.id FOR NO KEY UPDATE OF u
 ),
+-- end part
+-- part: competitor_locks
 competitor_locks AS MATERIALIZED (
   SELECT c.id, c.changed_seq FROM competitor c
    WHERE c.id = ANY($22::uuid[]) ORDER BY c.id FOR NO KEY UPDATE OF c
 ),
+-- end part
+-- part: medal_locks
 medal_locks AS MATERIALIZED (
   SELECT m.id, m.changed_seq FROM medal_row m
    WHERE m.id = ANY($24::uuid[]) ORDER BY m.id FOR NO KEY UPDATE OF m
 ),
+-- end part
 -- Locked rows show their newest version: equal to what the read saw, or the diff is stale.
 guard AS MATERIALIZED (
-  SELECT (SELECT count(*) FROM unit_locks l
+  SELECT true
+-- part: unit_locks
+     AND (SELECT count(*) FROM unit_locks l
             JOIN unnest($20::uuid[], $21::bigint[]) AS v(id, seq)
               ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($20::uuid[])
+-- end part
+-- part: competitor_locks
      AND (SELECT count(*) FROM competitor_locks l
             JOIN unnest($22::uuid[], $23::bigint[]) AS v(id, seq)
               ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($22::uuid[])
+-- end part
+-- part: medal_locks
      AND (SELECT count(*) FROM medal_locks l
             JOIN unnest($24::uuid[], $25::bigint[]) AS v(id, seq)
               ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($24::uuid[])
+-- end part
      AS current
 ),
 -- The command id first: every other write below happens only if this row was written.
@@ -117,6 +132,7 @@ recorded AS (
   RETURNING 1
 ),
 go AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM recorded) AS go),
+-- part: unit_inserts
 unit_inserts AS (
   INSERT INTO unit (id, event_id, discipline_id, code, name, phase, start_at, venue, status,
                     changed_seq)
@@ -127,6 +143,8 @@ unit_inserts AS (
    WHERE (SELECT go FROM go)
   RETURNING id
 ),
+-- end part
+-- part: unit_updates
 unit_updates AS (
   UPDATE unit u SET
     name       = CASE WHEN v.set ? 'name' THEN v.set->>'name' ELSE u.name END,
@@ -146,6 +164,8 @@ unit_updates AS (
   WHERE u.id = v.id AND (SELECT go FROM go)
   RETURNING u.id
 ),
+-- end part
+-- part: side_updates
 side_updates AS (
   UPDATE unit_competitor s SET
     competitor_id = CASE WHEN v.set ? 'competitor_id' THEN (v.set->>'competitor_id')::uuid
@@ -160,6 +180,8 @@ side_updates AS (
   WHERE s.id = v.id AND (SELECT go FROM go)
   RETURNING s.id
 ),
+-- end part
+-- part: side_inserts
 side_inserts AS (
   INSERT INTO unit_competitor
          (unit_id, sort_order, competitor_id, score, result, rank, medal, pinned, changed_seq)
@@ -170,6 +192,8 @@ side_inserts AS (
    WHERE (SELECT go FROM go)
   RETURNING id
 ),
+-- end part
+-- part: medal_updates
 medal_updates AS (
   UPDATE medal_row m SET
     gold   = CASE WHEN v.set ? 'gold' THEN (v.set->>'gold')::int ELSE m.gold END,
@@ -184,6 +208,8 @@ medal_updates AS (
   WHERE m.id = v.id AND (SELECT go FROM go)
   RETURNING m.id
 ),
+-- end part
+-- part: medal_inserts
 medal_inserts AS (
   INSERT INTO medal_row (id, event_id, discipline_id, noc, gold, silver, bronze, total, rank,
                          changed_seq)
@@ -194,6 +220,8 @@ medal_inserts AS (
    WHERE (SELECT go FROM go)
   RETURNING id
 ),
+-- end part
+-- part: competitor_updates
 competitor_updates AS (
   UPDATE competitor c SET
     name   = CASE WHEN v.set ? 'name' THEN v.set->>'name' ELSE c.name END,
@@ -204,18 +232,8 @@ competitor_updates AS (
   WHERE c.id = v.id AND (SELECT go FROM go)
   RETURNING c.id
 ),
-timeline AS (
-  INSERT INTO timeline_item (command_id, code, event_id, subject_kind, subject_id, unit_ids,
-                             actor_kind, actor_name, source_code, screen, payload, diff, seq)
-  SELECT $9, $10, t.event_id, t.subject_kind, t.subject_id, coalesce(t.unit_ids, '{}'),
-         t.actor_kind, t.actor_name, t.source_code, t.screen, coalesce(t.payload, '{}'),
-         coalesce(t.diff, '[]'), $1
-    FROM jsonb_to_record($8::jsonb) AS t(event_id uuid, subject_kind text, subject_id uuid,
-         unit_ids uuid[], actor_kind text, actor_name text, source_code text, screen text,
-         payload jsonb, diff jsonb)
-   WHERE (SELECT go FROM go)
-  RETURNING id
-),
+-- end part
+-- part: outbox
 outbox AS (
   INSERT INTO domain_event (event_id, kind, subject_kind, subject_id, unit_id, seq, command_id,
                             payload)
@@ -225,6 +243,8 @@ outbox AS (
    WHERE (SELECT go FROM go)
   RETURNING id
 ),
+-- end part
+-- part: key_states
 key_states AS (
   INSERT INTO integration_key_state AS k (integration_id, subject_key, subject_kind, subject_id,
                                           last_hash, applied_seq, last_seen_run, missing_runs)
@@ -242,6 +262,8 @@ key_states AS (
     missing_runs  = 0
   RETURNING 1
 ),
+-- end part
+-- part: row_log
 row_log AS (
   INSERT INTO integration_row (run_id, integration_id, batch_no, position, subject_key,
                                subject_kind, subject_id, row_hash, outcome, reason, diff,
@@ -254,7 +276,9 @@ row_log AS (
    WHERE (SELECT go FROM go)
   RETURNING 1
 ),
+-- end part
 -- A scorer's or provider's action (scoring.act), and the action an undo takes back.
+-- part: match_actions
 match_actions AS (
   INSERT INTO match_action (unit_id, seq, command_id, kind, side, fields, undoes, actor_kind,
                             actor_name, source_code, screen, client_at)
@@ -267,19 +291,35 @@ match_actions AS (
    WHERE (SELECT go FROM go)
   RETURNING 1
 ),
+-- end part
+-- part: match_undos
 match_undos AS (
   UPDATE match_action a SET undone_by = v.seq
     FROM jsonb_to_recordset($27::jsonb) AS v(unit_id uuid, seq int, undoes int)
    WHERE a.unit_id = v.unit_id AND a.seq = v.undoes AND (SELECT go FROM go)
   RETURNING 1
 ),
+-- end part
+-- part: run
 run AS (
   UPDATE integration_run r SET
     batch_done = r.batch_done + 1,
     status = CASE WHEN r.status = 'received' THEN 'applying' ELSE r.status END
   WHERE r.id = $16::uuid AND (SELECT go FROM go)
   RETURNING r.batch_done
+),
+-- end part
+timeline AS (
+  INSERT INTO timeline_item (command_id, code, event_id, subject_kind, subject_id, unit_ids,
+                             actor_kind, actor_name, source_code, screen, payload, diff, seq)
+  SELECT $9, $10, t.event_id, t.subject_kind, t.subject_id, coalesce(t.unit_ids, '{}'),
+         t.actor_kind, t.actor_name, t.source_code, t.screen, coalesce(t.payload, '{}'),
+         coalesce(t.diff, '[]'), $1
+    FROM jsonb_to_record($8::jsonb) AS t(event_id uuid, subject_kind text, subject_id uuid,
+         unit_ids uuid[], actor_kind text, actor_name text, source_code text, screen text,
+         payload jsonb, diff jsonb)
+   WHERE (SELECT go FROM go)
+  RETURNING id
 )
 SELECT (SELECT g.current FROM guard g) AS current,
-       (SELECT go FROM go) AS recorded,
-       (SELECT batch_done FROM run) AS batch_done;
+       (SELECT go FROM go) AS recorded;
