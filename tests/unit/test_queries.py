@@ -83,9 +83,11 @@ def test_an_unknown_part_or_an_open_one_is_an_error(tmp_path: Path) -> None:
         Queries.load(tmp_path)
 
 
-def test_every_part_of_the_road_s_write_stands_alone() -> None:
+@pytest.mark.parametrize("name", ["read", "write"])
+def test_every_part_of_the_road_s_statements_stands_alone(name: str) -> None:
     # Each part only with what is always there: no part leans on another optional one.
-    for part in QUERIES.parts("write"):
-        composed = QUERIES.compose("write", {part})
+    assert QUERIES.parts(name)
+    for part in QUERIES.parts(name):
+        composed = QUERIES.compose(name, {part})
         assert composed.text.count("(") == composed.text.count(")")
         assert composed.params == tuple(sorted(composed.params))

@@ -78,8 +78,23 @@ class ReadKeys:
     run_id: str | None = None
     disciplines: bool = False
 
+    def parts(self) -> list[str]:
+        """The parts of the read these keys need (the rest read as NULL)."""
+        return [
+            name
+            for name, needed in (
+                ("units", self.unit_ids or self.unit_codes),
+                ("competitors", self.competitor_ids or self.competitor_codes),
+                ("medal_rows", self.medal_refs),
+                ("known_competitors", self.referenced_competitors),
+                ("disciplines", self.disciplines),
+                ("batch", self.integration_code is not None),
+            )
+            if needed
+        ]
+
     def args(self) -> list[Any]:
-        """The read's arguments, $1 to $11."""
+        """The whole read's arguments, $1 to $11 (QUERIES.compose picks those it takes)."""
         return [
             self.command_id,
             list(self.unit_ids),

@@ -57,6 +57,26 @@ _TRY_AGAIN: dict[type[BaseException], str] = {
 }
 
 
+# Every column of the read; those of the parts a command leaves out are None.
+_NOTHING_READ: dict[str, Any] = dict.fromkeys(
+    [
+        "previous_answer",
+        "previous_hash",
+        "seq",
+        "units",
+        "sides",
+        "competitors",
+        "medal_rows",
+        "known_competitors",
+        "disciplines",
+        "integration_id",
+        "run_integration_id",
+        "run_status",
+        "run_batch_done",
+        "event_id",
+    ]
+)
+
 _AnswerT = TypeVar("_AnswerT", command_pb2.Answer, command_pb2.BatchAnswer)
 
 
@@ -165,7 +185,7 @@ class Road:
         conn: asyncpg.Connection,
         guess: ReadKeys | None,
         parse: Callable[[], Request],
-    ) -> tuple[Request, asyncpg.Record | None]:
+    ) -> tuple[Request, dict[str, Any] | None]:
         """The parsed request, and the read when it was started before the parse with the
         keys the parse then asked for (else None: read after the parse).
 
@@ -191,7 +211,7 @@ class Road:
         conn: asyncpg.Connection,
         request: Request,
         answer: Any,
-        state: asyncpg.Record | None = None,
+        state: dict[str, Any] | None = None,
     ) -> None:
         # Two round trips when nobody else writes the same records, which is nearly always.
         if state is None:
@@ -210,7 +230,7 @@ class Road:
                 raise _Busy("a record it names changed while it held the locks")
 
     async def _plan_and_write(
-        self, conn: asyncpg.Connection, request: Request, state: asyncpg.Record, answer: Any
+        self, conn: asyncpg.Connection, request: Request, state: Mapping[str, Any], answer: Any
     ) -> bool:
         """Diff against `state` and write; False when a record changed since `state` was read."""
         if state["previous_answer"] is not None:
@@ -241,12 +261,14 @@ class Road:
             raise _Repeat(None, None)
         return True
 
-    async def _read(self, conn: asyncpg.Connection, request: Request) -> asyncpg.Record:
+    async def _read(self, conn: asyncpg.Connection, request: Request) -> dict[str, Any]:
         return await self._fetch_read(conn, request.read_keys())
 
     @staticmethod
-    async def _fetch_read(conn: asyncpg.Connection, keys: ReadKeys) -> asyncpg.Record:
-        return await conn.fetchrow(QUERIES["read"], *keys.args())
+    async def _fetch_read(conn: asyncpg.Connection, keys: ReadKeys) -> dict[str, Any]:
+        read = QUERIES.compose("read", keys.parts())
+        found = await conn.fetchrow(read.text, *read.args(keys.args()))
+        return _NOTHING_READ | dict(found.items())
 
     def _check_batch(self, request: Request, state: Mapping[str, Any]) -> int:
         batch = request.batch

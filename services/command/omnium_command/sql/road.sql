@@ -8,64 +8,87 @@
 -- write, which cannot be overtaken.
 
 -- name: read
+-- The road leaves out the parts a command names nothing for (QUERIES.compose); the columns
+-- of a part left out read as NULL.
 WITH
+one AS MATERIALIZED (SELECT nextval('change_seq') AS seq)
+-- part: units
 -- By id, then by code (only when codes are given): two index scans, where an OR of the two
 -- made a bitmap scan of both, or a sequential scan of competitor, on every command.
-units AS MATERIALIZED (
+, units AS MATERIALIZED (
   SELECT u.* FROM unit u WHERE u.id = ANY($2::uuid[])
   UNION ALL
   SELECT u.* FROM unit u
    WHERE cardinality($3::text[]) > 0 AND u.code = ANY($3::text[])
      AND u.event_id = (SELECT e.id FROM event e WHERE e.code = $4)
      AND u.id <> ALL($2::uuid[])
-),
-competitors AS MATERIALIZED (
+)
+-- end part
+-- part: competitors
+, competitors AS MATERIALIZED (
   SELECT c.* FROM competitor c WHERE c.id = ANY($5::uuid[])
   UNION ALL
   SELECT c.* FROM competitor c
    WHERE cardinality($6::text[]) > 0 AND c.code = ANY($6::text[])
      AND c.event_id = (SELECT e.id FROM event e WHERE e.code = $4)
      AND c.id <> ALL($5::uuid[])
-),
+)
+-- end part
+-- part: medal_rows
 -- $7: "<discipline code or empty>:<noc>" per row; an empty discipline is the whole Games table.
-medal_rows AS MATERIALIZED (
+, medal_rows AS MATERIALIZED (
   SELECT m.*, coalesce(d.code, '') || ':' || m.noc AS ref
     FROM medal_row m
     LEFT JOIN discipline d ON d.id = m.discipline_id
-   WHERE cardinality($7::text[]) > 0
-     AND m.event_id = (SELECT e.id FROM event e WHERE e.code = $4)
+   WHERE m.event_id = (SELECT e.id FROM event e WHERE e.code = $4)
      AND coalesce(d.code, '') || ':' || m.noc = ANY($7::text[])
 )
+-- end part
 SELECT
   c.answer AS previous_answer,
   c.request_hash AS previous_hash,
-  nextval('change_seq') AS seq,
+  one.seq,
+-- part: units
   (SELECT array_agg(ROW(u.id::text, u.code, u.event_id::text, u.name, u.phase, u.start_at,
                         u.venue, u.status, u.pinned, u.changed_seq, u.match_seq))
      FROM units u) AS units,
   (SELECT array_agg(ROW(s.unit_id::text, s.id::text, s.sort_order, s.competitor_id::text,
                         s.score, s.result, s.rank, s.medal, s.pinned))
      FROM unit_competitor s WHERE s.unit_id IN (SELECT u.id FROM units u)) AS sides,
+-- end part
+-- part: competitors
   (SELECT array_agg(ROW(x.id::text, x.code, x.event_id::text, x.name, x.noc, x.pinned,
                         x.changed_seq))
      FROM competitors x) AS competitors,
+-- end part
+-- part: medal_rows
   (SELECT array_agg(ROW(m.id::text, m.ref, m.event_id::text, m.gold, m.silver, m.bronze,
                         m.total, m.rank, m.pinned, m.changed_seq))
      FROM medal_rows m) AS medal_rows,
+-- end part
+-- part: known_competitors
   (SELECT array_agg(k.id::text) FROM competitor k WHERE k.id = ANY($8::uuid[]))
     AS known_competitors,
-  e.id::text AS event_id,
-  (SELECT array_agg(ROW(d.code, d.id::text)) FROM discipline d
-    WHERE $11::boolean AND d.event_id = e.id) AS disciplines,
+-- end part
+-- part: disciplines
+  (SELECT array_agg(ROW(d.code, d.id::text)) FROM discipline d WHERE d.event_id = e.id)
+    AS disciplines,
+-- end part
+-- part: batch
   i.id::text AS integration_id,
   r.integration_id::text AS run_integration_id,
   r.status AS run_status,
-  r.batch_done AS run_batch_done
-FROM (SELECT 1) AS one
+  r.batch_done AS run_batch_done,
+-- end part
+  e.id::text AS event_id
+FROM one
 LEFT JOIN command c ON c.command_id = $1
 LEFT JOIN event e ON e.code = $4
+-- part: batch
 LEFT JOIN integration i ON i.code = $9
-LEFT JOIN integration_run r ON r.id = $10::uuid;
+LEFT JOIN integration_run r ON r.id = $10::uuid
+-- end part
+;
 
 -- name: lock
 -- Under contention the road takes the locks first, in a transaction, then reads and writes.
