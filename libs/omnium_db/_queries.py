@@ -112,7 +112,11 @@ class Queries:
         if unknown:
             raise KeyError(f"query {name!r} has no part {', '.join(sorted(unknown))}")
         text = "\n".join(
-            body for part, body in self._segments[name] if part is None or part in wanted
+            line
+            for part, body in self._segments[name]
+            if part is None or part in wanted
+            for line in body.splitlines()
+            if not line.lstrip().startswith("--")  # a comment's "$n" is no parameter
         )
         used = sorted({int(n) for n in _PARAM.findall(text)})
         number = {old: new for new, old in enumerate(used, start=1)}

@@ -43,6 +43,7 @@ def _parted(tmp_path: Path) -> Queries:
     (tmp_path / "w.sql").write_text(
         "-- name: write\n"
         "WITH\n"
+        "-- $2 in a comment is no parameter\n"
         "-- part: a\n"
         "a AS (SELECT $1::int AS x),\n"
         "-- end part\n"
