@@ -126,10 +126,10 @@ async def test_a_write_committed_while_we_waited_is_read_before_the_diff(
                 "WHERE id = $1",
                 unit,
             )
-            # Scout still says SCHEDULED, which is what our batch would have seen before.
-            call = asyncio.ensure_future(
-                client.batch(import_batch(run_id, 0, [unit_row(0, unit, status="SCHEDULED")]))
-            )
+            # Scout still says SCHEDULED, which is what our batch would have seen before, and
+            # brings a score: the batch writes this unit, so it waits for the other writer.
+            row = unit_row(0, unit, status="SCHEDULED", sides=[{"order": 1, "score": "2"}])
+            call = asyncio.ensure_future(client.batch(import_batch(run_id, 0, [row])))
             await asyncio.sleep(0.3)
             assert not call.done()
             await tx.commit()
@@ -137,5 +137,38 @@ async def test_a_write_committed_while_we_waited_is_read_before_the_diff(
         finally:
             await other.close()
     assert answer.rows[0].outcome == command_pb2.ROW_OUTCOME_ACCEPTED
-    assert list(answer.rows[0].changed_fields) == ["status"]
+    assert sorted(answer.rows[0].changed_fields) == ["sides[1].score", "status"]
     assert await db.fetchval("SELECT status FROM unit") == "SCHEDULED"
+
+
+async def test_a_row_that_changes_nothing_does_not_wait_for_another_writer(
+    database_url: str, db: asyncpg.Connection
+) -> None:
+    """Only the records a command writes are locked. A row that changes nothing writes nothing
+    to its unit, so it neither waits for nor blocks another writer: it is answered unchanged as
+    of the values it read, and the key state says which (the unit's changed_seq then). Once the
+    other writer commits, that changed_seq is no longer the unit's, so the next run's fast path
+    does not skip the row: Scout's values are compared again."""
+    games = await make_games(db, units=1)
+    unit = games.units[0]
+    run_id = await make_run(db, games)
+    seen_seq = await db.fetchval("SELECT changed_seq FROM unit")
+    async with running_command(database_url) as client:
+        other = await asyncpg.connect(database_url)
+        try:
+            async with other.transaction():
+                await other.execute(
+                    "UPDATE unit SET status = 'RUNNING', changed_seq = nextval('change_seq') "
+                    "WHERE id = $1",
+                    unit,
+                )
+                row = unit_row(0, unit, status="SCHEDULED")
+                answer = await asyncio.wait_for(client.batch(import_batch(run_id, 0, [row])), 10)
+        finally:
+            await other.close()
+    assert answer.outcome == OUT.OUTCOME_ACCEPTED
+    assert answer.rows[0].outcome == command_pb2.ROW_OUTCOME_UNCHANGED
+    assert answer.rows[0].applied_seq == seen_seq
+    assert await db.fetchval("SELECT status FROM unit") == "RUNNING"
+    now = await db.fetchval("SELECT changed_seq FROM unit")
+    assert await db.fetchval("SELECT applied_seq FROM integration_key_state") == seen_seq != now

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -98,6 +98,16 @@ def _guard(rows: Any, id_column: int, seq_column: int) -> tuple[list[str], list[
     return [row[id_column] for row in rows], [row[seq_column] for row in rows]
 
 
+def _written_units(state: Mapping[str, Any], plan: Plan) -> tuple[list[Any], list[Any]]:
+    """The units read that the plan writes (the write locks them) and those it only read
+    (the write checks they are unchanged since the read, without a lock)."""
+    units = state["units"] or ()
+    if not units:
+        return [], []
+    ids = {update["id"] for update in plan.writes.unit_updates}
+    return [row for row in units if row[0] in ids], [row for row in units if row[0] not in ids]
+
+
 class _Repeat(Exception):
     def __init__(self, answer: bytes | None, request_hash: bytes | None) -> None:
         self.answer = answer
@@ -118,6 +128,22 @@ class Road:
         self.settings = settings
         self.people = people
         self.imports = imports
+        self._releasing: set[asyncio.Task[None]] = set()
+
+    @contextlib.asynccontextmanager
+    async def _connection(self, pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
+        """A connection of the pool, given back after the answer has gone, not before.
+
+        Giving a connection back takes a few turns of the event loop; the caller's answer
+        does not wait for them.
+        """
+        conn = await pool.acquire()
+        try:
+            yield conn
+        finally:
+            task = asyncio.get_running_loop().create_task(pool.release(conn))
+            self._releasing.add(task)
+            task.add_done_callback(self._releasing.discard)
 
     # -- public ---------------------------------------------------------------------------
 
@@ -127,7 +153,7 @@ class Road:
         try:
             async with (
                 asyncio.timeout(self.settings.people_transaction_seconds),
-                self.people.acquire() as conn,
+                self._connection(self.people) as conn,
             ):
                 request, state = await self._parse_while_reading(
                     conn, guess_command_keys(message), lambda: parse_command(message)
@@ -154,7 +180,7 @@ class Road:
         answer = command_pb2.BatchAnswer(command_id=message.command_id)
         request: Request | None = None
         try:
-            async with self.imports.acquire() as conn:
+            async with self._connection(self.imports) as conn:
                 request, state = await self._parse_while_reading(
                     conn,
                     guess_batch_keys(message),
@@ -342,10 +368,12 @@ class Road:
     def _write_parts(request: Request, plan: Plan, state: Mapping[str, Any]) -> list[str]:
         """The parts of the write this command has something for."""
         writes = plan.writes
+        written, only_read = _written_units(state, plan)
         parts = [
             name
             for name, present in (
-                ("unit_locks", state["units"]),
+                ("unit_locks", written),
+                ("unit_checks", only_read),
                 ("competitor_locks", state["competitors"]),
                 ("medal_locks", state["medal_rows"]),
                 ("unit_inserts", writes.unit_inserts),
@@ -372,6 +400,7 @@ class Road:
         self, request: Request, plan: Plan, state: Mapping[str, Any], stored: bytes
     ) -> list[Any]:
         writes = plan.writes
+        written, only_read = _written_units(state, plan)
         actor = request.actor
         timeline = {
             "event_id": plan.event_id or state["event_id"],
@@ -406,11 +435,12 @@ class Road:
             writes.key_states,
             writes.row_log,
             batch.batch_no if batch else None,
-            *_guard(state["units"], 0, 9),
+            *_guard(written, 0, 9),
             *_guard(state["competitors"], 0, 6),
             *_guard(state["medal_rows"], 0, 9),
             writes.unit_inserts,
             writes.match_actions,
+            *_guard(only_read, 0, 9),
         ]
 
     def _batch_rows(self, request: Request, plan: Plan) -> None:

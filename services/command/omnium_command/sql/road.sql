@@ -107,7 +107,16 @@ SELECT (SELECT count(*) FROM u) AS units, (SELECT count(*) FROM c) AS competitor
 -- Every write of one command in one statement: one round trip, one transaction. The road
 -- leaves out the parts a command has nothing for (QUERIES.compose): PostgreSQL then opens
 -- only the tables and indexes this command writes.
+--
+-- Units it writes are locked; units it only read (an import's unchanged rows) are checked
+-- without a lock: nothing of theirs is written, so there is no update to lose and no other
+-- writer to wait for, and a row lock would dirty their pages (and the WAL) for nothing.
 WITH
+-- part: unit_checks
+unit_checks AS MATERIALIZED (
+  SELECT u.id, u.changed_seq FROM unit u WHERE u.id = ANY($28::uuid[])
+),
+-- end part
 -- part: unit_locks
 unit_locks AS MATERIALIZED (
   SELECT u.id, u.changed_seq FROM unit u
@@ -129,6 +138,11 @@ medal_locks AS MATERIALIZED (
 -- Locked rows show their newest version: equal to what the read saw, or the diff is stale.
 guard AS MATERIALIZED (
   SELECT true
+-- part: unit_checks
+     AND (SELECT count(*) FROM unit_checks l
+            JOIN unnest($28::uuid[], $29::bigint[]) AS v(id, seq)
+              ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($28::uuid[])
+-- end part
 -- part: unit_locks
      AND (SELECT count(*) FROM unit_locks l
             JOIN unnest($20::uuid[], $21::bigint[]) AS v(id, seq)
