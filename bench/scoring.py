@@ -1,7 +1,10 @@
 """20 scorers tapping at once through the gateway's scorer routes, tap to saved.
 
-First as fast as each scorer gets answers (2,000 actions: act_p50_ms, act_p95_ms,
-actions_per_s), then at a steady pace (paced_act_*: latency below saturation).
+First as scorers tap (2,000 actions: act_p50_ms, act_p95_ms, actions_per_s): each scorer taps,
+sees the score, and taps again after a pause drawn at random around --think-ms (an exponential
+distribution: mostly short pauses, sometimes back-to-back taps). Then the capacity: every scorer
+taps again the moment an answer comes (capacity_actions_per_s, capacity_act_*), where latency
+is simply how many wait in line.
 """
 
 from __future__ import annotations
@@ -9,8 +12,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
+import random
 import signal
 import sys
 import tempfile
@@ -196,15 +201,14 @@ async def scorer(
     base: str,
     n: int,
     unit: str,
-    warmup: int,
-    count: int,
-    gate: Gate,
-    closed: Gate,
-    pace_ms: float = 0.0,
-    paced: int = 0,
+    args: argparse.Namespace,
+    warm: Gate,
+    paced_done: Gate,
 ) -> tuple[list[float], list[float]]:
-    """Sign in, warm up, wait for the start, then tap `count` times; each tap's ms to saved."""
-    timings: list[float] = []
+    """Sign in, warm up; then `args.actions / args.scorers` taps at a scorer's pace, then as
+    many as fast as answers come. Each tap's ms from tap to saved, for both parts."""
+    per_scorer = args.actions // args.scorers
+    rng = random.Random(args.seed * 1000 + n)
     # unsafe: the jar keeps cookies from an IP address such as 127.0.0.1.
     jar = aiohttp.CookieJar(unsafe=True)
     async with aiohttp.ClientSession(base_url=base, cookie_jar=jar) as http:
@@ -216,8 +220,10 @@ async def scorer(
             csrf = (await response.json())["csrf"]
         headers = {"X-CSRF-Token": csrf}
         path = f"/score/api/matches/{unit}/actions"
+        taps = iter(range(1_000_000))
 
-        async def tap(i: int, action: dict[str, Any]) -> float:
+        async def tap(action: dict[str, Any]) -> float:
+            i = next(taps)
             body = {"client_id": f"bench{n}:{i}", "client_at": time.time() * 1000, **action}
             began = time.perf_counter()
             async with http.post(path, json=body, headers=headers) as response:
@@ -227,24 +233,54 @@ async def scorer(
                 raise BenchError(f"scorer{n} action {i}: {answer}")
             return took
 
-        await tap(0, {"kind": "start_period"})
-        for i in range(1, warmup):
-            await tap(i, {"kind": "goal", "side": 1 + i % 2, "fields": {"player": "9"}})
-        await gate.ready()
-        for i in range(warmup, warmup + count):
-            timings.append(
-                await tap(i, {"kind": "goal", "side": 1 + i % 2, "fields": {"player": str(i % 11)}})
-            )
-        await closed.ready()
-        # Then at a steady pace, each scorer on its own beat: latency below saturation.
-        await asyncio.sleep(pace_ms / 1000 * n / max(1, gate.scorers))
-        steady: list[float] = []
-        first = warmup + count
-        for i in range(first, first + paced):
-            took = await tap(i, {"kind": "goal", "side": 1 + i % 2, "fields": {}})
-            steady.append(took)
-            await asyncio.sleep(max(0.0, (pace_ms - took) / 1000))
-    return timings, steady
+        def goal() -> dict[str, Any]:
+            return {"kind": "goal", "side": rng.choice((1, 2)), "fields": {"player": "9"}}
+
+        await tap({"kind": "start_period"})
+        for _ in range(1, args.warmup):
+            await tap(goal())
+        await warm.ready()
+        # As a scorer taps: look at the score, then the next tap a moment later.
+        paced = []
+        for _ in range(per_scorer):
+            await asyncio.sleep(rng.expovariate(1000 / args.think_ms))
+            paced.append(await tap(goal()))
+        await paced_done.ready()
+        flat_out = [await tap(goal()) for _ in range(per_scorer)]
+    return paced, flat_out
+
+
+async def until(event: asyncio.Event, tasks: list[asyncio.Task[Any]]) -> None:
+    """Wait for `event`; if a scorer fails first, raise its error."""
+    waiting = asyncio.create_task(event.wait())
+    await asyncio.wait([waiting, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    if not waiting.done():
+        waiting.cancel()
+        await asyncio.gather(*tasks)  # raises the scorer's error
+        raise BenchError("the scorers ended before the part did")
+
+
+@dataclasses.dataclass
+class CpuMeter:
+    """CPU used by each process (and PostgreSQL's backends, and this client) over a part."""
+
+    db_url: str
+    before: dict[str, float] = dataclasses.field(default_factory=dict)
+    backends: list[int] = dataclasses.field(default_factory=list)
+
+    async def start(self) -> None:
+        self.before = {name: cpu_seconds(pid) for name, pid in PIDS.items()}
+        # PostgreSQL's share runs on the same two cores: its backends of this database.
+        self.backends = await database_backends(self.db_url)
+        self.before["postgresql"] = cpu_of(self.backends)
+        self.before["bench client"] = sum(os.times()[:2])
+
+    def report(self, actions: int) -> None:
+        now = {name: cpu_seconds(pid) for name, pid in PIDS.items()}
+        now["postgresql"] = cpu_of(self.backends)
+        now["bench client"] = sum(os.times()[:2])
+        parts = [f"{name} {(now[name] - self.before[name]) * 1000 / actions:.2f}" for name in now]
+        say("  CPU ms per action: " + ", ".join(parts))
 
 
 async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
@@ -266,6 +302,7 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
             "OMNIUM_LOG_LEVEL": "WARNING",
         }
         per_scorer = args.actions // args.scorers
+        timed = args.scorers * per_scorer
         with tempfile.TemporaryDirectory(prefix="bench-scoring-") as tmp:
             folder = Path(tmp)
             async with (
@@ -295,80 +332,62 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
                     f"{args.scorers} scorers, {per_scorer} timed actions each "
                     f"(after {args.warmup} warm-up actions), through the gateway (one worker)"
                 )
-                gate, closed = Gate(args.scorers), Gate(args.scorers)
+                warm, paced_done = Gate(args.scorers), Gate(args.scorers)
                 tasks = [
                     asyncio.create_task(
                         scorer(
                             f"http://127.0.0.1:{gateway_port}",
                             n,
                             units[n],
-                            args.warmup,
-                            per_scorer,
-                            gate,
-                            closed,
-                            args.pace_ms,
-                            args.paced,
+                            args,
+                            warm,
+                            paced_done,
                         )
                     )
                     for n in range(args.scorers)
                 ]
-                warm = asyncio.create_task(gate.warm.wait())
-                await asyncio.wait([warm, *tasks], return_when=asyncio.FIRST_COMPLETED)
-                if not warm.done():
-                    warm.cancel()
-                    await asyncio.gather(*tasks)  # raises the scorer's error
+                meter = CpuMeter(db_url)
+                await until(warm.warm, tasks)
                 # Figures on a shared machine depend on what else runs: say how busy it was.
                 say("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+                say(
+                    f"as scorers tap: a pause of {args.think_ms:.0f} ms on average "
+                    "(exponential) after each answer"
+                )
+                await meter.start()
                 began = time.perf_counter()
-                cpu_before = {name: cpu_seconds(pid) for name, pid in PIDS.items()}
-                # PostgreSQL's share runs on the same two cores: its backends of this database.
-                backends = await database_backends(db_url)
-                db_before = cpu_of(backends)
-                client_before = sum(os.times()[:2])
-                gate.start.set()
-                ended = asyncio.create_task(closed.warm.wait())
-                await asyncio.wait([ended, *tasks], return_when=asyncio.FIRST_COMPLETED)
-                if not ended.done():
-                    ended.cancel()
-                    await asyncio.gather(*tasks)
-                wall = time.perf_counter() - began
-                say("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-                timed = args.scorers * per_scorer
-                for name, pid in PIDS.items():
-                    used = cpu_seconds(pid) - cpu_before[name]
-                    say(f"{name}: {used * 1000 / timed:.2f} ms CPU per action")
-                db_used = (cpu_of(backends) - db_before) * 1000 / timed
-                say(f"postgresql ({len(backends)} backends): {db_used:.2f} ms CPU per action")
-                client_used = sum(os.times()[:2]) - client_before
-                say(f"bench client: {client_used * 1000 / timed:.2f} ms CPU per action")
-                say(f"then {args.paced} actions each, one every {args.pace_ms:.0f} ms per scorer")
-                closed.start.set()
+                warm.start.set()
+                await until(paced_done.warm, tasks)
+                paced_wall = time.perf_counter() - began
+                meter.report(timed)
+                say(f"then as fast as answers come, {per_scorer} actions each")
+                await meter.start()
+                began = time.perf_counter()
+                paced_done.start.set()
                 results = await asyncio.gather(*tasks)
-                timings = [t for result, _ in results for t in result]
-                steady = [t for _, result in results for t in result]
+                capacity_wall = time.perf_counter() - began
+                meter.report(timed)
+                say("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+                paced = [t for result, _ in results for t in result]
+                flat_out = [t for _, result in results for t in result]
         conn = await asyncpg.connect(db_url)
         try:
             saved = await conn.fetchval("SELECT count(*) FROM match_action")
             seqs = await conn.fetchval("SELECT count(DISTINCT (unit_id, seq)) FROM match_action")
         finally:
             await conn.close()
-        expected = args.scorers * (args.warmup + per_scorer + args.paced)
+        expected = args.scorers * (args.warmup + 2 * per_scorer)
         if saved != expected or seqs != expected:
             raise BenchError(f"{saved} actions saved ({seqs} distinct); expected {expected}")
         say(f"checks: {saved} actions saved once each, in {args.scorers} matches")
         return {
-            "act_p50_ms": percentile(timings, 50),
-            "act_p95_ms": percentile(timings, 95),
-            "act_p99_ms": percentile(timings, 99),
-            "actions_per_s": len(timings) / wall,
-            **(
-                {
-                    "paced_act_p50_ms": percentile(steady, 50),
-                    "paced_act_p95_ms": percentile(steady, 95),
-                }
-                if steady
-                else {}
-            ),
+            "act_p50_ms": percentile(paced, 50),
+            "act_p95_ms": percentile(paced, 95),
+            "act_p99_ms": percentile(paced, 99),
+            "actions_per_s": len(paced) / paced_wall,
+            "capacity_actions_per_s": len(flat_out) / capacity_wall,
+            "capacity_act_p50_ms": percentile(flat_out, 50),
+            "capacity_act_p95_ms": percentile(flat_out, 95),
         }
     finally:
         await drop(server_url, DB_NAME)
@@ -400,11 +419,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--actions", type=int, default=2000, help="timed actions in all")
     parser.add_argument("--warmup", type=int, default=5, help="untimed actions per scorer")
     parser.add_argument(
-        "--paced", type=int, default=20, help="then actions per scorer at a steady pace"
+        "--think-ms",
+        type=float,
+        default=500.0,
+        help="a scorer's mean pause between an answer and the next tap (exponential)",
     )
-    parser.add_argument(
-        "--pace-ms", type=float, default=1000.0, help="one action per scorer this often (paced)"
-    )
+    parser.add_argument("--seed", type=int, default=20261130, help="random seed for the pauses")
     parser.add_argument(
         "--data-dir",
         type=Path,
@@ -428,7 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     print()
     for name, value in figures.items():
-        print(f"{name}: {value:.3f}" if name != "actions_per_s" else f"{name}: {value:.1f}")
+        print(f"{name}: {value:.1f}" if name.endswith("_per_s") else f"{name}: {value:.3f}")
     return 0
 
 
