@@ -34,7 +34,10 @@ class Writes:
     medal_inserts: list[dict[str, Any]] = field(default_factory=list)
     competitor_updates: list[dict[str, Any]] = field(default_factory=list)
     outbox: list[dict[str, Any]] = field(default_factory=list)
-    key_states: list[dict[str, Any]] = field(default_factory=list)
+    # Per import row: (key, kind, subject id, hash, applied_seq).
+    key_states: list[tuple[str, str, str | None, bytes | None, int | None]] = field(
+        default_factory=list
+    )
     row_log: list[dict[str, Any]] = field(default_factory=list)
     diff: list[dict[str, Any]] = field(default_factory=list)
     unit_ids: list[str] = field(default_factory=list)

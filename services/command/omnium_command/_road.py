@@ -132,18 +132,19 @@ class Road:
 
     @contextlib.asynccontextmanager
     async def _connection(self, pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
-        """A connection of the pool, given back after the answer has gone, not before.
-
-        Giving a connection back takes a few turns of the event loop; the caller's answer
-        does not wait for them.
-        """
+        """A connection of the pool. After a clean finish it goes back after the answer has
+        gone, not before (giving it back takes a few turns of the event loop); after a failure
+        the answer waits for it, so a statement cancelled by a time limit has really stopped
+        before anyone is told nothing was saved."""
         conn = await pool.acquire()
         try:
             yield conn
-        finally:
-            task = asyncio.get_running_loop().create_task(pool.release(conn))
-            self._releasing.add(task)
-            task.add_done_callback(self._releasing.discard)
+        except BaseException:
+            await pool.release(conn)
+            raise
+        task = asyncio.get_running_loop().create_task(pool.release(conn))
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
 
     # -- public ---------------------------------------------------------------------------
 
@@ -432,7 +433,7 @@ class Road:
             stored,
             state["integration_id"],
             batch.run_id if batch else None,
-            writes.key_states,
+            None,  # $17: no longer taken (the key states are $30 to $34)
             writes.row_log,
             batch.batch_no if batch else None,
             *_guard(written, 0, 9),
@@ -441,20 +442,14 @@ class Road:
             writes.unit_inserts,
             writes.match_actions,
             *_guard(only_read, 0, 9),
+            # The key states as columns ($30 to $34): key, kind, subject id, hash, applied_seq.
+            *(list(column) for column in zip(*writes.key_states, strict=True)),
         ]
 
     def _batch_rows(self, request: Request, plan: Plan) -> None:
         writes = plan.writes
         for position, (key, row_hash, reason) in request.refused_rows.items():
-            writes.key_states.append(
-                {
-                    "key": key,
-                    "kind": "unknown",
-                    "subject_id": None,
-                    "hash": None,
-                    "applied_seq": None,
-                }
-            )
+            writes.key_states.append((key, "unknown", None, None, None))
             writes.row_log.append(
                 {
                     "position": position,
@@ -475,13 +470,13 @@ class Road:
                 command_pb2.ROW_OUTCOME_KEPT_BY_HAND,
             )
             writes.key_states.append(
-                {
-                    "key": row.key,
-                    "kind": intent.kind,
-                    "subject_id": outcome.subject_id,
-                    "hash": row.hash.hex() if placed else None,
-                    "applied_seq": outcome.applied_seq if placed else None,
-                }
+                (
+                    row.key,
+                    intent.kind,
+                    outcome.subject_id,
+                    row.hash if placed else None,
+                    outcome.applied_seq if placed else None,
+                )
             )
             if outcome.row_outcome != command_pb2.ROW_OUTCOME_UNCHANGED:
                 writes.row_log.append(

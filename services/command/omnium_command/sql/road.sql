@@ -285,10 +285,9 @@ outbox AS (
 key_states AS (
   INSERT INTO integration_key_state AS k (integration_id, subject_key, subject_kind, subject_id,
                                           last_hash, applied_seq, last_seen_run, missing_runs)
-  SELECT $15::uuid, v.key, v.kind, v.subject_id, decode(v.hash, 'hex'), v.applied_seq,
-         $16::uuid, 0
-    FROM jsonb_to_recordset($17::jsonb) AS v(key text, kind text, subject_id uuid, hash text,
-         applied_seq bigint)
+  SELECT $15::uuid, v.key, v.kind, v.subject_id, v.hash, v.applied_seq, $16::uuid, 0
+    FROM unnest($30::text[], $31::text[], $32::uuid[], $33::bytea[], $34::bigint[])
+         AS v(key, kind, subject_id, hash, applied_seq)
    WHERE (SELECT go FROM go)
   ON CONFLICT (integration_id, subject_key) DO UPDATE SET
     subject_kind  = EXCLUDED.subject_kind,
