@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from omnium_grpc._auth import BearerTokenInterceptor, token_interceptors
+from omnium_grpc._auth import BearerTokens, TokenChannel
 from omnium_grpc._changes import field_changes, json_value
 from omnium_grpc._client import open_channel
 from omnium_grpc._errors import abort_internal
 from omnium_grpc._server import GrpcServer, wait_for_signal
 
 __all__ = [
-    "BearerTokenInterceptor",
+    "BearerTokens",
     "GrpcServer",
+    "TokenChannel",
     "abort_internal",
     "field_changes",
     "json_value",
     "open_channel",
-    "token_interceptors",
     "wait_for_signal",
 ]

@@ -6,7 +6,7 @@ from typing import Any
 
 from grpc import aio
 
-from omnium_grpc._auth import token_interceptors
+from omnium_grpc._auth import TokenChannel
 from omnium_settings import Settings
 from omnium_telemetry import grpc_client_interceptors
 
@@ -22,9 +22,8 @@ def channel_options(settings: Settings) -> list[tuple[str, Any]]:
 def open_channel(address: str, settings: Settings, token: str | None = None) -> aio.Channel:
     """An insecure (loopback or service mesh) channel; TLS deployments terminate in the mesh."""
     interceptors: list[Any] = list(grpc_client_interceptors(settings))
-    token = token if token is not None else settings.grpc_token
-    if token:
-        interceptors.extend(token_interceptors(token))
-    return aio.insecure_channel(
+    channel = aio.insecure_channel(
         address, options=channel_options(settings), interceptors=interceptors or None
     )
+    token = token if token is not None else settings.grpc_token
+    return TokenChannel(channel, token) if token else channel

@@ -13,9 +13,9 @@ import grpc
 from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
-from omnium_grpc._auth import BearerTokenInterceptor
+from omnium_grpc._auth import BearerTokens, CheckedRegistrar
 from omnium_grpc._client import channel_options
 from omnium_settings import Settings, SettingsError
 from omnium_telemetry import grpc_server_interceptors
@@ -28,6 +28,7 @@ class GrpcServer:
 
     def __init__(self, settings: Settings, *, name: str) -> None:
         interceptors: list[Any] = list(grpc_server_interceptors(settings))
+        tokens: BearerTokens | None = None
         if settings.grpc_auth_required:
             if not settings.grpc_tokens:
                 raise SettingsError(
@@ -35,13 +36,17 @@ class GrpcServer:
                     "tokens callers will send (comma list), or OMNIUM_GRPC_AUTH_REQUIRED=false "
                     "on a private network."
                 )
-            interceptors.append(BearerTokenInterceptor(settings.grpc_tokens))
+            tokens = BearerTokens(settings.grpc_tokens)
         self.settings = settings
         self.name = name
         self.server = aio.server(
             interceptors=interceptors or None,
             options=channel_options(settings),
             maximum_concurrent_rpcs=None,
+        )
+        # Services are added through this: their methods check the token (health is open).
+        self._registrar: Any = (
+            self.server if tokens is None else CheckedRegistrar(self.server, tokens)
         )
         self.health = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
@@ -59,12 +64,14 @@ class GrpcServer:
         self, register: Callable[[Any, aio.Server], None], servicer: Any, full_name: str
     ) -> None:
         """Register a servicer, e.g. `add(add_CommandServiceServicer_to_server, svc, NAME)`."""
-        register(servicer, self.server)
+        register(servicer, self._registrar)
         self._service_names.append(full_name)
 
     async def start(self, port: int) -> int:
-        reflection.enable_server_reflection(
-            [*self._service_names, reflection.SERVICE_NAME], self.server
+        # Reflection answers only callers with a token, like every service but health.
+        reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
+            reflection.aio.ReflectionServicer([*self._service_names, reflection.SERVICE_NAME]),
+            self._registrar,
         )
         address = f"{self.settings.bind_host}:{port}"
         if self._credentials is not None:

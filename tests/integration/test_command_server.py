@@ -64,6 +64,14 @@ async def test_health_and_reflection(database_url: str) -> None:
         health = health_pb2_grpc.HealthStub(bare)
         reply = await health.Check(health_pb2.HealthCheckRequest(service=SERVICE), timeout=5)
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
+        # Reflection, a stream both ways, tells the services only to callers with a token.
+        refused = reflection_pb2_grpc.ServerReflectionStub(bare).ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            async for _ in refused:
+                pass
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
         await bare.close()
         reflection = reflection_pb2_grpc.ServerReflectionStub(client.channel)
         responses = reflection.ServerReflectionInfo(
