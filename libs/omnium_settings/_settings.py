@@ -120,6 +120,9 @@ class Settings:
     alert_quiet_intervals: int = _setting(3, "Intervals without a new run before an alert.")
     row_log_days: int = _setting(30, "Days the import row log is kept.")
     alert_webhook_url: str | None = _setting(None, "Where new alerts are POSTed as JSON.")
+    alert_webhook_timeout_seconds: float = _setting(
+        5.0, "Longest wait for the alert webhook to answer."
+    )
 
     # -- Delivery (Section 1 seed) ---------------------------------------------------------
     delivery_nice: int = _setting(5, "CPU priority step of the delivery process.")

@@ -31,6 +31,7 @@ from omnium_delivery._transport import ClientSettingsError, Outgoing, SendResult
 from omnium_delivery._webhook import WebhookTransport
 from omnium_grpc import GrpcServer
 from omnium_live import LivePublisher
+from omnium_process import post_alert
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -469,20 +470,6 @@ class DeliveryApp:
         if alert_id is None:
             return
         log.warning("delivery alert %s for %s (%s): %s", alert_id, client.code, kind, message)
-        url = self.settings.alert_webhook_url
-        if url and self.http is not None:
-            try:
-                response = await self.http.post(
-                    url,
-                    json={
-                        "alert": alert_id,
-                        "client": client.code,
-                        "kind": kind,
-                        "message": message,
-                    },
-                    timeout=self.settings.webhook_timeout_seconds,
-                )
-                if response.status_code < 300:
-                    await conn.execute(QUERIES["alert_sent"], alert_id)
-            except httpx.HTTPError as exc:
-                log.warning("delivery alert %s could not be sent to %s: %s", alert_id, url, exc)
+        alert = {"alert": alert_id, "client": client.code, "kind": kind, "message": message}
+        if await post_alert(self.http, self.settings, alert):
+            await conn.execute(QUERIES["alert_sent"], alert_id)

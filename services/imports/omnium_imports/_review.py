@@ -8,6 +8,7 @@ import asyncpg
 import httpx
 
 from omnium_imports._sql import QUERIES
+from omnium_process import post_alert
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -35,24 +36,15 @@ class Alerts:
         if alert_id is None:
             return False
         log.warning("alert %s (%s): %s", alert_id, kind, message)
-        url = self.settings.alert_webhook_url
-        if url and self.http is not None:
-            try:
-                response = await self.http.post(
-                    url,
-                    json={
-                        "alert": alert_id,
-                        "integration": integration_id,
-                        "kind": kind,
-                        "message": message,
-                        "run": run_id,
-                    },
-                    timeout=5,
-                )
-                if response.status_code < 300:
-                    await conn.execute(QUERIES["alert_sent"], alert_id)
-            except httpx.HTTPError as exc:
-                log.warning("alert %s could not be sent to %s: %s", alert_id, url, exc)
+        alert = {
+            "alert": alert_id,
+            "integration": integration_id,
+            "kind": kind,
+            "message": message,
+            "run": run_id,
+        }
+        if await post_alert(self.http, self.settings, alert):
+            await conn.execute(QUERIES["alert_sent"], alert_id)
         return True
 
     async def clear(self, conn: asyncpg.Connection, integration_id: str, *kinds: str) -> None:
