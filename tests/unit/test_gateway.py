@@ -90,3 +90,26 @@ def test_metrics_sum_every_worker() -> None:
     text = shared.render()
     assert 'omnium_gateway_requests_total{route="unit",code="200"} 2' in text
     assert 'omnium_gateway_db_reads_total{ttl_class="live"} 1' in text
+
+
+async def test_a_worker_s_memory_lets_the_least_recently_used_response_go_first() -> None:
+    from omnium_gateway._cache import Cache, CacheKey
+
+    settings = Settings.from_env({}, gateway_local_max_entries=2)
+    cache = Cache(settings, None, Metrics(1), lambda: None)
+
+    async def never(*_: Any) -> Any:
+        raise AssertionError("served from memory, not read")
+
+    def key(name: str) -> CacheKey:
+        return CacheKey(name, "g", never)
+
+    def entry() -> Entry:
+        return Entry(200, b"{}", '"e"', "final", 1e12, 1e12, 1e12, 0)
+
+    snapshot = cache._snapshot("g")
+    cache._keep(key("a"), entry(), snapshot)
+    cache._keep(key("b"), entry(), snapshot)
+    await cache.get(key("a"))  # "a" used again: now "b" is the least recently used
+    cache._keep(key("c"), entry(), snapshot)
+    assert list(cache.local) == ["a", "c"]

@@ -163,6 +163,8 @@ class Cache:
         if entry is not None:
             now = time.time()
             if now < entry.fresh_until:
+                # Least recently used out first: a hit puts its key at the back of the line.
+                self.local[key.name] = self.local.pop(key.name)
                 return entry, HIT
             if now < entry.stale_until:
                 self._refresh_soon(key, entry)
@@ -222,7 +224,7 @@ class Cache:
             key.name not in self.local
             and len(self.local) >= self.settings.gateway_local_max_entries
         ):
-            # Oldest stored first out: cheap, and hot keys come straight back from Redis.
+            # The least recently used out (hits move their key to the back).
             oldest = next(iter(self.local))
             self.local.pop(oldest)
             self.groups.get(self.group_of.pop(oldest, ""), set()).discard(oldest)
