@@ -126,6 +126,9 @@ class Settings:
 
     # -- Delivery (Section 1 seed) ---------------------------------------------------------
     delivery_nice: int = _setting(5, "CPU priority step of the delivery process.")
+    delivery_log_days: int = _setting(
+        30, "Days the send log is kept (each feed's newest send is always kept)."
+    )
     feed_debounce_seconds: float = _setting(1.0, "A burst of writes: one feed rebuild per window.")
     live_debounce_seconds: float = _setting(0.25, "Window for live results feeds.")
     feed_rebuild_seconds: float = _setting(60.0, "Sweep: rebuild feeds behind their data.")

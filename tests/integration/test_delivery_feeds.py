@@ -369,3 +369,30 @@ async def test_a_change_that_commits_late_still_reaches_the_feed(
         u["code"]: u["sides"][0]["score"] for u in document(server, "ndtv", "results")["units"]
     }
     assert scores == {games.unit_codes[late_unit]: "7", games.unit_codes[other_unit]: "1"}
+
+
+async def test_the_send_log_forgets_old_sends_but_never_a_feed_s_newest(
+    db: asyncpg.Connection, database_url: str, tmp_path: Path
+) -> None:
+    games = await make_games(db, units=2)
+    async with asyncssh_server(tmp_path) as server:
+        (server.root / "ndtv").mkdir()
+        await load_clients(db, [client("ndtv", server, FEEDS)])
+        async with (
+            running_command(database_url) as cmd,
+            running_delivery(database_url, feed_debounce_seconds=0.2) as delivery,
+        ):
+            await eventually(lambda: settled(db, "ndtv"), what="the first versions")
+            await score(cmd, games.units[0], 3, "log-1")
+            await eventually(lambda: _more_sends(db, 5), what="the results feeds again")
+            await eventually(lambda: settled(db, "ndtv"), what="the second versions")
+            before = await sends(db, "ndtv")
+            await db.execute("UPDATE delivery_attempt SET finished_at = now() - interval '40 days'")
+            assert await delivery.app.trim_log() == len(before) - 3
+            assert await delivery.app.trim_log() == 0
+    kept = await sends(db, "ndtv")
+    newest = {}
+    for row in before:
+        newest[row["feed_id"]] = row["id"]
+    assert sorted(r["id"] for r in kept) == sorted(newest.values())
+    assert len(kept) == 3

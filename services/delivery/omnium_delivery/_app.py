@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -249,6 +250,7 @@ class DeliveryApp:
             log.warning("delivery: live push to Redis failed: %s", exc)
 
     async def _sweep_loop(self) -> None:
+        trimmed_at: float | None = None
         while not self.stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), self.settings.feed_rebuild_seconds)
@@ -256,6 +258,9 @@ class DeliveryApp:
                 return
             try:
                 await self.sweep()
+                if trimmed_at is None or time.monotonic() - trimmed_at > 3600:
+                    trimmed_at = time.monotonic()
+                    await self.trim_log()
             except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as exc:
                 log.warning("delivery: the sweep failed (%s)", exc)
 
@@ -270,6 +275,22 @@ class DeliveryApp:
                 await conn.execute(QUERIES["wake_senders"])
         self.dispatch_wake.set()
         return len(marked)
+
+    async def trim_log(self) -> int:
+        """Forget sends older than OMNIUM_DELIVERY_LOG_DAYS, but never a feed's newest: it is
+        what "last received" says. Returns how many were forgotten."""
+        assert self.pool is not None
+        async with self.pool.acquire() as conn:
+            gone: int = await conn.fetchval(
+                QUERIES["trim_attempts"], self.settings.delivery_log_days
+            )
+        if gone:
+            log.info(
+                "delivery: %s sends older than %s days forgotten",
+                gone,
+                self.settings.delivery_log_days,
+            )
+        return gone
 
     # -- sending --------------------------------------------------------------------------
 

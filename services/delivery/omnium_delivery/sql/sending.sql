@@ -135,3 +135,13 @@ RETURNING id;
 
 -- name: alert_sent
 UPDATE delivery_alert SET sent_at = now() WHERE id = $1;
+
+-- name: trim_attempts
+-- Sends older than $1 days, but never a feed's newest (ListClients' "last received").
+WITH gone AS (
+  DELETE FROM delivery_attempt a
+   WHERE a.finished_at < now() - make_interval(days => $1)
+     AND a.id < (SELECT max(b.id) FROM delivery_attempt b WHERE b.feed_id = a.feed_id)
+  RETURNING 1
+)
+SELECT count(*)::int FROM gone;
