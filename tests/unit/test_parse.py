@@ -104,17 +104,6 @@ def test_batch_rows_with_bad_values_are_refused_one_by_one() -> None:
 COMPETITOR = "6f1c2d7e-0000-4000-8000-0000000000cc"
 
 
-def _import_batch(*rows: command_pb2.BatchRow) -> command_pb2.ImportBatch:
-    return command_pb2.ImportBatch(
-        command_id=f"{RUN}:0",
-        integration_code="scout",
-        run_id=RUN,
-        batch_no=0,
-        event_code="AG2026",
-        rows=list(rows),
-    )
-
-
 def _unit_row(position: int, **subject: str) -> command_pb2.BatchRow:
     return command_pb2.BatchRow(
         position=position,
@@ -129,16 +118,18 @@ def _unit_row(position: int, **subject: str) -> command_pb2.BatchRow:
 
 
 def test_a_batch_guess_asks_what_the_parsed_batch_asks() -> None:
-    batch = _import_batch(
-        _unit_row(1, id=UNIT),
-        _unit_row(2, code="SWMM100MFR------------FNL-000100--"),
-        command_pb2.BatchRow(
-            position=3,
-            key="m",
-            hash=b"h",
-            subject=command_pb2.Subject(kind="medal_row", code="SWM"),
-            medal_row=command_pb2.MedalRowValues(noc="kor", gold=1),
-        ),
+    batch = _batch(
+        [
+            _unit_row(1, id=UNIT),
+            _unit_row(2, code="SWMM100MFR------------FNL-000100--"),
+            command_pb2.BatchRow(
+                position=3,
+                key="m",
+                hash=b"h",
+                subject=command_pb2.Subject(kind="medal_row", code="SWM"),
+                medal_row=command_pb2.MedalRowValues(noc="kor", gold=1),
+            ),
+        ]
     )
     guess = guess_batch_keys(batch)
     assert guess is not None
@@ -149,13 +140,13 @@ def test_a_batch_guess_asks_what_the_parsed_batch_asks() -> None:
 
 def test_a_batch_guess_that_the_parse_disagrees_with_is_not_kept() -> None:
     # Row 2 names the same unit again: the parse refuses it, so the read it asks for differs.
-    batch = _import_batch(_unit_row(1, id=UNIT), _unit_row(2, id=UNIT))
+    batch = _batch([_unit_row(1, id=UNIT), _unit_row(2, id=UNIT)])
     assert guess_batch_keys(batch) != parse_batch(batch, max_units=25).read_keys()
 
 
 def test_no_guess_where_the_read_would_fail() -> None:
-    assert guess_batch_keys(_import_batch(_unit_row(1, id="not-a-uuid"))) is None
-    bad_run = _import_batch(_unit_row(1, id=UNIT))
+    assert guess_batch_keys(_batch([_unit_row(1, id="not-a-uuid")])) is None
+    bad_run = _batch([_unit_row(1, id=UNIT)])
     bad_run.run_id = "run-1"
     assert guess_batch_keys(bad_run) is None
     assert guess_command_keys(command_pb2.Command(command_id="c", code="nope")) is None
