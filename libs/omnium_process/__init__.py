@@ -8,12 +8,13 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from omnium_settings import Settings, SettingsError
 from omnium_telemetry import setup_tracing, shutdown_tracing
+
+if TYPE_CHECKING:  # httpx is loaded by the services that send alerts, not by every process
+    import httpx
 
 __all__ = ["post_alert", "run_process", "settle_after_start"]
 
@@ -66,6 +67,8 @@ async def post_alert(
     url = settings.alert_webhook_url
     if not url or http is None:
         return False
+    import httpx
+
     try:
         response = await http.post(url, json=alert, timeout=settings.alert_webhook_timeout_seconds)
     except httpx.HTTPError as exc:
