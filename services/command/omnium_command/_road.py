@@ -98,7 +98,10 @@ def _guard(rows: Any, id_column: int, seq_column: int) -> tuple[list[str], list[
     return [row[id_column] for row in rows], [row[seq_column] for row in rows]
 
 
-def _written_units(state: Mapping[str, Any], plan: Plan) -> tuple[list[Any], list[Any]]:
+_Units = tuple[list[Any], list[Any]]
+
+
+def _written_units(state: Mapping[str, Any], plan: Plan) -> _Units:
     """The units read that the plan writes (the write locks them) and those it only read
     (the write checks they are unchanged since the read, without a lock)."""
     units = state["units"] or ()
@@ -277,9 +280,10 @@ class Road:
         stored = answer.SerializeToString()
         if request.batch is not None:
             self._batch_rows(request, plan)
-        write = QUERIES.compose("write", self._write_parts(request, plan, state))
+        units = _written_units(state, plan)
+        write = QUERIES.compose("write", self._write_parts(request, plan, state, units))
         result = await conn.fetchrow(
-            write.text, *write.args(self._write_args(request, plan, state, stored))
+            write.text, *write.args(self._write_args(request, plan, state, units, stored))
         )
         if not result["current"]:
             return False
@@ -366,10 +370,12 @@ class Road:
         answer.batch_done = run_batch_done + 1
 
     @staticmethod
-    def _write_parts(request: Request, plan: Plan, state: Mapping[str, Any]) -> list[str]:
+    def _write_parts(
+        request: Request, plan: Plan, state: Mapping[str, Any], units: _Units
+    ) -> list[str]:
         """The parts of the write this command has something for."""
         writes = plan.writes
-        written, only_read = _written_units(state, plan)
+        written, only_read = units
         parts = [
             name
             for name, present in (
@@ -398,10 +404,15 @@ class Road:
         return parts
 
     def _write_args(
-        self, request: Request, plan: Plan, state: Mapping[str, Any], stored: bytes
+        self,
+        request: Request,
+        plan: Plan,
+        state: Mapping[str, Any],
+        units: _Units,
+        stored: bytes,
     ) -> list[Any]:
         writes = plan.writes
-        written, only_read = _written_units(state, plan)
+        written, only_read = units
         actor = request.actor
         timeline = {
             "event_id": plan.event_id or state["event_id"],
