@@ -94,7 +94,8 @@ class ReadKeys:
         ]
 
     def args(self) -> list[Any]:
-        """The whole read's arguments, $1 to $11 (QUERIES.compose picks those it takes)."""
+        """The whole read's arguments, $1 to $10 (QUERIES.compose picks those it takes); the
+        disciplines part needs no argument, only to be asked for (`parts`)."""
         return [
             self.command_id,
             list(self.unit_ids),
@@ -106,7 +107,6 @@ class ReadKeys:
             list(self.referenced_competitors),
             self.integration_code,
             self.run_id,
-            self.disciplines,
         ]
 
 
