@@ -152,60 +152,56 @@ class Road:
     # -- public ---------------------------------------------------------------------------
 
     async def submit(self, message: command_pb2.Command) -> command_pb2.Answer:
-        answer = command_pb2.Answer(command_id=message.command_id)
-        request: Request | None = None
-        try:
-            async with (
-                asyncio.timeout(self.settings.people_transaction_seconds),
-                self._connection(self.people) as conn,
-            ):
-                request, state = await self._parse_while_reading(
-                    conn, guess_command_keys(message), lambda: parse_command(message)
-                )
-                await self._apply(conn, request, answer, state)
-        except _Repeat as repeat:
-            assert request is not None
-            return await self._repeat(self.people, request, repeat, command_pb2.Answer())
-        except Refusal as exc:
-            return command_pb2.Answer(
-                command_id=message.command_id, outcome=command_pb2.OUTCOME_REFUSED, reason=str(exc)
-            )
-        except Exception as exc:
-            reason = _try_again_reason(exc)
-            if reason is None:
-                raise
-            log.warning("command %s: try again (%r)", message.command_id, exc)
-            return command_pb2.Answer(
-                command_id=message.command_id, outcome=command_pb2.OUTCOME_TRY_AGAIN, reason=reason
-            )
-        return answer
+        return await self._answer(
+            command_pb2.Answer,
+            message.command_id,
+            self.people,
+            lambda: guess_command_keys(message),
+            lambda: parse_command(message),
+            time_limit=self.settings.people_transaction_seconds,
+        )
 
     async def apply_batch(self, message: command_pb2.ImportBatch) -> command_pb2.BatchAnswer:
-        answer = command_pb2.BatchAnswer(command_id=message.command_id)
+        # No time limit of its own: the import road's statement and lock timeouts bound it.
+        return await self._answer(
+            command_pb2.BatchAnswer,
+            message.command_id,
+            self.imports,
+            lambda: guess_batch_keys(message),
+            lambda: parse_batch(message, max_units=self.settings.batch_max_units),
+            time_limit=None,
+        )
+
+    async def _answer(
+        self,
+        kind: type[_AnswerT],
+        command_id: str,
+        pool: asyncpg.Pool,
+        guess: Callable[[], ReadKeys | None],
+        parse: Callable[[], Request],
+        *,
+        time_limit: float | None,
+    ) -> _AnswerT:
+        """One command or batch on its road, answered: accepted (with what changed),
+        duplicate (the first answer again), refused (why) or try again (nothing saved)."""
+        answer = kind(command_id=command_id)
         request: Request | None = None
         try:
-            async with self._connection(self.imports) as conn:
-                request, state = await self._parse_while_reading(
-                    conn,
-                    guess_batch_keys(message),
-                    lambda: parse_batch(message, max_units=self.settings.batch_max_units),
-                )
+            async with asyncio.timeout(time_limit), self._connection(pool) as conn:
+                request, state = await self._parse_while_reading(conn, guess(), parse)
                 await self._apply(conn, request, answer, state)
         except _Repeat as repeat:
             assert request is not None
-            return await self._repeat(self.imports, request, repeat, command_pb2.BatchAnswer())
+            return await self._repeat(pool, request, repeat, kind())
         except Refusal as exc:
-            return command_pb2.BatchAnswer(
-                command_id=message.command_id, outcome=command_pb2.OUTCOME_REFUSED, reason=str(exc)
-            )
+            return kind(command_id=command_id, outcome=command_pb2.OUTCOME_REFUSED, reason=str(exc))
         except Exception as exc:
             reason = _try_again_reason(exc)
             if reason is None:
                 raise
-            log.warning("batch %s: try again (%r)", message.command_id, exc)
-            return command_pb2.BatchAnswer(
-                command_id=message.command_id, outcome=command_pb2.OUTCOME_TRY_AGAIN, reason=reason
-            )
+            what = "batch" if kind is command_pb2.BatchAnswer else "command"
+            log.warning("%s %s: try again (%r)", what, command_id, exc)
+            return kind(command_id=command_id, outcome=command_pb2.OUTCOME_TRY_AGAIN, reason=reason)
         return answer
 
     # -- the transaction ------------------------------------------------------------------
@@ -444,7 +440,6 @@ class Road:
             stored,
             state["integration_id"],
             batch.run_id if batch else None,
-            None,  # $17: no longer taken (the key states are $30 to $34)
             writes.row_log,
             batch.batch_no if batch else None,
             *_guard(written, 0, 9),
@@ -453,7 +448,7 @@ class Road:
             writes.unit_inserts,
             writes.match_actions,
             *_guard(only_read, 0, 9),
-            # The key states as columns ($30 to $34): key, kind, subject id, hash, applied_seq.
+            # The key states as columns ($29 to $33): key, kind, subject id, hash, applied_seq.
             *(list(column) for column in zip(*writes.key_states, strict=True)),
         ]
 

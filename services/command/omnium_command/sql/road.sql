@@ -114,25 +114,25 @@ SELECT (SELECT count(*) FROM u) AS units, (SELECT count(*) FROM c) AS competitor
 WITH
 -- part: unit_checks
 unit_checks AS MATERIALIZED (
-  SELECT u.id, u.changed_seq FROM unit u WHERE u.id = ANY($28::uuid[])
+  SELECT u.id, u.changed_seq FROM unit u WHERE u.id = ANY($27::uuid[])
 ),
 -- end part
 -- part: unit_locks
 unit_locks AS MATERIALIZED (
   SELECT u.id, u.changed_seq FROM unit u
-   WHERE u.id = ANY($20::uuid[]) ORDER BY u.id FOR NO KEY UPDATE OF u
+   WHERE u.id = ANY($19::uuid[]) ORDER BY u.id FOR NO KEY UPDATE OF u
 ),
 -- end part
 -- part: competitor_locks
 competitor_locks AS MATERIALIZED (
   SELECT c.id, c.changed_seq FROM competitor c
-   WHERE c.id = ANY($22::uuid[]) ORDER BY c.id FOR NO KEY UPDATE OF c
+   WHERE c.id = ANY($21::uuid[]) ORDER BY c.id FOR NO KEY UPDATE OF c
 ),
 -- end part
 -- part: medal_locks
 medal_locks AS MATERIALIZED (
   SELECT m.id, m.changed_seq FROM medal_row m
-   WHERE m.id = ANY($24::uuid[]) ORDER BY m.id FOR NO KEY UPDATE OF m
+   WHERE m.id = ANY($23::uuid[]) ORDER BY m.id FOR NO KEY UPDATE OF m
 ),
 -- end part
 -- Locked rows show their newest version: equal to what the read saw, or the diff is stale.
@@ -140,23 +140,23 @@ guard AS MATERIALIZED (
   SELECT true
 -- part: unit_checks
      AND (SELECT count(*) FROM unit_checks l
-            JOIN unnest($28::uuid[], $29::bigint[]) AS v(id, seq)
-              ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($28::uuid[])
+            JOIN unnest($27::uuid[], $28::bigint[]) AS v(id, seq)
+              ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($27::uuid[])
 -- end part
 -- part: unit_locks
      AND (SELECT count(*) FROM unit_locks l
-            JOIN unnest($20::uuid[], $21::bigint[]) AS v(id, seq)
-              ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($20::uuid[])
+            JOIN unnest($19::uuid[], $20::bigint[]) AS v(id, seq)
+              ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($19::uuid[])
 -- end part
 -- part: competitor_locks
      AND (SELECT count(*) FROM competitor_locks l
-            JOIN unnest($22::uuid[], $23::bigint[]) AS v(id, seq)
-              ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($22::uuid[])
+            JOIN unnest($21::uuid[], $22::bigint[]) AS v(id, seq)
+              ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($21::uuid[])
 -- end part
 -- part: medal_locks
      AND (SELECT count(*) FROM medal_locks l
-            JOIN unnest($24::uuid[], $25::bigint[]) AS v(id, seq)
-              ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($24::uuid[])
+            JOIN unnest($23::uuid[], $24::bigint[]) AS v(id, seq)
+              ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($23::uuid[])
 -- end part
      AS current
 ),
@@ -175,7 +175,7 @@ unit_inserts AS (
                     changed_seq)
   SELECT v.id, v.event_id, v.discipline_id, v.code, v.name, coalesce(v.phase, ''),
          v.start_at, v.venue, coalesce(v.status, 'SCHEDULED'), $1
-    FROM jsonb_to_recordset($26::jsonb) AS v(id uuid, event_id uuid, discipline_id uuid,
+    FROM jsonb_to_recordset($25::jsonb) AS v(id uuid, event_id uuid, discipline_id uuid,
          code text, name text, phase text, start_at timestamptz, venue text, status text)
    WHERE (SELECT go FROM go)
   RETURNING id
@@ -286,7 +286,7 @@ key_states AS (
   INSERT INTO integration_key_state AS k (integration_id, subject_key, subject_kind, subject_id,
                                           last_hash, applied_seq, last_seen_run, missing_runs)
   SELECT $15::uuid, v.key, v.kind, v.subject_id, v.hash, v.applied_seq, $16::uuid, 0
-    FROM unnest($30::text[], $31::text[], $32::uuid[], $33::bytea[], $34::bigint[])
+    FROM unnest($29::text[], $30::text[], $31::uuid[], $32::bytea[], $33::bigint[])
          AS v(key, kind, subject_id, hash, applied_seq)
    WHERE (SELECT go FROM go)
   ON CONFLICT (integration_id, subject_key) DO UPDATE SET
@@ -304,10 +304,10 @@ row_log AS (
   INSERT INTO integration_row (run_id, integration_id, batch_no, position, subject_key,
                                subject_kind, subject_id, row_hash, outcome, reason, diff,
                                kept_by_hand)
-  SELECT $16::uuid, $15::uuid, $19, v.position, v.key, v.kind, v.subject_id,
+  SELECT $16::uuid, $15::uuid, $18, v.position, v.key, v.kind, v.subject_id,
          decode(v.hash, 'hex'), v.outcome, v.reason, coalesce(v.diff, '[]'),
          coalesce(v.kept, '[]')
-    FROM jsonb_to_recordset($18::jsonb) AS v(position int, key text, kind text, subject_id uuid,
+    FROM jsonb_to_recordset($17::jsonb) AS v(position int, key text, kind text, subject_id uuid,
          hash text, outcome text, reason text, diff jsonb, kept jsonb)
    WHERE (SELECT go FROM go)
   RETURNING 1
@@ -320,7 +320,7 @@ match_actions AS (
                             actor_name, source_code, screen, client_at)
   SELECT v.unit_id, v.seq, $9, v.kind, v.side, coalesce(v.fields, '{}'), v.undoes,
          t.actor_kind, t.actor_name, t.source_code, t.screen, v.client_at
-    FROM jsonb_to_recordset($27::jsonb) AS v(unit_id uuid, seq int, kind text, side int,
+    FROM jsonb_to_recordset($26::jsonb) AS v(unit_id uuid, seq int, kind text, side int,
          fields jsonb, undoes int, client_at timestamptz)
    CROSS JOIN jsonb_to_record($8::jsonb) AS t(actor_kind text, actor_name text,
          source_code text, screen text)
@@ -331,7 +331,7 @@ match_actions AS (
 -- part: match_undos
 match_undos AS (
   UPDATE match_action a SET undone_by = v.seq
-    FROM jsonb_to_recordset($27::jsonb) AS v(unit_id uuid, seq int, undoes int)
+    FROM jsonb_to_recordset($26::jsonb) AS v(unit_id uuid, seq int, undoes int)
    WHERE a.unit_id = v.unit_id AND a.seq = v.undoes AND (SELECT go FROM go)
   RETURNING 1
 ),
