@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,7 @@ from pathlib import Path
 import asyncpg
 import httpx
 
-from bench.command_batch import database_server, database_url_for, drop, recreate
+from bench._common import BenchError, database_server, database_url_for, drop, recreate, require
 from omnium_accounts import Accounts
 from omnium_admin import AdminApp
 from omnium_command import CommandApp
@@ -213,8 +212,10 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=4, help="wrk connections")
     parser.add_argument("--keep", action="store_true", help="keep the bench database")
     args = parser.parse_args()
-    if shutil.which("wrk") is None:
-        say("wrk is not installed: run 'make tools' (as root) or apt-get install wrk")
+    try:
+        require("wrk")
+    except BenchError as exc:
+        say(str(exc))
         return 2
     logging.basicConfig(level=logging.WARNING)
     with (

@@ -4,28 +4,36 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
-import math
 import os
 import random
 import signal
-import socket
 import statistics
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+from bench._common import (
+    BenchError,
+    database_server,
+    database_url_for,
+    drop,
+    free_port,
+    percentile,
+    recreate,
+    rss_mb,
+    say,
+    wait_for_port,
+)
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium_db import apply_migrations
 from omnium_grpc import open_channel
@@ -55,14 +63,6 @@ ANCHOR_SESSION = {
 }
 
 log = logging.getLogger("bench.command_batch")
-
-
-class BenchError(RuntimeError):
-    """The benchmark cannot go on; the message says why."""
-
-
-def say(message: str) -> None:
-    print(message, flush=True)
 
 
 # --- inputs ----------------------------------------------------------------------------------
@@ -188,26 +188,6 @@ def grpc_batch(batch: BatchIn) -> command_pb2.ImportBatch:
 # --- the database ----------------------------------------------------------------------------
 
 
-def database_url_for(server_url: str, name: str) -> str:
-    parts = urlsplit(server_url)
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-@contextlib.contextmanager
-def database_server(data_dir: Path) -> Iterator[str]:
-    """OMNIUM_DATABASE_URL if set, else a private PostgreSQL (and Redis) for the run."""
-    given = os.environ.get("OMNIUM_DATABASE_URL")
-    if given:
-        say(f"database: OMNIUM_DATABASE_URL ({urlsplit(given).hostname}:{urlsplit(given).port})")
-        yield given
-        return
-    from omnium_devstack.stack import running_stack
-
-    say(f"database: starting a private PostgreSQL in {data_dir} (fsync on)")
-    with running_stack(data_dir, pg_port=0, redis_port=0, fsync=True) as stack:
-        yield stack.database_url
-
-
 async def reusable(server_url: str, units: int) -> bool:
     admin = await asyncpg.connect(server_url)
     try:
@@ -228,24 +208,6 @@ async def reusable(server_url: str, units: int) -> bool:
         return bool(counted == units and sides == 2 * units)
     finally:
         await conn.close()
-
-
-async def recreate(server_url: str, name: str = DB_NAME) -> None:
-    """A bench's database, empty: dropped (with its connections) and made again."""
-    await drop(server_url, name)
-    admin = await asyncpg.connect(server_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-
-
-async def drop(server_url: str, name: str = DB_NAME) -> None:
-    admin = await asyncpg.connect(server_url)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
 
 
 async def build(conn: asyncpg.Connection, units: int) -> dict[str, float]:
@@ -770,41 +732,6 @@ async def verify(db_url: str, workload: Workload, results: Results) -> None:
 # --- memory: the command service as its own process ------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise BenchError(f"no VmRSS for pid {pid}")
-
-
-async def wait_for_port(
-    proc: asyncio.subprocess.Process, port: int, logfile: Path, within: float
-) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if proc.returncode is not None:
-            raise BenchError(
-                f"the command process exited with {proc.returncode} before listening:\n"
-                + (await asyncio.to_thread(logfile.read_text, errors="replace"))[-3000:]
-            )
-        try:
-            _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 0.5)
-        except (OSError, TimeoutError):
-            await asyncio.sleep(0.05)
-            continue
-        writer.close()
-        await writer.wait_closed()
-        return
-    raise BenchError(f"the command process did not listen on {port} within {within:.0f} s")
-
-
 async def post_load(port: int, batches: list[BatchIn]) -> None:
     settings = Settings.from_env({}, grpc_token=TOKEN)
     channel = open_channel(f"127.0.0.1:{port}", settings)
@@ -844,7 +771,7 @@ async def with_command_process(
                 stderr=asyncio.subprocess.STDOUT,
             )
         try:
-            await wait_for_port(proc, port, logfile, within=60)
+            await wait_for_port(proc, port, logfile, within=60, name="the command process")
             await asyncio.sleep(2)
             results.idle_rss_mb = rss_mb(proc.pid)
             await work(port)
@@ -863,15 +790,6 @@ async def with_command_process(
 
 
 # --- figures ---------------------------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], p: float) -> float:
-    """Nearest rank."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    rank = max(1, math.ceil(p / 100 * len(ordered)))
-    return ordered[rank - 1]
 
 
 def describe(name: str, values: Sequence[float]) -> str:
@@ -941,7 +859,7 @@ async def run(server_url: str, args: argparse.Namespace) -> Results:
             results.reused = True
             say(f"reusing {DB_NAME}: it already holds {args.units:,} units")
         else:
-            await recreate(server_url)
+            await recreate(server_url, DB_NAME)
         conn = await asyncpg.connect(db_url)
         try:
             applied = await apply_migrations(conn)
@@ -967,7 +885,7 @@ async def run(server_url: str, args: argparse.Namespace) -> Results:
         await verify(db_url, workload, results)
     finally:
         if not args.keep:
-            await drop(server_url)
+            await drop(server_url, DB_NAME)
     return results
 
 

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,7 +33,16 @@ import redis.asyncio as aioredis
 from aiohttp import web
 from google.protobuf import json_format, struct_pb2
 
-from bench.command_batch import database_url_for, drop, free_port, percentile, recreate
+from bench._common import (
+    BenchError,
+    cpu_seconds,
+    database_url_for,
+    drop,
+    free_port,
+    percentile,
+    recreate,
+    servers,
+)
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium_db import apply_migrations, init_connection
@@ -53,26 +62,8 @@ SECRET = "whsec_" + "YmVuY2gtd2ViaG9vay1zZWNyZXQtMDEyMzQ1Njc4OQ=="
 TARGETS = {"push_p95_ms": 250.0, "webhook_p95_ms": 500.0, "sftp_p95_ms": 2000.0}
 
 
-class BenchError(Exception):
-    pass
-
-
 def say(message: str) -> None:
     print(f"# {message}", file=sys.stderr, flush=True)
-
-
-@contextlib.contextmanager
-def servers(data_dir: Path) -> Iterator[tuple[str, str]]:
-    """OMNIUM_DATABASE_URL and OMNIUM_REDIS_URL if both are set, else a private pair."""
-    db, redis = os.environ.get("OMNIUM_DATABASE_URL"), os.environ.get("OMNIUM_REDIS_URL")
-    if db and redis:
-        yield db, redis
-        return
-    from omnium_devstack.stack import running_stack
-
-    say(f"starting a private PostgreSQL and Redis in {data_dir} (fsync on)")
-    with running_stack(data_dir, pg_port=0, redis_port=0, fsync=True) as stack:
-        yield stack.database_url, stack.redis_url
 
 
 # --- the receiving side ----------------------------------------------------------------------
@@ -296,12 +287,6 @@ async def stop(service: Service) -> None:
         except TimeoutError:
             service.proc.kill()
             await service.proc.wait()
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU a process used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.asynccontextmanager
@@ -575,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     try:
-        with servers(args.data_dir) as (db_server, redis_url):
+        with servers(args.data_dir, say) as (db_server, redis_url):
             results = asyncio.run(run(db_server, redis_url, args))
     except BenchError as exc:
         print(f"bench.delivery: {exc}", file=sys.stderr, flush=True)

@@ -18,17 +18,16 @@ from pathlib import Path
 
 import asyncpg
 
-from bench.command_batch import (
-    EVENT,
-    build,
+from bench._common import (
+    BenchError,
     database_server,
     database_url_for,
-    describe,
     drop,
     percentile,
     recreate,
     rss_mb,
 )
+from bench.command_batch import EVENT, build, describe
 from omnium_db import apply_migrations, init_connection
 from omnium_imports._keystate import KeyStateCache
 from omnium_settings import Settings
@@ -79,10 +78,6 @@ UPDATE integration_key_state k
  WHERE u.id = k.subject_id AND k.integration_id = $1::uuid
    AND k.applied_seq IS DISTINCT FROM u.changed_seq
 """
-
-
-class BenchError(RuntimeError):
-    """The benchmark cannot go on; the message says why."""
 
 
 def say(message: str) -> None:

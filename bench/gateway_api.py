@@ -18,11 +18,11 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import httpx
 
+from bench._common import BenchError, database_url_for, require, servers
 from omnium_db import apply_migrations
 from omnium_devstack.stack import free_port
 
@@ -64,10 +64,6 @@ end
 log = logging.getLogger("bench.gateway_api")
 
 
-class BenchError(RuntimeError):
-    """The benchmark cannot go on; the message says why."""
-
-
 def say(message: str) -> None:
     print(message, flush=True)
 
@@ -99,25 +95,6 @@ class Results:
 
 
 # --- servers and data ------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def servers(data_dir: Path) -> Iterator[tuple[str, str]]:
-    """OMNIUM_DATABASE_URL and OMNIUM_REDIS_URL if both are set, else a private pair."""
-    db, redis = os.environ.get("OMNIUM_DATABASE_URL"), os.environ.get("OMNIUM_REDIS_URL")
-    if db and redis:
-        say("servers: OMNIUM_DATABASE_URL and OMNIUM_REDIS_URL")
-        yield db, redis
-        return
-    from omnium_devstack.stack import running_stack
-
-    say(f"servers: a private PostgreSQL and Redis in {data_dir}")
-    with running_stack(data_dir, pg_port=0, redis_port=0, fsync=True) as stack:
-        yield stack.database_url, stack.redis_url
-
-
-def database_url_for(server_url: str, name: str) -> str:
-    return urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
 
 
 async def seed(server_url: str, units: int) -> str:
@@ -422,6 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     try:
+        require("wrk")
         with servers(args.data_dir) as (database_url, redis_url):
             results = asyncio.run(run(database_url, redis_url, args))
     except BenchError as exc:

@@ -27,7 +27,9 @@ import aiohttp
 import asyncpg
 from aiohttp import web
 
-from bench.command_batch import (
+from bench._common import (
+    BenchError,
+    cpu_seconds,
     database_server,
     database_url_for,
     drop,
@@ -88,10 +90,6 @@ TARGET_RERUN_S = 3.0
 TARGET_RSS_MB = 400.0
 
 log = logging.getLogger("bench.imports_run")
-
-
-class BenchError(RuntimeError):
-    """The benchmark cannot go on; the message says why."""
 
 
 def say(message: str) -> None:
@@ -451,17 +449,14 @@ class Bench:
 SQL_BACKENDS = """
 SELECT pid, application_name FROM pg_stat_activity WHERE datname = current_database()
 """
-_TICK = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid: int) -> float | None:
+def _cpu_or_none(pid: int) -> float | None:
     """User plus system CPU of a process so far, or None when it is gone or not ours to read."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return cpu_seconds(pid)
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
 
 
 def _is_postgres(pid: int) -> bool:
@@ -477,14 +472,14 @@ async def cpu_snapshot(bench: Bench) -> dict[int, tuple[str, float]]:
     machine are left out: their pids mean nothing here."""
     taken: dict[int, tuple[str, float]] = {}
     for name, pid in bench.services.items():
-        used = cpu_seconds(pid)
+        used = _cpu_or_none(pid)
         if used is not None:
             taken[pid] = (f"{name} process", used)
     for row in await bench.conn.fetch(SQL_BACKENDS):
         pid = row["pid"]
         if not _is_postgres(pid):
             continue
-        used = cpu_seconds(pid)
+        used = _cpu_or_none(pid)
         if used is not None:
             who = (row["application_name"] or "").partition(":")[0] or "unnamed"
             taken[pid] = (f"postgres ({who})", used)

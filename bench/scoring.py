@@ -27,8 +27,9 @@ from typing import Any
 import aiohttp
 import asyncpg
 
-from bench.command_batch import (
+from bench._common import (
     BenchError,
+    cpu_seconds,
     database_server,
     database_url_for,
     drop,
@@ -115,12 +116,6 @@ def _profiled(name: str) -> list[str]:
     return []
 
 
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def cpu_of(pids: list[int]) -> float:
     """CPU seconds of these processes so far; one that has ended (or is not here) counts 0."""
     total = 0.0
@@ -150,7 +145,7 @@ async def process(
         )
     PIDS[name] = proc.pid
     try:
-        await wait_for_port(proc, port, logfile, within=60)
+        await wait_for_port(proc, port, logfile, within=60, name=f"the {name} process")
         yield
     finally:
         if proc.returncode is None:

@@ -1,0 +1,150 @@
+"""What every benchmark needs around its own workload: servers, databases, processes, figures."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import shutil
+import socket
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+
+class BenchError(RuntimeError):
+    """The benchmark cannot go on; the message says why."""
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+# --- servers and databases -------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def database_server(data_dir: Path) -> Iterator[str]:
+    """OMNIUM_DATABASE_URL if set, else a private PostgreSQL (and Redis) for the run."""
+    given = os.environ.get("OMNIUM_DATABASE_URL")
+    if given:
+        say(f"database: OMNIUM_DATABASE_URL ({urlsplit(given).hostname}:{urlsplit(given).port})")
+        yield given
+        return
+    from omnium_devstack.stack import running_stack
+
+    say(f"database: starting a private PostgreSQL in {data_dir} (fsync on)")
+    with running_stack(data_dir, pg_port=0, redis_port=0, fsync=True) as stack:
+        yield stack.database_url
+
+
+@contextlib.contextmanager
+def servers(data_dir: Path, say: Callable[[str], None] = say) -> Iterator[tuple[str, str]]:
+    """OMNIUM_DATABASE_URL and OMNIUM_REDIS_URL if both are set, else a private pair."""
+    db, redis = os.environ.get("OMNIUM_DATABASE_URL"), os.environ.get("OMNIUM_REDIS_URL")
+    if db and redis:
+        say("servers: OMNIUM_DATABASE_URL and OMNIUM_REDIS_URL")
+        yield db, redis
+        return
+    from omnium_devstack.stack import running_stack
+
+    say(f"servers: a private PostgreSQL and Redis in {data_dir} (fsync on)")
+    with running_stack(data_dir, pg_port=0, redis_port=0, fsync=True) as stack:
+        yield stack.database_url, stack.redis_url
+
+
+def database_url_for(server_url: str, name: str) -> str:
+    """The same server, database `name`."""
+    return urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
+
+
+async def recreate(server_url: str, name: str) -> None:
+    """A bench's database, empty: dropped (with its connections) and made again."""
+    await drop(server_url, name)
+    admin = await asyncpg.connect(server_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+
+
+async def drop(server_url: str, name: str) -> None:
+    admin = await asyncpg.connect(server_url)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+def require(tool: str) -> None:
+    """A program the benchmark drives is on PATH, or a BenchError saying how to get it."""
+    if shutil.which(tool) is None:
+        raise BenchError(
+            f"{tool} is not installed: run 'make tools' (as root) or apt-get install {tool}"
+        )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def wait_for_port(
+    proc: asyncio.subprocess.Process,
+    port: int,
+    logfile: Path,
+    within: float,
+    name: str = "the service",
+) -> None:
+    """Until `proc` accepts connections on `port`; its log's tail if it exits first."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if proc.returncode is not None:
+            raise BenchError(
+                f"{name} exited with {proc.returncode} before listening:\n"
+                + (await asyncio.to_thread(logfile.read_text, errors="replace"))[-3000:]
+            )
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 0.5)
+        except (OSError, TimeoutError):
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        await writer.wait_closed()
+        return
+    raise BenchError(f"{name} did not listen on {port} within {within:.0f} s")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise BenchError(f"no VmRSS for pid {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU of a process so far (Linux /proc); OSError once it is gone."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# --- figures ---------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Nearest rank."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[rank - 1]
