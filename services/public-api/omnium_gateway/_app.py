@@ -366,17 +366,25 @@ def _guard(route: str, handler: Handler, metrics: Metrics) -> Handler:
     return guarded
 
 
-def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
-    async def events(request: web.Request) -> web.StreamResponse:
+def _admitted(gateway: Gateway, handler: Handler) -> Handler:
+    """The handler, once the request's API key (or address) is admitted under its limits."""
+
+    async def admitted(request: web.Request) -> web.StreamResponse:
         refused = await gateway.admit(request)
         if refused is not None:
             return refused
+        return await handler(request)
+
+    return admitted
+
+
+def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
+    """The core routes: the reads (behind API keys and limits), the document and the probes."""
+
+    async def events(request: web.Request) -> web.StreamResponse:
         return await gateway.cached(request, "events", "events", _reads.read_events)
 
     async def disciplines(request: web.Request) -> web.StreamResponse:
-        refused = await gateway.admit(request)
-        if refused is not None:
-            return refused
         event = _event(request)
         if event is None:
             return _no_event(request.match_info["event"])
@@ -384,9 +392,6 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
         return await gateway.cached(request, name, name, _reads.read_disciplines, event)
 
     async def schedule(request: web.Request) -> web.StreamResponse:
-        refused = await gateway.admit(request)
-        if refused is not None:
-            return refused
         event = _event(request)
         date_text = _query(request, "date")
         day = None
@@ -417,9 +422,6 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
         )
 
     async def unit(request: web.Request) -> web.StreamResponse:
-        refused = await gateway.admit(request)
-        if refused is not None:
-            return refused
         event = _event(request)
         if event is None:
             return _no_event(request.match_info["event"])
@@ -430,9 +432,6 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
         return await gateway.cached(request, name, name, _reads.read_unit, event, code)
 
     async def medals(request: web.Request) -> web.StreamResponse:
-        refused = await gateway.admit(request)
-        if refused is not None:
-            return refused
         event = _event(request)
         top_text = _query(request, "top")
         top = None
@@ -484,11 +483,11 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
 
     # The router tries routes in order: the busiest first.
     return [
-        ("unit", "/v1/events/{event}/units/{unit_code}", unit),
-        ("schedule", "/v1/events/{event}/schedule", schedule),
-        ("medals", "/v1/events/{event}/medals", medals),
-        ("events", "/v1/events", events),
-        ("disciplines", "/v1/events/{event}/disciplines", disciplines),
+        ("unit", "/v1/events/{event}/units/{unit_code}", _admitted(gateway, unit)),
+        ("schedule", "/v1/events/{event}/schedule", _admitted(gateway, schedule)),
+        ("medals", "/v1/events/{event}/medals", _admitted(gateway, medals)),
+        ("events", "/v1/events", _admitted(gateway, events)),
+        ("disciplines", "/v1/events/{event}/disciplines", _admitted(gateway, disciplines)),
         ("openapi", "/v1/openapi.json", openapi),
         ("healthz", "/healthz", healthz),
         ("readyz", "/readyz", readyz),
