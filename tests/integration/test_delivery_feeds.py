@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,17 @@ def client(
     }
 
 
+@contextlib.asynccontextmanager
+async def ndtv_on_sftp(
+    db: asyncpg.Connection, tmp_path: Path, feeds: list[dict[str, Any]]
+) -> AsyncIterator[SftpServer]:
+    """An SFTP server, and the client ndtv taking these feeds into its folder there."""
+    async with asyncssh_server(tmp_path) as server:
+        (server.root / "ndtv").mkdir()
+        await load_clients(db, [client("ndtv", server, feeds)])
+        yield server
+
+
 def document(server: SftpServer, code: str, kind: str, scope: str = "GLO") -> Any:
     doc_type = {"schedule": "DT_SCHEDULE", "results": "DT_RESULT"}[kind]
     return json.loads((server.root / code / f"{EVENT}_{scope:-<34}_{doc_type}.json").read_bytes())
@@ -59,9 +72,7 @@ async def test_a_burst_of_100_writes_is_one_rebuild_per_feed(
     db: asyncpg.Connection, database_url: str, tmp_path: Path
 ) -> None:
     games = await make_games(db, units=10)
-    async with asyncssh_server(tmp_path) as server:
-        (server.root / "ndtv").mkdir()
-        await load_clients(db, [client("ndtv", server, FEEDS)])
+    async with ndtv_on_sftp(db, tmp_path, FEEDS) as server:
         # A 2 s window on a shared test machine: the 100 writes must all fall inside one.
         async with (
             running_command(database_url) as cmd,
@@ -107,27 +118,25 @@ async def test_a_feed_whose_bytes_did_not_change_is_not_sent_again(
     db: asyncpg.Connection, database_url: str, tmp_path: Path
 ) -> None:
     games = await make_games(db, units=2)
-    async with asyncssh_server(tmp_path) as server:
-        (server.root / "ndtv").mkdir()
-        await load_clients(db, [client("ndtv", server, [{"kind": "schedule", "format": "json"}])])
-        async with (
-            running_command(database_url) as cmd,
-            running_delivery(database_url, feed_debounce_seconds=1.0) as delivery,
-        ):
-            await eventually(lambda: settled(db, "ndtv"), what="the first version")
-            builds = delivery.app.builds
-            for n, status in enumerate(["DELAYED", "SCHEDULED"]):
-                answer = await cmd.submit(
-                    command_id=f"flip-{n}",
-                    code="results.set_status",
-                    payload={"status": status},
-                    unit_id=games.units[0],
-                )
-                assert answer.outcome == command_pb2.OUTCOME_ACCEPTED
-            await eventually(
-                lambda: _built(delivery.app, builds + 1), what="the rebuild after the flip"
+    async with (
+        ndtv_on_sftp(db, tmp_path, [{"kind": "schedule", "format": "json"}]),
+        running_command(database_url) as cmd,
+        running_delivery(database_url, feed_debounce_seconds=1.0) as delivery,
+    ):
+        await eventually(lambda: settled(db, "ndtv"), what="the first version")
+        builds = delivery.app.builds
+        for n, status in enumerate(["DELAYED", "SCHEDULED"]):
+            answer = await cmd.submit(
+                command_id=f"flip-{n}",
+                code="results.set_status",
+                payload={"status": status},
+                unit_id=games.units[0],
             )
-            await eventually(lambda: settled(db, "ndtv"), what="the feed current again")
+            assert answer.outcome == command_pb2.OUTCOME_ACCEPTED
+        await eventually(
+            lambda: _built(delivery.app, builds + 1), what="the rebuild after the flip"
+        )
+        await eventually(lambda: settled(db, "ndtv"), what="the feed current again")
     # Rebuilt once, the same bytes as before: nothing sent.
     assert len(await sends(db, "ndtv")) == 1
 
@@ -228,50 +237,46 @@ async def test_delivery_service_shows_last_received_and_resends(
     db: asyncpg.Connection, database_url: str, tmp_path: Path
 ) -> None:
     games = await make_games(db, units=2)
-    async with asyncssh_server(tmp_path) as server:
-        (server.root / "ndtv").mkdir()
-        await load_clients(db, [client("ndtv", server, [{"kind": "results", "format": "odf"}])])
-        async with (
-            running_command(database_url) as cmd,
-            running_delivery(database_url, feed_debounce_seconds=0.1) as delivery,
-        ):
-            await eventually(lambda: settled(db, "ndtv"), what="the first version")
-            await score(cmd, games.units[0], 1, "goal-1")
-            await eventually(lambda: _more_sends(db, 2), what="version 2")
-            answer = await delivery.stub.ListClients(delivery_pb2.ListClientsRequest(), timeout=5)
-            (ndtv,) = answer.clients
-            (feed,) = ndtv.feeds
-            last = feed.last_received
-            assert (ndtv.code, ndtv.transport, feed.version, feed.owed) == (
-                "ndtv",
-                "sftp",
-                2,
-                False,
-            )
-            assert last.outcome == "delivered" and last.version == 2
-            assert 0 < last.delay_seconds < 30
-            assert last.delivered_at.ToDatetime() > last.saved_at.ToDatetime()
-            assert feed.file_name == last.file_name
+    async with (
+        ndtv_on_sftp(db, tmp_path, [{"kind": "results", "format": "odf"}]),
+        running_command(database_url) as cmd,
+        running_delivery(database_url, feed_debounce_seconds=0.1) as delivery,
+    ):
+        await eventually(lambda: settled(db, "ndtv"), what="the first version")
+        await score(cmd, games.units[0], 1, "goal-1")
+        await eventually(lambda: _more_sends(db, 2), what="version 2")
+        answer = await delivery.stub.ListClients(delivery_pb2.ListClientsRequest(), timeout=5)
+        (ndtv,) = answer.clients
+        (feed,) = ndtv.feeds
+        last = feed.last_received
+        assert (ndtv.code, ndtv.transport, feed.version, feed.owed) == (
+            "ndtv",
+            "sftp",
+            2,
+            False,
+        )
+        assert last.outcome == "delivered" and last.version == 2
+        assert 0 < last.delay_seconds < 30
+        assert last.delivered_at.ToDatetime() > last.saved_at.ToDatetime()
+        assert feed.file_name == last.file_name
 
-            resent = await delivery.stub.Resend(
-                delivery_pb2.ResendRequest(client_code="ndtv"), timeout=5
-            )
-            assert resent.feeds == 1
-            await eventually(lambda: _more_sends(db, 3), what="the resend")
-            listed = await delivery.stub.ListSends(
-                delivery_pb2.ListSendsRequest(client_code="ndtv"), timeout=5
-            )
-            assert [(s.version, s.resend) for s in listed.sends] == [
-                (2, True),
-                (2, False),
-                (1, False),
-            ]
-            with pytest.raises(grpc.aio.AioRpcError) as refused:
-                await delivery.stub.Resend(
-                    delivery_pb2.ResendRequest(client_code="nobody"), timeout=5
-                )
-            assert refused.value.code() == grpc.StatusCode.NOT_FOUND
-            assert "there is no client 'nobody'" in (refused.value.details() or "")
+        resent = await delivery.stub.Resend(
+            delivery_pb2.ResendRequest(client_code="ndtv"), timeout=5
+        )
+        assert resent.feeds == 1
+        await eventually(lambda: _more_sends(db, 3), what="the resend")
+        listed = await delivery.stub.ListSends(
+            delivery_pb2.ListSendsRequest(client_code="ndtv"), timeout=5
+        )
+        assert [(s.version, s.resend) for s in listed.sends] == [
+            (2, True),
+            (2, False),
+            (1, False),
+        ]
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await delivery.stub.Resend(delivery_pb2.ResendRequest(client_code="nobody"), timeout=5)
+        assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+        assert "there is no client 'nobody'" in (refused.value.details() or "")
     assert json_format.MessageToDict(last)["outcome"] == "delivered"
 
 
@@ -306,23 +311,23 @@ async def test_the_sweep_rebuilds_a_feed_behind_its_data(
     db: asyncpg.Connection, database_url: str, tmp_path: Path
 ) -> None:
     games = await make_games(db, units=2)
-    async with asyncssh_server(tmp_path) as server:
-        (server.root / "ndtv").mkdir()
-        await load_clients(db, [client("ndtv", server, [{"kind": "results", "format": "json"}])])
-        async with running_delivery(database_url, feed_rebuild_seconds=3600) as delivery:
-            await eventually(lambda: settled(db, "ndtv"), what="the first version")
-            # A change the outbox never told of (as if its row were read before it committed).
-            await db.execute(
-                "UPDATE unit_competitor SET score = '5' WHERE unit_id = $1 AND sort_order = 1",
-                games.units[0],
-            )
-            await asyncio.sleep(0.5)
-            assert len(await sends(db, "ndtv")) == 1
-            assert await delivery.app.sweep() == 1
-            await eventually(lambda: _more_sends(db, 2), what="the swept feed sent")
-            assert await delivery.app.sweep() == 1
-            await eventually(lambda: settled(db, "ndtv"), what="checked again")
-            await asyncio.sleep(0.5)
+    async with (
+        ndtv_on_sftp(db, tmp_path, [{"kind": "results", "format": "json"}]) as server,
+        running_delivery(database_url, feed_rebuild_seconds=3600) as delivery,
+    ):
+        await eventually(lambda: settled(db, "ndtv"), what="the first version")
+        # A change the outbox never told of (as if its row were read before it committed).
+        await db.execute(
+            "UPDATE unit_competitor SET score = '5' WHERE unit_id = $1 AND sort_order = 1",
+            games.units[0],
+        )
+        await asyncio.sleep(0.5)
+        assert len(await sends(db, "ndtv")) == 1
+        assert await delivery.app.sweep() == 1
+        await eventually(lambda: _more_sends(db, 2), what="the swept feed sent")
+        assert await delivery.app.sweep() == 1
+        await eventually(lambda: settled(db, "ndtv"), what="checked again")
+        await asyncio.sleep(0.5)
     # The second sweep rebuilt it too, found the same bytes and sent nothing.
     assert len(await sends(db, "ndtv")) == 2
     assert await _score_is(server, "ndtv", "5")
@@ -333,38 +338,35 @@ async def test_a_change_that_commits_late_still_reaches_the_feed(
 ) -> None:
     games = await make_games(db, units=2)
     late_unit, other_unit = games.units
-    async with asyncssh_server(tmp_path) as server:
-        (server.root / "ndtv").mkdir()
-        await load_clients(db, [client("ndtv", server, [{"kind": "results", "format": "json"}])])
-        async with (
-            running_command(database_url) as cmd,
-            running_delivery(database_url, feed_debounce_seconds=0.1),
-        ):
-            await eventually(lambda: settled(db, "ndtv"), what="the first version")
-            # A writer takes its outbox id first and commits last, after a later change was
-            # read and its feed built and sent.
-            late = await asyncpg.connect(database_url)
-            try:
-                async with late.transaction():
-                    await late.execute(
-                        "UPDATE unit_competitor SET score = '7' "
-                        "WHERE unit_id = $1 AND sort_order = 1",
-                        late_unit,
-                    )
-                    await late.execute(
-                        "INSERT INTO domain_event (event_id, kind, subject_kind, subject_id, "
-                        "unit_id, seq, command_id, payload) "
-                        "VALUES ($1, 'unit.changed', 'unit', $2, $2, nextval('change_seq'), "
-                        "'late-1', '{\"changes\": []}')",
-                        games.event_id,
-                        late_unit,
-                    )
-                    await score(cmd, other_unit, 1, "goal-1")
-                    await eventually(lambda: _covers(db, "ndtv", "goal-1"), what="goal-1 sent")
-                    assert len(document(server, "ndtv", "results")["units"]) == 1
-            finally:
-                await late.close()
-            await eventually(lambda: _has_unit(server, "ndtv", 2), what="the late change")
+    async with (
+        ndtv_on_sftp(db, tmp_path, [{"kind": "results", "format": "json"}]) as server,
+        running_command(database_url) as cmd,
+        running_delivery(database_url, feed_debounce_seconds=0.1),
+    ):
+        await eventually(lambda: settled(db, "ndtv"), what="the first version")
+        # A writer takes its outbox id first and commits last, after a later change was
+        # read and its feed built and sent.
+        late = await asyncpg.connect(database_url)
+        try:
+            async with late.transaction():
+                await late.execute(
+                    "UPDATE unit_competitor SET score = '7' WHERE unit_id = $1 AND sort_order = 1",
+                    late_unit,
+                )
+                await late.execute(
+                    "INSERT INTO domain_event (event_id, kind, subject_kind, subject_id, "
+                    "unit_id, seq, command_id, payload) "
+                    "VALUES ($1, 'unit.changed', 'unit', $2, $2, nextval('change_seq'), "
+                    "'late-1', '{\"changes\": []}')",
+                    games.event_id,
+                    late_unit,
+                )
+                await score(cmd, other_unit, 1, "goal-1")
+                await eventually(lambda: _covers(db, "ndtv", "goal-1"), what="goal-1 sent")
+                assert len(document(server, "ndtv", "results")["units"]) == 1
+        finally:
+            await late.close()
+        await eventually(lambda: _has_unit(server, "ndtv", 2), what="the late change")
     scores = {
         u["code"]: u["sides"][0]["score"] for u in document(server, "ndtv", "results")["units"]
     }
@@ -375,21 +377,19 @@ async def test_the_send_log_forgets_old_sends_but_never_a_feed_s_newest(
     db: asyncpg.Connection, database_url: str, tmp_path: Path
 ) -> None:
     games = await make_games(db, units=2)
-    async with asyncssh_server(tmp_path) as server:
-        (server.root / "ndtv").mkdir()
-        await load_clients(db, [client("ndtv", server, FEEDS)])
-        async with (
-            running_command(database_url) as cmd,
-            running_delivery(database_url, feed_debounce_seconds=0.2) as delivery,
-        ):
-            await eventually(lambda: settled(db, "ndtv"), what="the first versions")
-            await score(cmd, games.units[0], 3, "log-1")
-            await eventually(lambda: _more_sends(db, 5), what="the results feeds again")
-            await eventually(lambda: settled(db, "ndtv"), what="the second versions")
-            before = await sends(db, "ndtv")
-            await db.execute("UPDATE delivery_attempt SET finished_at = now() - interval '40 days'")
-            assert await delivery.app.trim_log() == len(before) - 3
-            assert await delivery.app.trim_log() == 0
+    async with (
+        ndtv_on_sftp(db, tmp_path, FEEDS),
+        running_command(database_url) as cmd,
+        running_delivery(database_url, feed_debounce_seconds=0.2) as delivery,
+    ):
+        await eventually(lambda: settled(db, "ndtv"), what="the first versions")
+        await score(cmd, games.units[0], 3, "log-1")
+        await eventually(lambda: _more_sends(db, 5), what="the results feeds again")
+        await eventually(lambda: settled(db, "ndtv"), what="the second versions")
+        before = await sends(db, "ndtv")
+        await db.execute("UPDATE delivery_attempt SET finished_at = now() - interval '40 days'")
+        assert await delivery.app.trim_log() == len(before) - 3
+        assert await delivery.app.trim_log() == 0
     kept = await sends(db, "ndtv")
     newest = {}
     for row in before:
