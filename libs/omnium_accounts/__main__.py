@@ -1,4 +1,4 @@
-"""Command line for accounts: python -m omnium_accounts {create,password,list}.
+"""Command line for accounts: python -m omnium_accounts <command> (see --help).
 
 There is no built-in password: the first admin is made here. The password is asked twice on
 the terminal, or read from the first line of standard input with --password-stdin.
@@ -36,6 +36,12 @@ def _parser() -> argparse.ArgumentParser:
     password.add_argument("--login", required=True)
     password.add_argument("--password-stdin", action="store_true")
     sub.add_parser("list", help="every account and its role")
+    for name, what in (
+        ("disable", "turn an account off: it cannot sign in and its sessions end at once"),
+        ("enable", "turn an account on again"),
+        ("sign-out", "end every session of an account (a lost phone or tablet)"),
+    ):
+        sub.add_parser(name, help=what).add_argument("--login", required=True)
     return parser
 
 
@@ -82,8 +88,16 @@ async def _run(args: argparse.Namespace, settings: Settings) -> None:
     try:
         accounts = Accounts(pool, settings)
         if args.command == "list":
-            for account in await accounts.list():
-                print(f"{account.login:24} {account.role:9} {account.name}")
+            for view in await accounts.overview():
+                off = "  (off)" if view.disabled else ""
+                print(f"{view.login:24} {view.role:9} {view.name}{off}")
+        elif args.command in ("disable", "enable"):
+            ended = await accounts.set_disabled(args.login, args.command == "disable")
+            print(f"turned {args.login!r} {'off' if args.command == 'disable' else 'on'}", end="")
+            print(f"; ended {ended} session(s)" if ended else "")
+        elif args.command == "sign-out":
+            ended = await accounts.sign_out_everywhere(args.login)
+            print(f"ended {ended} session(s) of {args.login!r}")
         elif args.command == "create":
             password = _read_password(args.password_stdin, settings)
             account = await accounts.create(
@@ -91,8 +105,10 @@ async def _run(args: argparse.Namespace, settings: Settings) -> None:
             )
             print(f"made the {account.role} account {account.login!r}")
         else:
-            await accounts.set_password(args.login, _read_password(args.password_stdin, settings))
-            print(f"set a new password for {args.login!r}")
+            ended = await accounts.set_password(
+                args.login, _read_password(args.password_stdin, settings)
+            )
+            print(f"set a new password for {args.login!r}; ended {ended} session(s)")
     finally:
         await pool.close()
 

@@ -51,6 +51,21 @@ class Account:
 
 
 @dataclass(frozen=True, slots=True)
+class AccountView:
+    """One account as the admins' screen shows it."""
+
+    id: UUID
+    login: str
+    name: str
+    role: Role
+    disabled: bool
+    created_at: datetime
+    sessions: int
+    last_seen_at: datetime | None
+    slowed_for: float
+
+
+@dataclass(frozen=True, slots=True)
 class Session:
     token: str
     account: Account
@@ -120,11 +135,74 @@ class Accounts:
         assert row is not None
         return _account(row)
 
-    async def set_password(self, login: str, password: str) -> None:
+    async def set_password(
+        self, login: str, password: str, *, keep_token: str | None = None
+    ) -> int:
+        """A new password; it lifts a slow-down and ends the account's sessions (but the one
+        whose token is `keep_token`: a person changing their own). Returns how many ended."""
         check_password_rules(password, self._settings)
         hashed = await asyncio.to_thread(hash_password, password)
         if await self._pool.fetchval(QUERIES["set_password"], login, hashed) is None:
             raise AccountError(f"there is no account with the login {login!r}")
+        return await self.sign_out_everywhere(login, keep_token=keep_token)
+
+    async def set_role(self, login: str, role: str) -> None:
+        if role not in ROLES:
+            raise AccountError(f"the role {role!r} is unknown: use one of {', '.join(ROLES)}")
+        account = await self._existing(login)
+        if account["role"] == "admin" and role != "admin":
+            await self._not_last_admin(login, "made a " + role)
+        await self._pool.fetchval(QUERIES["set_role"], login, role)
+
+    async def set_disabled(self, login: str, disabled: bool) -> int:
+        """Turn the account off (it cannot sign in; its sessions end at once) or on again.
+        Returns how many sessions ended."""
+        account = await self._existing(login)
+        if disabled and account["role"] == "admin" and not account["disabled"]:
+            await self._not_last_admin(login, "turned off")
+        await self._pool.fetchval(QUERIES["set_disabled"], login, disabled)
+        return await self.sign_out_everywhere(login) if disabled else 0
+
+    async def sign_out_everywhere(self, login: str, *, keep_token: str | None = None) -> int:
+        """End every session of the login (a lost phone, a shift over); returns how many."""
+        keep = _token_hash(keep_token) if keep_token else None
+        ended = await self._pool.fetch(QUERIES["delete_sessions_of"], login, keep)
+        self._cached = {
+            token: hit
+            for token, hit in self._cached.items()
+            if hit[1].account.login != login or token == keep_token
+        }
+        return len(ended)
+
+    async def overview(self) -> list[AccountView]:
+        rows = await self._pool.fetch(QUERIES["accounts_overview"])
+        return [
+            AccountView(
+                r["id"],
+                r["login"],
+                r["name"],
+                r["role"],
+                r["disabled"],
+                r["created_at"],
+                r["sessions"],
+                r["last_seen_at"],
+                r["slowed_for"],
+            )
+            for r in rows
+        ]
+
+    async def _existing(self, login: str) -> asyncpg.Record:
+        row = await self._pool.fetchrow(QUERIES["account_by_login"], login)
+        if row is None:
+            raise AccountError(f"there is no account with the login {login!r}")
+        return row
+
+    async def _not_last_admin(self, login: str, change: str) -> None:
+        if await self._pool.fetchval(QUERIES["other_admins"], login) == 0:
+            raise AccountError(
+                f"{login!r} is the only admin who can sign in, so it cannot be {change}: "
+                "make another admin first"
+            )
 
     async def list(self) -> list[Account]:
         return [_account(r) for r in await self._pool.fetch(QUERIES["list_accounts"])]

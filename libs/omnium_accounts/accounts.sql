@@ -48,3 +48,35 @@ DELETE FROM account_session WHERE expires_at < now();
 
 -- name: list_accounts
 SELECT id, login, name, role, disabled FROM account ORDER BY login;
+
+-- name: accounts_overview
+-- Every account for the admins' screen: its open sessions, when one was last used, and how
+-- long a slowed-down login still waits.
+SELECT a.id, a.login, a.name, a.role, a.disabled, a.created_at,
+       greatest(extract(epoch FROM a.locked_until - now()), 0)::float8 AS slowed_for,
+       (count(s.token_hash) FILTER (WHERE s.expires_at > now()))::int AS sessions,
+       max(s.last_seen_at) AS last_seen_at
+FROM account a
+LEFT JOIN account_session s ON s.account_id = a.id
+GROUP BY a.id
+ORDER BY a.login;
+
+-- name: account_by_login
+SELECT id, login, name, role, disabled FROM account WHERE login = $1;
+
+-- name: set_role
+UPDATE account SET role = $2 WHERE login = $1 RETURNING id;
+
+-- name: set_disabled
+UPDATE account SET disabled = $2 WHERE login = $1 RETURNING id;
+
+-- name: other_admins
+-- Admins who could still sign in besides this login: the last one is never locked out.
+SELECT count(*)::int FROM account WHERE role = 'admin' AND NOT disabled AND login <> $1;
+
+-- name: delete_sessions_of
+-- Every session of the login but the one kept ($2, a token hash or NULL).
+DELETE FROM account_session s
+USING account a
+WHERE a.login = $1 AND s.account_id = a.id AND s.token_hash IS DISTINCT FROM $2
+RETURNING s.token_hash;

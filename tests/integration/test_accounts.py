@@ -139,6 +139,62 @@ async def test_cached_sessions_end_within_their_window(
     assert await quick.session(session.token) is None
 
 
+async def test_turning_an_account_off_ends_its_sessions_and_on_lets_it_back(
+    accounts: Accounts, db: asyncpg.Connection
+) -> None:
+    await accounts.create("lost.phone", "Lost Phone", "scorer", PASSWORD)
+    one = await accounts.sign_in("lost.phone", PASSWORD, screen="scorer-console")
+    two = await accounts.sign_in("lost.phone", PASSWORD, screen="scorer-console")
+    # A copy in a gateway's session cache goes too, not at the end of its window.
+    cached = Accounts(accounts._pool, accounts._settings, cache_seconds=600.0)
+    assert await cached.session(one.token) is not None
+    assert await cached.set_disabled("lost.phone", True) == 2
+    assert await cached.session(one.token) is None and await accounts.session(two.token) is None
+    with pytest.raises(SignInRefused):
+        await accounts.sign_in("lost.phone", PASSWORD, screen="scorer-console")
+    (view,) = [v for v in await accounts.overview() if v.login == "lost.phone"]
+    assert view.disabled and view.sessions == 0
+    assert await accounts.set_disabled("lost.phone", False) == 0
+    assert (await accounts.sign_in("lost.phone", PASSWORD, screen="scorer-console")).token
+
+
+async def test_a_new_password_ends_other_sessions_and_a_slow_down(
+    accounts: Accounts, db: asyncpg.Connection
+) -> None:
+    await accounts.create("forgetful", "Forgetful", "operator", PASSWORD)
+    mine = await accounts.sign_in("forgetful", PASSWORD, screen="admin")
+    other = await accounts.sign_in("forgetful", PASSWORD, screen="admin")
+    await db.execute(
+        "UPDATE account SET failed_sign_ins = 9, locked_until = now() + interval '1 hour' "
+        "WHERE login = 'forgetful'"
+    )
+    (view,) = [v for v in await accounts.overview() if v.login == "forgetful"]
+    assert view.sessions == 2 and view.slowed_for > 3000 and view.last_seen_at is not None
+    new = PASSWORD + " again"
+    assert await accounts.set_password("forgetful", new, keep_token=mine.token) == 1
+    assert await accounts.session(mine.token) is not None
+    assert await accounts.session(other.token) is None
+    assert (await accounts.sign_in("forgetful", new, screen="admin")).account.login == "forgetful"
+    with pytest.raises(AccountError, match="no account with the login 'nobody'"):
+        await accounts.set_password("nobody", new)
+
+
+async def test_the_last_admin_is_never_locked_out(accounts: Accounts) -> None:
+    await accounts.create("only.admin", "Only Admin", "admin", PASSWORD)
+    with pytest.raises(AccountError, match="only admin who can sign in"):
+        await accounts.set_disabled("only.admin", True)
+    with pytest.raises(AccountError, match="only admin who can sign in"):
+        await accounts.set_role("only.admin", "operator")
+    await accounts.create("second.admin", "Second Admin", "admin", PASSWORD)
+    await accounts.set_role("only.admin", "operator")
+    with pytest.raises(AccountError, match="only admin"):
+        await accounts.set_disabled("second.admin", True)
+    with pytest.raises(AccountError, match="the role 'boss' is unknown"):
+        await accounts.set_role("only.admin", "boss")
+    roles = {v.login: (v.role, v.disabled) for v in await accounts.overview()}
+    assert roles == {"only.admin": ("operator", False), "second.admin": ("admin", False)}
+
+
 @pytest.mark.parametrize(
     ("login", "role", "password", "message"),
     [
@@ -204,6 +260,26 @@ async def test_cli_makes_the_first_admin(database_url: str, accounts: Accounts) 
     assert short.returncode == 2 and "too short" in short.stderr
     listed = await asyncio.to_thread(_cli, database_url, "", "list")
     assert "first.admin" in listed.stdout and "second" not in listed.stdout
+
+
+async def test_cli_turns_an_account_off_and_signs_it_out(
+    database_url: str, accounts: Accounts
+) -> None:
+    await accounts.create("tablet3", "Court 3 tablet", "scorer", PASSWORD)
+    await accounts.sign_in("tablet3", PASSWORD, screen="scorer-console")
+    await accounts.sign_in("tablet3", PASSWORD, screen="scorer-console")
+    off = await asyncio.to_thread(_cli, database_url, "", "disable", "--login", "tablet3")
+    assert off.returncode == 0, off.stderr
+    assert "turned 'tablet3' off; ended 2 session(s)" in off.stdout
+    listed = await asyncio.to_thread(_cli, database_url, "", "list")
+    assert "(off)" in next(line for line in listed.stdout.splitlines() if "tablet3" in line)
+    on = await asyncio.to_thread(_cli, database_url, "", "enable", "--login", "tablet3")
+    assert on.returncode == 0 and "turned 'tablet3' on" in on.stdout
+    await accounts.sign_in("tablet3", PASSWORD, screen="scorer-console")
+    out = await asyncio.to_thread(_cli, database_url, "", "sign-out", "--login", "tablet3")
+    assert "ended 1 session(s) of 'tablet3'" in out.stdout
+    missing = await asyncio.to_thread(_cli, database_url, "", "disable", "--login", "nobody")
+    assert missing.returncode == 2 and "no account with the login 'nobody'" in missing.stderr
 
 
 async def test_csrf_token_is_required_on_forms(accounts: Accounts) -> None:
