@@ -17,7 +17,7 @@ import httpx
 import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 
-from omnium_accounts import Accounts
+from omnium_accounts import Accounts, SignInRefused
 from omnium_admin import AdminApp
 from omnium_admin._auth import PUBLIC
 from omnium_db import Road, create_pool
@@ -95,6 +95,7 @@ async def console(
         await accounts.create("vic", "Vic Viewer", "viewer", PASSWORD)
         await accounts.create("sam", "Sam Scorer", "scorer", PASSWORD)
         await accounts.create("lou", "Lou Locked", "operator", PASSWORD)
+        await accounts.create("ada", "Ada Admin", "admin", PASSWORD)
         await pool.close()
         first = await day.sim.make_run("schedule", wait_doorbell=True)
         assert (await day.wait_for_run(first.id))["status"] == "done"
@@ -123,6 +124,7 @@ def _every_route(app: AdminApp) -> list[tuple[str, str]]:
     placeholder filled in and each alternative of an {action:a|b} route listed."""
     values = {"code": SCHEDULE, "run_id": str(uuid.uuid4()), "unit_id": str(uuid.uuid4())}
     values["item_id"] = "1"
+    values["login"] = "sam"
     out = []
     assert app.runner is not None
     for route in app.runner.app.router.routes():
@@ -593,3 +595,85 @@ async def test_a_live_part_that_cannot_read_says_so_and_tries_again(console: Con
         await app.stop()
         if cable.server is not None:
             cable.server.close()
+
+
+async def test_an_admin_makes_a_scorer_account_and_signs_a_lost_tablet_out(
+    console: Console,
+) -> None:
+    accounts = console.app.accounts
+    page = await console.page("ada")
+    try:
+        await page.get_by_role("link", name="Accounts").click()
+        await expect(page.get_by_role("heading", name="Accounts")).to_be_visible()
+        new = page.locator("#new-account")
+        await new.get_by_label("Login").fill("court3")
+        await new.get_by_label("Name").fill("Court 3 tablet")
+        await new.get_by_label("Role").select_option("scorer")
+        await new.get_by_label("Password", exact=True).fill(PASSWORD)
+        await new.get_by_label("Password again").fill(PASSWORD + "x")
+        await new.get_by_role("button", name="Make the account").click()
+        # Two different passwords: nothing made, the form keeps what was typed but them.
+        await expect(page.locator("#accounts-error")).to_contain_text("the two passwords differ")
+        await expect(new.get_by_label("Login")).to_have_value("court3")
+        await new.get_by_label("Password", exact=True).fill(PASSWORD)
+        await new.get_by_label("Password again").fill(PASSWORD)
+        await new.get_by_role("button", name="Make the account").click()
+        await expect(page.get_by_role("status")).to_have_text("Made the scorer account court3.")
+        row = page.locator('[data-account="court3"]')
+        await expect(row).to_contain_text("Court 3 tablet")
+
+        # The tablet signs in twice (the scorer console's sign-in), then goes missing.
+        for _ in range(2):
+            await accounts.sign_in("court3", PASSWORD, screen="scorer-console")
+        await page.reload()
+        await expect(row.locator("[data-sessions]")).to_contain_text("2 open")
+        await row.get_by_role("button", name="Sign court3 out everywhere").click()
+        await expect(page.get_by_role("status")).to_contain_text("2 sessions ended")
+        await expect(row.locator("[data-sessions]")).to_contain_text("0 open")
+
+        await row.get_by_role("button", name="Turn court3 off").click()
+        await expect(page.get_by_role("status")).to_contain_text("Turned court3 off")
+        await expect(row.locator("[data-sign-in]")).to_contain_text("Off")
+        with pytest.raises(SignInRefused):
+            await accounts.sign_in("court3", PASSWORD, screen="scorer-console")
+        await console.shot(page, "accounts")
+        await row.get_by_role("button", name="Turn court3 on").click()
+        await expect(row.locator("[data-sign-in]")).not_to_contain_text("Off")
+
+        # A new password, and a role: the scorer becomes an operator with its new password.
+        await row.get_by_label("New password for court3", exact=True).fill(PASSWORD + " 2")
+        await row.get_by_label("Again", exact=True).fill(PASSWORD + " 2")
+        await row.get_by_role("button", name="Set the new password for court3").click()
+        await expect(page.get_by_role("status")).to_contain_text("Set a new password for court3")
+        await row.get_by_label("Role of court3", exact=True).select_option("operator")
+        await row.get_by_role("button", name="Change the role of court3").click()
+        await expect(page.get_by_role("status")).to_have_text("court3 is now an operator.")
+        signed = await accounts.sign_in("court3", PASSWORD + " 2", screen="admin")
+        assert signed.account.role == "operator"
+
+        # Your own account cannot be turned off or demoted from here.
+        mine = page.locator('[data-account="ada"]')
+        await expect(mine.get_by_role("button", name="Turn ada off")).to_have_count(0)
+        status = await page.evaluate(
+            """async () => {
+                const token = document.querySelector('input[name=csrf_token]').value;
+                const body = new URLSearchParams({csrf_token: token});
+                return (await fetch('/accounts/ada/off', {method: 'POST', body})).status;
+            }"""
+        )
+        assert status == 400
+    finally:
+        await page.close()
+    views = {v.login: v for v in await accounts.overview()}
+    assert not views["ada"].disabled and views["court3"].role == "operator"
+
+
+async def test_accounts_are_for_admins_only(console: Console) -> None:
+    page = await console.page("ana")
+    try:
+        await expect(page.get_by_role("link", name="Accounts")).to_have_count(0)
+        await page.goto(f"{console.url}/accounts")
+        await expect(page.get_by_role("heading", name="Only for admins")).to_be_visible()
+        await expect(page.locator("main")).to_contain_text("Your account is an operator")
+    finally:
+        await page.close()

@@ -197,4 +197,4 @@ def chart(
     }
 
 
-FILTERS: dict[str, Callable[..., Any]] = {"took": took, "clock": clock}
+FILTERS: dict[str, Callable[..., Any]] = {"took": took, "clock": clock, "ago": ago}

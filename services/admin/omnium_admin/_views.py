@@ -1,10 +1,11 @@
-"""The screens: integrations, runs, a run, Waiting for you, units; their JSON and actions."""
+"""The screens: integrations, runs, a run, Waiting for you, units, accounts; JSON and actions."""
 
 from __future__ import annotations
 
 import logging
 import re
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -19,6 +20,7 @@ from grpc import aio
 from omnium.command.v1 import command_pb2
 from omnium.common.v1 import actor_pb2
 from omnium.imports.v1 import imports_pb2
+from omnium_accounts import ROLES, AccountError
 from omnium_admin import _present
 from omnium_admin._auth import console, may_act, plain_page, session_of
 from omnium_db import UNIT_STATUSES, Queries
@@ -437,6 +439,118 @@ def _local_id(value: object) -> str:
     return f"admin:{uuid.uuid4()}"
 
 
+# -- Accounts (admins only) ----------------------------------------------------------------
+
+
+def _admins_only(request: web.Request) -> web.Response | None:
+    account = session_of(request).account
+    if account.role == "admin":
+        return None
+    return plain_page(
+        request,
+        403,
+        "Only for admins",
+        f"Your account is {_a(account.role)}: accounts are made and changed by an admin. "
+        "Ask one to make an account, set a new password or sign a lost device out.",
+    )
+
+
+async def accounts_page(
+    request: web.Request,
+    *,
+    status: int = 200,
+    error: str = "",
+    made: Mapping[str, str] | None = None,
+) -> web.Response:
+    if (refused := _admins_only(request)) is not None:
+        return refused
+    response = _page(
+        request,
+        "accounts.html",
+        accounts=await console(request).accounts.overview(),
+        roles=ROLES,
+        me=session_of(request).account.login,
+        error=error,
+        made=made or {"login": "", "name": "", "role": "scorer"},
+        min_length=console(request).settings.password_min_length,
+        screen="accounts",
+    )
+    response.set_status(status)
+    return response
+
+
+def _new_password(form: Mapping[str, Any]) -> str:
+    password, again = str(form.get("password", "")), str(form.get("again", ""))
+    if password != again:
+        raise AccountError("the two passwords differ")
+    return password
+
+
+def _not_done(exc: AccountError) -> str:
+    text = str(exc)
+    return f"Nothing was changed: {text[0].lower()}{text[1:]}."
+
+
+async def make_account(request: web.Request) -> web.Response:
+    if (refused := _admins_only(request)) is not None:
+        return refused
+    form = await request.post()
+    made = {k: str(form.get(k, "")).strip() for k in ("login", "name", "role")}
+    try:
+        account = await console(request).accounts.create(
+            made["login"].lower(), made["name"], made["role"], _new_password(form)
+        )
+    except AccountError as exc:
+        return await accounts_page(request, status=400, error=_not_done(exc), made=made)
+    log.info("admin: %s made the %s account %s", _who(request), account.role, account.login)
+    raise _back("/accounts", f"Made the {account.role} account {account.login}.")
+
+
+def _a(role: str) -> str:
+    return ("an " if role[:1] in ("a", "e", "i", "o", "u") else "a ") + role
+
+
+async def change_account(request: web.Request) -> web.Response:
+    """A new password, a role, off or on, or every session ended, for one account."""
+    if (refused := _admins_only(request)) is not None:
+        return refused
+    login, action = request.match_info["login"], request.match_info["action"]
+    session = session_of(request)
+    accounts = console(request).accounts
+    form = await request.post()
+    try:
+        if login == session.account.login and action in ("off", "role"):
+            raise AccountError(
+                "you cannot turn off or change the role of your own account; ask another admin"
+            )
+        if action == "password":
+            ended = await accounts.set_password(
+                login, _new_password(form), keep_token=session.token or None
+            )
+            said = f"Set a new password for {login}; {_sessions(ended)} ended."
+        elif action == "role":
+            role = str(form.get("role", ""))
+            await accounts.set_role(login, role)
+            said = f"{login} is now {_a(role)}."
+        elif action == "off":
+            ended = await accounts.set_disabled(login, True)
+            said = f"Turned {login} off: it cannot sign in; {_sessions(ended)} ended."
+        elif action == "on":
+            await accounts.set_disabled(login, False)
+            said = f"Turned {login} on: it can sign in again."
+        else:
+            ended = await accounts.sign_out_everywhere(login, keep_token=session.token or None)
+            said = f"Signed {login} out everywhere: {_sessions(ended)} ended."
+    except AccountError as exc:
+        return await accounts_page(request, status=400, error=_not_done(exc))
+    log.info("admin: %s: %s", _who(request), said)
+    raise _back("/accounts", said)
+
+
+def _sessions(n: int) -> str:
+    return "1 session" if n == 1 else f"{n} sessions"
+
+
 async def home(request: web.Request) -> web.Response:
     raise web.HTTPSeeOther("/integrations")
 
@@ -460,3 +574,6 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/units/{unit_id}", unit_page)
     r.add_post("/units/{unit_id}/fields", set_fields)
     r.add_post("/units/{unit_id}/unpin", unpin)
+    r.add_get("/accounts", accounts_page)
+    r.add_post("/accounts", make_account)
+    r.add_post(r"/accounts/{login}/{action:password|role|off|on|sign-out}", change_account)
