@@ -1,4 +1,5 @@
-"""Accounts with roles, slow password hashes, sign-in that slows down, and sessions."""
+"""Who may use omnium: accounts with roles, slow password hashes, sign-in that slows down and
+sessions; and media clients' API keys."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from omnium_accounts._accounts import (
     SignInRefused,
     check_password_rules,
 )
+from omnium_accounts._api_keys import ApiKeys, ApiKeyView, LiveKey, hash_key
 from omnium_accounts._passwords import hash_password, verify_password
 
 __all__ = [
@@ -23,10 +25,14 @@ __all__ = [
     "AccountView",
     "Accounts",
     "AccountsUnavailable",
+    "ApiKeyView",
+    "ApiKeys",
+    "LiveKey",
     "Role",
     "Session",
     "SignInRefused",
     "check_password_rules",
+    "hash_key",
     "hash_password",
     "verify_password",
 ]

@@ -80,3 +80,17 @@ DELETE FROM account_session s
 USING account a
 WHERE a.login = $1 AND s.account_id = a.id AND s.token_hash IS DISTINCT FROM $2
 RETURNING s.token_hash;
+
+-- name: insert_api_key
+INSERT INTO api_key (name, key_hash, rate_per_second, burst, made_by)
+VALUES ($1, $2, $3, $4, $5)
+RETURNING id, name, rate_per_second, burst, disabled, made_by, created_at;
+
+-- name: list_api_keys
+SELECT id, name, rate_per_second, burst, disabled, made_by, created_at FROM api_key ORDER BY name;
+
+-- name: set_api_key_disabled
+UPDATE api_key SET disabled = $2, changed_at = now() WHERE name = $1 RETURNING id;
+
+-- name: live_api_keys
+SELECT name, key_hash, rate_per_second, burst FROM api_key WHERE NOT disabled;

@@ -222,6 +222,9 @@ class Settings:
     gateway_api_keys: tuple[str, ...] = _setting(
         (), "Client keys, comma list of name:key[:rate_per_second[:burst]]."
     )
+    gateway_keys_reload_seconds: float = _setting(
+        10.0, "Gateway: how often each worker reads the API keys admins made on the console."
+    )
     gateway_redis_prefix: str = _setting(
         "omnium:gw:", "Start of every Redis key and channel the gateway uses."
     )

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import asyncpg
 import httpx
+import pytest
 
+from omnium_accounts import ApiKeys
+from tests.support.delivery import eventually
 from tests.support.games import EVENT, make_games
 from tests.support.gateway import gateway_process, running_gateway
 from tests.support.servers import Servers
@@ -65,3 +71,60 @@ async def test_anonymous_reads_have_their_own_limit(
         codes = [(await gw.get("/v1/events")).status_code for _ in range(4)]
         assert codes == [200, 200, 200, 429]
         assert (await gw.get("/healthz")).status_code == 200  # probes are never limited
+
+
+async def test_keys_made_on_the_console_work_without_a_restart(
+    database_url: str, servers: Servers, db: asyncpg.Connection
+) -> None:
+    await make_games(db, units=1)
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
+    assert pool is not None
+    keys = ApiKeys(pool)
+    try:
+        async with running_gateway(
+            database_url,
+            servers.redis_url,
+            gateway_api_keys=("ndtv:ndtv-secret-key",),
+            gateway_anonymous_reads=False,
+            gateway_keys_reload_seconds=0.2,
+        ) as gw:
+            path = f"/v1/events/{EVENT}/medals"
+            _, key = await keys.create("dailyhunt", rate_per_second=0.01, burst=2, by="Ada")
+            _, roomy = await keys.create("espn", rate_per_second=None, burst=None, by="Ada")
+            # Within a reload: the new keys are let in; dailyhunt with its own small bucket.
+            await eventually(lambda: _status(gw, path, key, 200), what="the new key let in")
+            assert (await gw.get(path, headers={"X-API-Key": key})).status_code == 200
+            over = await gw.get(path, headers={"X-API-Key": key})
+            assert over.status_code == 429 and "dailyhunt" in over.json()["error"]
+            for _ in range(5):  # the defaults (100 a second, 500) for a key made without limits
+                assert (await gw.get(path, headers={"X-API-Key": roomy})).status_code == 200
+            # Turned off: refused within a reload, the setting's key untouched.
+            await keys.set_disabled("espn", True)
+            await eventually(lambda: _status(gw, path, roomy, 401), what="the key turned off")
+            ndtv = await gw.get(path, headers={"X-API-Key": "ndtv-secret-key"})
+            assert ndtv.status_code == 200
+            # A database that cannot answer leaves the keys last read in place, and the
+            # worker goes on trying.
+            gateway = gw.gateway
+            kept = dict(gateway.database_keys)
+            assert {c.name for c in kept.values()} == {"dailyhunt"}
+            live_pool, broken = gateway.pool, await asyncpg.create_pool(database_url, min_size=0)
+            assert broken is not None
+            await broken.close()
+            gateway.pool = broken
+            try:
+                with pytest.raises(asyncpg.InterfaceError):
+                    await gateway.load_keys()
+                await asyncio.sleep(0.5)  # two reloads fail
+                assert gateway.database_keys == kept
+                assert all(not task.done() for task in gateway.tasks)
+            finally:
+                gateway.pool = live_pool
+        stored = await db.fetch("SELECT key_hash FROM api_key")
+        assert all(key not in r["key_hash"] and roomy not in r["key_hash"] for r in stored)
+    finally:
+        await pool.close()
+
+
+async def _status(gw: Any, path: str, key: str, status: int) -> bool:
+    return bool((await gw.get(path, headers={"X-API-Key": key})).status_code == status)

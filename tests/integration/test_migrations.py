@@ -28,6 +28,7 @@ EXPECTED_TABLES = {
     "timeline_item",
     "domain_event",
     "account",
+    "api_key",
     "integration",
     "integration_run",
     "integration_row",

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from omnium_accounts import hash_key
 from omnium_gateway import Entry, Gateway, Metrics
 from omnium_gateway._app import _etag_matches
-from omnium_gateway._limits import hash_key, parse_api_keys
+from omnium_gateway._limits import parse_api_keys
 from omnium_gateway._openapi import document
 from omnium_gateway._outbox import groups_for
 from omnium_gateway._reads import FINAL, LIVE, SCHEDULED, state_of

@@ -18,6 +18,7 @@ from aiohttp import web
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from omnium_accounts import ApiKeys, hash_key
 from omnium_db import UNIT_STATUSES, Road, create_pool
 from omnium_gateway import _reads
 from omnium_gateway._cache import (
@@ -29,7 +30,13 @@ from omnium_gateway._cache import (
     CacheKey,
     Unavailable,
 )
-from omnium_gateway._limits import Client, RateLimiter, hash_key, parse_api_keys, retry_after
+from omnium_gateway._limits import (
+    Client,
+    RateLimiter,
+    database_keys,
+    parse_api_keys,
+    retry_after,
+)
 from omnium_gateway._metrics import Metrics
 from omnium_gateway._openapi import (
     DISCIPLINE_PATTERN,
@@ -129,6 +136,9 @@ class Gateway:
         self.limiter = RateLimiter(settings, self.redis, self.cache)
         self.relay = OutboxRelay(settings, self.redis, self.cache) if self.redis else None
         self.keys = parse_api_keys(settings)
+        # Keys made on the console, read every gateway_keys_reload_seconds; the last set read
+        # stays while the database is down.
+        self.database_keys: dict[str, Client] = {}
         self.known_keys: dict[str, Client] = {}
         self.anonymous: dict[str, Client] = {}
         self.tasks: list[asyncio.Task[None]] = []
@@ -146,6 +156,7 @@ class Gateway:
         await self._connect_database()
         if self.pool is None:
             self.tasks.append(asyncio.create_task(self._keep_connecting()))
+        self.tasks.append(asyncio.create_task(self._reload_keys()))
         if self.subscriber is not None:
             self.tasks.append(asyncio.create_task(self._listen()))
         if self.relay is not None:
@@ -176,6 +187,27 @@ class Gateway:
         while self.pool is None:
             await asyncio.sleep(self.settings.gateway_redis_retry_seconds)
             await self._connect_database()
+
+    async def load_keys(self) -> None:
+        """Read the console's keys now. A key turned off stops at once in this worker."""
+        if self.pool is None:
+            return
+        loaded = database_keys(await ApiKeys(self.pool).live(), self.settings)
+        if loaded != self.database_keys:
+            self.database_keys = loaded
+            self.known_keys = {}
+
+    async def _reload_keys(self) -> None:
+        failing = False
+        while True:
+            try:
+                await self.load_keys()
+                failing = False
+            except DATABASE_ERRORS as exc:
+                if not failing:
+                    log.warning("API keys not read (%s); the last ones read still count", exc)
+                failing = True
+            await asyncio.sleep(self.settings.gateway_keys_reload_seconds)
 
     async def _listen(self) -> None:
         """Drop this worker's copies when the relay says their data changed."""
@@ -235,7 +267,8 @@ class Gateway:
         else:
             client = self.known_keys.get(key)
             if client is None:
-                client = self.keys.get(hash_key(key))
+                digest = hash_key(key)
+                client = self.keys.get(digest) or self.database_keys.get(digest)
                 if client is None:
                     return _error(401, "This API key is not known; check the X-API-Key header.")
                 self.known_keys[key] = client

@@ -10,13 +10,13 @@ its own bucket with the same numbers.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import math
 import time
 from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
 
+from omnium_accounts import LiveKey, hash_key
 from omnium_gateway._cache import REDIS_ERRORS, Cache
 from omnium_settings import Settings, SettingsError
 
@@ -51,6 +51,19 @@ class Client:
     burst: int
 
 
+def database_keys(keys: list[LiveKey], settings: Settings) -> dict[str, Client]:
+    """The keys admins made on the console, by hash; no limits of their own means defaults."""
+    return {
+        key.key_hash: Client(
+            key.name,
+            f"key:{key.name}",
+            key.rate_per_second or settings.gateway_key_rate_per_second,
+            key.burst or settings.gateway_key_burst,
+        )
+        for key in keys
+    }
+
+
 def parse_api_keys(settings: Settings) -> dict[str, Client]:
     """OMNIUM_GATEWAY_API_KEYS, by the sha256 of each key (the key itself is never kept)."""
     clients: dict[str, Client] = {}
@@ -75,10 +88,6 @@ def parse_api_keys(settings: Settings) -> dict[str, Client]:
         digest = hash_key(parts[1])
         clients[digest] = Client(parts[0], f"key:{parts[0]}", rate, burst)
     return clients
-
-
-def hash_key(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
 
 
 @dataclass(slots=True)
