@@ -17,11 +17,13 @@ import httpx
 import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 
-from omnium_accounts import Accounts, SignInRefused
+from omnium_accounts import Accounts, SignInRefused, hash_key
 from omnium_admin import AdminApp
 from omnium_admin._auth import PUBLIC
 from omnium_db import Road, create_pool
 from tests.conftest import REPO
+from tests.support.delivery import eventually
+from tests.support.gateway import RunningGateway, running_gateway
 from tests.support.imports import SCHEDULE, GamesDay, games_day, import_settings
 from tests.support.servers import Servers
 
@@ -125,6 +127,7 @@ def _every_route(app: AdminApp) -> list[tuple[str, str]]:
     values = {"code": SCHEDULE, "run_id": str(uuid.uuid4()), "unit_id": str(uuid.uuid4())}
     values["item_id"] = "1"
     values["login"] = "sam"
+    values["name"] = "dailyhunt"
     out = []
     assert app.runner is not None
     for route in app.runner.app.router.routes():
@@ -677,3 +680,50 @@ async def test_accounts_are_for_admins_only(console: Console) -> None:
         await expect(page.locator("main")).to_contain_text("Your account is an operator")
     finally:
         await page.close()
+
+
+async def test_an_admin_makes_a_client_key_the_gateway_takes_and_turns_it_off(
+    console: Console, servers: Servers
+) -> None:
+    async with running_gateway(
+        console.day.database_url,
+        servers.redis_url,
+        gateway_anonymous_reads=False,
+        gateway_keys_reload_seconds=0.2,
+    ) as gw:
+        page = await console.page("ada")
+        try:
+            await page.get_by_role("link", name="API keys").click()
+            form = page.locator("#make-key")
+            await form.get_by_label("Client").fill("dailyhunt")
+            await form.get_by_label("Requests a second").fill("fast")
+            await form.get_by_role("button", name="Make the key").click()
+            await expect(page.locator("#keys-error")).to_contain_text("'fast' is not a number")
+            await form.get_by_label("Requests a second").fill("50")
+            await form.get_by_label("Burst").fill("200")
+            await form.get_by_role("button", name="Make the key").click()
+            shown = page.locator("#new-key [data-key]")
+            await expect(shown).to_be_visible()
+            key = (await shown.text_content() or "").strip()
+            assert len(key) >= 24
+            row = page.locator('[data-key-name="dailyhunt"]')
+            await expect(row).to_contain_text("50 a second, bursts of 200")
+            await expect(row).to_contain_text("by Ada Admin")
+            await console.shot(page, "api-keys")
+            # The gateway lets it in without a restart, and refuses it once it is off.
+            await eventually(lambda: _answers(gw, key, 200), what="the new key let in")
+            await row.get_by_role("button", name="Turn the key dailyhunt off").click()
+            await expect(page.get_by_role("status")).to_contain_text("Turned the key dailyhunt off")
+            await expect(row.locator("[data-state]")).to_contain_text("Off")
+            await eventually(lambda: _answers(gw, key, 401), what="the key refused")
+            # Shown once: a reload shows the list, never the key.
+            await page.reload()
+            assert key not in await page.content()
+        finally:
+            await page.close()
+    stored = await console.day.db.fetchval("SELECT key_hash FROM api_key WHERE name = 'dailyhunt'")
+    assert stored == hash_key(key)
+
+
+async def _answers(gw: RunningGateway, key: str, status: int) -> bool:
+    return bool((await gw.get("/v1/events", headers={"X-API-Key": key})).status_code == status)

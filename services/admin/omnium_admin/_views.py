@@ -1,4 +1,4 @@
-"""The screens: integrations, runs, a run, Waiting for you, units, accounts; JSON and actions."""
+"""The screens: integrations, runs, Waiting for you, units, accounts, API keys; JSON, actions."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from grpc import aio
 from omnium.command.v1 import command_pb2
 from omnium.common.v1 import actor_pb2
 from omnium.imports.v1 import imports_pb2
-from omnium_accounts import ROLES, AccountError
+from omnium_accounts import ROLES, AccountError, ApiKeys
 from omnium_admin import _present
 from omnium_admin._auth import console, may_act, plain_page, session_of
 from omnium_db import UNIT_STATUSES, Queries
@@ -547,6 +547,90 @@ async def change_account(request: web.Request) -> web.Response:
     raise _back("/accounts", said)
 
 
+# -- API keys (admins only) ----------------------------------------------------------------
+
+
+def _api_keys(request: web.Request) -> ApiKeys:
+    app = console(request)
+    assert app.people is not None
+    return ApiKeys(app.people)
+
+
+async def keys_page(
+    request: web.Request,
+    *,
+    status: int = 200,
+    error: str = "",
+    made: Mapping[str, str] | None = None,
+    new_key: tuple[str, str] | None = None,
+) -> web.Response:
+    if (refused := _admins_only(request)) is not None:
+        return refused
+    settings = console(request).settings
+    response = _page(
+        request,
+        "keys.html",
+        keys=await _api_keys(request).every(),
+        error=error,
+        made=made or {"name": "", "rate": "", "burst": ""},
+        new_key=new_key,
+        defaults=(settings.gateway_key_rate_per_second, settings.gateway_key_burst),
+        reload_seconds=settings.gateway_keys_reload_seconds,
+        screen="keys",
+    )
+    response.set_status(status)
+    # The one answer that carries a new key is kept by no cache.
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _number(form: Mapping[str, Any], field: str, kind: type[float] | type[int], what: str) -> Any:
+    text = str(form.get(field, "")).strip()
+    if not text:
+        return None
+    try:
+        return kind(text)
+    except ValueError:
+        raise AccountError(f"{what} {text!r} is not a number") from None
+
+
+async def make_key(request: web.Request) -> web.Response:
+    """A new key, shown on this answer only (never in a link, never again)."""
+    if (refused := _admins_only(request)) is not None:
+        return refused
+    form = await request.post()
+    made = {k: str(form.get(k, "")).strip() for k in ("name", "rate", "burst")}
+    try:
+        view, key = await _api_keys(request).create(
+            made["name"].lower(),
+            rate_per_second=_number(form, "rate", float, "the rate"),
+            burst=_number(form, "burst", int, "the burst"),
+            by=_who(request),
+        )
+    except AccountError as exc:
+        return await keys_page(request, status=400, error=_not_done(exc), made=made)
+    log.info("admin: %s made the API key %s", _who(request), view.name)
+    return await keys_page(request, new_key=(view.name, key))
+
+
+async def change_key(request: web.Request) -> web.Response:
+    if (refused := _admins_only(request)) is not None:
+        return refused
+    name, off = request.match_info["name"], request.match_info["action"] == "off"
+    try:
+        await _api_keys(request).set_disabled(name, off)
+    except AccountError as exc:
+        return await keys_page(request, status=400, error=_not_done(exc))
+    seconds = console(request).settings.gateway_keys_reload_seconds
+    said = (
+        f"Turned the key {name} off: the gateway refuses it within {seconds:g} s."
+        if off
+        else f"Turned the key {name} on: the gateway lets it in within {seconds:g} s."
+    )
+    log.info("admin: %s: %s", _who(request), said)
+    raise _back("/keys", said)
+
+
 def _sessions(n: int) -> str:
     return "1 session" if n == 1 else f"{n} sessions"
 
@@ -577,3 +661,6 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/accounts", accounts_page)
     r.add_post("/accounts", make_account)
     r.add_post(r"/accounts/{login}/{action:password|role|off|on|sign-out}", change_account)
+    r.add_get("/keys", keys_page)
+    r.add_post("/keys", make_key)
+    r.add_post(r"/keys/{name}/{action:off|on}", change_key)
