@@ -36,6 +36,7 @@ from bench._common import (
     free_port,
     percentile,
     recreate,
+    wait_for_port,
 )
 from omnium_db import apply_migrations, init_connection
 from omnium_imports import (
@@ -346,22 +347,9 @@ async def start_service(name: str, module: str, env: Mapping[str, str], logdir: 
 
 
 async def wait_listening(service: Service, port: int, within: float) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if service.proc.returncode is not None:
-            raise BenchError(
-                f"the {service.name} process exited with {service.proc.returncode} before "
-                f"listening on {port}:\n{service.tail()}"
-            )
-        try:
-            _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 0.5)
-        except (OSError, TimeoutError):
-            await asyncio.sleep(0.05)
-            continue
-        writer.close()
-        await writer.wait_closed()
-        return
-    raise BenchError(f"the {service.name} process did not listen on {port} within {within:.0f} s")
+    await wait_for_port(
+        service.proc, port, service.logfile, within, name=f"the {service.name} process"
+    )
 
 
 async def stop_service(service: Service) -> None:
