@@ -62,9 +62,23 @@ def _outcome(value: int) -> str:
     return scoring_pb2.Outcome.Name(value).removeprefix("OUTCOME_").lower()  # type: ignore[arg-type]
 
 
-def _match(state: scoring_pb2.MatchState) -> dict[str, Any]:
+def _match(state: scoring_pb2.MatchState, *, standing: bool = False) -> dict[str, Any]:
     out = _plain(state)
     out["state"] = json.loads(out.pop("state_json", "") or "null")
+    del out["standing"]
+    if standing:
+        # As the console queues its own actions, and with the seq they are the standing ones of.
+        out["standing"] = [
+            {
+                "seq": a.seq,
+                "kind": a.kind,
+                "side": a.side or None,
+                "fields": json_format.MessageToDict(a.fields),
+                "client_at": a.client_at.ToMilliseconds() if a.HasField("client_at") else 0,
+            }
+            for a in state.standing
+        ]
+        out["standing_seq"] = state.seq
     return out
 
 
@@ -270,13 +284,15 @@ class ScorerConsole:
         if not _UNIT.match(unit_id):
             return _problem(404, f"there is no match {unit_id}")
         recent = min(int(request.query.get("recent", "0") or 0), 200)
+        # The console asks for the standing actions when its copy is older than the match.
+        standing = request.query.get("standing") == "1"
         state = await self._call(
             lambda: self.scoring.GetMatchState(
-                scoring_pb2.GetMatchStateRequest(unit_id=unit_id, recent=recent),
+                scoring_pb2.GetMatchStateRequest(unit_id=unit_id, recent=recent, standing=standing),
                 timeout=self.deadline,
             )
         )
-        return web.json_response(_match(state))
+        return web.json_response(_match(state, standing=standing))
 
     def _action(self, raw: Any, unit_id: str | None = None) -> scoring_pb2.Action:
         if not isinstance(raw, dict):

@@ -97,3 +97,61 @@ async def test_scoring_goes_on_offline_and_every_action_is_saved_once_in_order(
         "SELECT score FROM unit_competitor WHERE unit_id = $1 ORDER BY sort_order", unit
     )
     assert [s["score"] for s in scores] == ["5", "4"]
+
+
+async def test_an_undo_tapped_offline_shows_at_once_and_the_server_agrees(
+    db: asyncpg.Connection, database_url: str
+) -> None:
+    games = await make_games(db, units=1)
+    unit = games.units[0]
+    async with running_console(database_url) as site:
+        await site.accounts.create("mina", "Mina Park", "scorer", "a long password")
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(
+                executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True
+            )
+            context = await browser.new_context(viewport={"width": 390, "height": 844})
+            page = await context.new_page()
+            await page.goto(f"{site.url}/score/")
+            await page.fill('input[name="login"]', "mina")
+            await page.fill('input[name="password"]', "a long password")
+            await page.click('#sign-in-form button[type="submit"]')
+            await page.click(f'a[data-unit="{unit}"]')
+            await tap(page, "start_period")
+            for side in (1, 1, 2):
+                await tap(page, "goal", side)
+            await expect(page.locator("#waiting")).to_have_attribute("data-count", "0")
+            await expect(page.locator("#status")).to_contain_text("action 4")
+            # The console has read the standing actions of this seq (the read after the sync).
+            await expect(page.locator("#undo")).to_have_attribute("data-predicted", "true")
+
+            await context.set_offline(True)
+            await page.click("#undo")  # takes back the saved goal of side 2
+            await expect(page.locator("#score-2")).to_have_text("0")
+            await expect(page.locator("#log li.waiting-item").first).to_contain_text(
+                "takes back Goal · side 2"
+            )
+            await page.click("#undo")  # and the second goal of side 1
+            await expect(page.locator("#score-1")).to_have_text("1")
+            await tap(page, "goal", 2)
+            await expect(page.locator("#score-2")).to_have_text("1")
+            await expect(page.locator("#waiting")).to_have_attribute("data-count", "3")
+            assert await db.fetchval("SELECT count(*) FROM match_action") == 4
+
+            await context.set_offline(False)
+            await expect(page.locator("#waiting")).to_have_attribute(
+                "data-count", "0", timeout=20_000
+            )
+            await expect(page.locator("#status")).to_contain_text("action 7")
+            await expect(page.locator("#score-1")).to_have_text("1")
+            await expect(page.locator("#score-2")).to_have_text("1")
+            await browser.close()
+    rows = await db.fetch("SELECT seq, kind, side, undone_by FROM match_action ORDER BY seq")
+    assert [(r["kind"], r["side"], r["undone_by"]) for r in rows] == [
+        ("start_period", None, None), ("goal", 1, None), ("goal", 1, 6), ("goal", 2, 5),
+        ("undo", None, None), ("undo", None, None), ("goal", 2, None),
+    ]  # fmt: skip
+    scores = await db.fetch(
+        "SELECT score FROM unit_competitor WHERE unit_id = $1 ORDER BY sort_order", unit
+    )
+    assert [s["score"] for s in scores] == ["1", "1"]

@@ -148,7 +148,10 @@ async function openMatch(unitId) {
 async function readMatch() {
   if (!ui.unitId) return;
   try {
-    const got = await api(`/score/api/matches/${ui.unitId}?recent=20`);
+    // The standing actions only when the copy here is older than the match: they are what an
+    // undo not sent yet is shown from, and a long match has hundreds.
+    const stale = !ui.server || ui.server.standing_seq !== ui.server.seq;
+    const got = await api(`/score/api/matches/${ui.unitId}?recent=20${stale ? "&standing=1" : ""}`);
     if (got.ok) {
       setServer(got.body);
       setOnline(true);
@@ -166,7 +169,12 @@ async function setServer(state) {
   const recent = state.recent && state.recent.length ? state.recent : ui.server?.recent || [];
   // Answers to actions leave out the sport's buttons and rules: they do not change.
   const sport = state.sport_actions && state.sport_actions.actions ? state.sport_actions : ui.server?.sport_actions;
-  ui.server = { ...state, recent, sport_actions: sport };
+  // The standing actions, and the seq they were read at: once the match moves on they are out
+  // of date (an undo is then shown only when the server has taken it) until the next read.
+  const fresh = Array.isArray(state.standing) && state.standing_seq !== undefined;
+  const standing = fresh ? state.standing : ui.server?.standing || null;
+  const standingSeq = fresh ? state.standing_seq : ui.server?.standing_seq;
+  ui.server = { ...state, recent, sport_actions: sport, standing, standing_seq: standingSeq };
   await queue.keepMatch(ui.server);
   render();
 }
@@ -190,15 +198,28 @@ function shown() {
   const server = ui.server;
   if (!server || !server.sport_actions) return null;
   const sport = server.sport_actions;
-  let state = server.state && server.state.sides ? server.state : newState(sport, server.sides.length || 2);
+  const sides = server.sides.length || 2;
+  let state = server.state && server.state.sides ? server.state : newState(sport, sides);
   const notes = new Map();
+  // What the match is made of, as the server will replay it for an undo: the standing actions
+  // (when the copy here is of this seq), then each action waiting here.
+  let made = server.standing && server.standing_seq === server.seq ? [...server.standing] : null;
   for (const item of ui.pending.filter((p) => p.unit_id === ui.unitId)) {
     if (item.kind === "undo") {
-      notes.set(item.client_id, "waiting for the server to take it back");
+      if (!made) {
+        notes.set(item.client_id, "waiting for the server to take it back");
+      } else if (!made.length) {
+        notes.set(item.client_id, "will be refused: there is nothing to undo in this match");
+      } else {
+        const taken = made.pop();
+        state = made.reduce((s, action) => apply(sport, s, action), newState(sport, sides));
+        notes.set(item.client_id, `takes back ${describe(taken, sport)}`);
+      }
       continue;
     }
     try {
       state = apply(sport, state, item);
+      made?.push(item);
     } catch (e) {
       if (!(e instanceof RuleRefused)) throw e;
       notes.set(item.client_id, `will be refused: ${e.message}`);
@@ -236,6 +257,8 @@ function render() {
     });
     board.append(div);
   });
+  // Whether an undo tapped now is shown at once (the standing actions here are of this seq).
+  $("undo").dataset.predicted = String(Boolean(server.standing && server.standing_seq === server.seq));
   $("finished").hidden = !view.state.finished;
   $("finished").textContent = view.state.finished ? "Match finished" : "";
   drawButtons(view.sport, values.length);

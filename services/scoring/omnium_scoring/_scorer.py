@@ -480,12 +480,15 @@ class Scorer:
         unit_id: str,
         *,
         recent: int = 0,
+        standing: bool = False,
         conn: asyncpg.Connection | None = None,
         full: bool = True,
     ) -> scoring_pb2.MatchState | None:
         if conn is None:
             async with self.reader.acquire() as own:
-                return await self.get_state(unit_id, recent=recent, conn=own, full=full)
+                return await self.get_state(
+                    unit_id, recent=recent, standing=standing, conn=own, full=full
+                )
         try:
             uuid.UUID(unit_id)
         except ValueError:
@@ -509,6 +512,18 @@ class Scorer:
                 saved.fields.CopyFrom(_struct(row["fields"] or {}))
                 saved.saved_at.FromDatetime(row["saved_at"])
                 out.recent.append(saved)
+        if standing:
+            # What an undo replays (see _next): every action not an undo and not undone.
+            for row in await conn.fetch(QUERIES["actions"], unit_id):
+                if row["kind"] == UNDO or row["undone_by"] is not None:
+                    continue
+                saved = scoring_pb2.SavedAction(
+                    seq=row["seq"], kind=row["kind"], side=row["side"] or 0
+                )
+                saved.fields.CopyFrom(_struct(row["fields"] or {}))
+                if row["client_at"] is not None:
+                    saved.client_at.FromDatetime(row["client_at"])
+                out.standing.append(saved)
         return out
 
     async def list_matches(self, event_code: str, limit: int) -> scoring_pb2.ListMatchesResponse:

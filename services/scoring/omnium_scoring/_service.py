@@ -47,7 +47,9 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
     async def GetMatchState(
         self, request: scoring_pb2.GetMatchStateRequest, context: aio.ServicerContext
     ) -> scoring_pb2.MatchState:
-        state = await self.scorer.get_state(request.unit_id, recent=request.recent)
+        state = await self.scorer.get_state(
+            request.unit_id, recent=request.recent, standing=request.standing
+        )
         if state is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no unit {request.unit_id}")
         assert state is not None
@@ -59,7 +61,9 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
         after = request.after_seq
         first = True
         while True:
-            state = await self.scorer.get_state(request.unit_id, recent=request.recent)
+            state = await self.scorer.get_state(
+                request.unit_id, recent=request.recent, standing=request.standing
+            )
             if state is None:
                 await context.abort(
                     grpc.StatusCode.NOT_FOUND, f"there is no unit {request.unit_id}"
