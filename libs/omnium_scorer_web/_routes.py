@@ -283,7 +283,12 @@ class ScorerConsole:
         unit_id = request.match_info["unit_id"]
         if not _UNIT.match(unit_id):
             return _problem(404, f"there is no match {unit_id}")
-        recent = min(int(request.query.get("recent", "0") or 0), 200)
+        recent_text = request.query.get("recent", "0") or "0"
+        if not recent_text.isdigit():
+            return _problem(
+                400, f"recent is how many of the latest actions, 0 to 200, not {recent_text!r}"
+            )
+        recent = min(int(recent_text), 200)
         # The console asks for the standing actions when its copy is older than the match.
         standing = request.query.get("standing") == "1"
         state = await self._call(

@@ -63,6 +63,8 @@ async def test_a_scorer_signs_in_and_scores_over_http(
             )
             body = synced.json()
             state = (await http.get(f"/score/api/matches/{unit}?recent=3")).json()
+            standing = (await http.get(f"/score/api/matches/{unit}?standing=1")).json()
+            bad = await http.get(f"/score/api/matches/{unit}?recent=lots")
             async with http.stream("GET", f"/score/api/matches/{unit}/watch") as events:
                 lines = events.aiter_lines()
                 first_event = await anext(line async for line in lines if line.startswith("data:"))
@@ -76,6 +78,14 @@ async def test_a_scorer_signs_in_and_scores_over_http(
     watched = json.loads(first_event.removeprefix("data: "))
     assert (watched["seq"], watched["state"]["sides"][1]["goals"]) == (2, 1)
     assert state["recent"][0]["actor_name"] == "Mina Park"
+    assert "standing" not in state  # only when asked: a long match has hundreds
+    assert standing["standing_seq"] == 2 and standing["recent"] == []
+    assert [(a["seq"], a["kind"], a["side"]) for a in standing["standing"]] == [
+        (1, "start_period", None),
+        (2, "goal", 2),
+    ]
+    assert standing["standing"][0]["client_at"] == 1790000000000
+    assert bad.status_code == 400 and "recent is how many" in bad.json()["error"]
     row = await db.fetchrow(
         "SELECT source_code, screen, client_at FROM match_action WHERE command_id = 'w:1'"
     )
