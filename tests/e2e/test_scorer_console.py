@@ -2,14 +2,40 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import asyncpg
 import pytest
-from playwright.async_api import Page, async_playwright, expect
+from playwright.async_api import BrowserContext, Page, async_playwright, expect
 
 from tests.support.games import make_games
-from tests.support.scoring import running_console
+from tests.support.scoring import ConsoleSite, running_console
 
 pytestmark = pytest.mark.e2e
+
+
+@asynccontextmanager
+async def phone(site: ConsoleSite, unit: str) -> AsyncIterator[tuple[BrowserContext, Page]]:
+    """Headless Chromium on a phone-sized screen, mina signed in, the match open."""
+    await site.accounts.create("mina", "Mina Park", "scorer", "a long password")
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(
+            executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True
+        )
+        try:
+            context = await browser.new_context(
+                viewport={"width": 390, "height": 844}, has_touch=True
+            )
+            page = await context.new_page()
+            await page.goto(f"{site.url}/score/")
+            await page.fill('input[name="login"]', "mina")
+            await page.fill('input[name="password"]', "a long password")
+            await page.click('#sign-in-form button[type="submit"]')
+            await page.click(f'a[data-unit="{unit}"]')
+            yield context, page
+        finally:
+            await browser.close()
 
 
 async def tap(page: Page, action: str, side: int | None = None) -> None:
@@ -24,66 +50,48 @@ async def test_scoring_goes_on_offline_and_every_action_is_saved_once_in_order(
 ) -> None:
     games = await make_games(db, units=1)
     unit = games.units[0]
-    async with running_console(database_url) as site:
-        await site.accounts.create("mina", "Mina Park", "scorer", "a long password")
-        async with async_playwright() as p:
-            browser = await p.chromium.launch(
-                executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True
-            )
-            # A phone-sized screen.
-            context = await browser.new_context(
-                viewport={"width": 390, "height": 844}, has_touch=True
-            )
-            page = await context.new_page()
-            await page.goto(f"{site.url}/score/")
-            await page.fill('input[name="login"]', "mina")
-            await page.fill('input[name="password"]', "a long password")
-            await page.click('#sign-in-form button[type="submit"]')
-            await page.click(f'a[data-unit="{unit}"]')
-            await tap(page, "start_period")
-            await tap(page, "goal", 1)
-            await expect(page.locator("#waiting")).to_have_attribute("data-count", "0")
-            await expect(page.locator("#score-1")).to_have_text("1")
-            # The browser here keeps no data for sure: the page says so (D10).
-            await expect(page.locator("#storage-warning")).to_be_visible()
-            await page.wait_for_function("navigator.serviceWorker.controller !== null")
+    async with running_console(database_url) as site, phone(site, unit) as (context, page):
+        await tap(page, "start_period")
+        await tap(page, "goal", 1)
+        await expect(page.locator("#waiting")).to_have_attribute("data-count", "0")
+        await expect(page.locator("#score-1")).to_have_text("1")
+        # The browser here keeps no data for sure: the page says so (D10).
+        await expect(page.locator("#storage-warning")).to_be_visible()
+        await page.wait_for_function("navigator.serviceWorker.controller !== null")
 
-            await context.set_offline(True)
-            for side in (1, 1, 2, 1, 2, 2, 1):
-                await tap(page, "goal", side)
-            await expect(page.locator("#score-1")).to_have_text("5")  # shown at once
-            await tap(page, "end_period")
-            await tap(page, "start_period")
-            await tap(page, "goal", 2)
-            await expect(page.locator("#waiting")).to_have_attribute("data-count", "10")
-            await expect(page.locator("#score-2")).to_have_text("4")
-            await expect(page.locator("#net")).to_have_attribute("data-online", "false")
+        await context.set_offline(True)
+        for side in (1, 1, 2, 1, 2, 2, 1):
+            await tap(page, "goal", side)
+        await expect(page.locator("#score-1")).to_have_text("5")  # shown at once
+        await tap(page, "end_period")
+        await tap(page, "start_period")
+        await tap(page, "goal", 2)
+        await expect(page.locator("#waiting")).to_have_attribute("data-count", "10")
+        await expect(page.locator("#score-2")).to_have_text("4")
+        await expect(page.locator("#net")).to_have_attribute("data-online", "false")
 
-            await page.reload()
-            await expect(page.locator("body")).to_have_attribute("data-ready", "true")
-            await expect(page.locator("#waiting")).to_have_attribute("data-count", "10")
-            await expect(page.locator("#score-1")).to_have_text("5")
-            await expect(page.locator("#score-2")).to_have_text("4")
-            assert await db.fetchval("SELECT count(*) FROM match_action") == 2
+        await page.reload()
+        await expect(page.locator("body")).to_have_attribute("data-ready", "true")
+        await expect(page.locator("#waiting")).to_have_attribute("data-count", "10")
+        await expect(page.locator("#score-1")).to_have_text("5")
+        await expect(page.locator("#score-2")).to_have_text("4")
+        assert await db.fetchval("SELECT count(*) FROM match_action") == 2
 
-            await context.set_offline(False)
-            await expect(page.locator("#waiting")).to_have_attribute(
-                "data-count", "0", timeout=20_000
-            )
-            await expect(page.locator("#status")).to_contain_text("action 12")
+        await context.set_offline(False)
+        await expect(page.locator("#waiting")).to_have_attribute("data-count", "0", timeout=20_000)
+        await expect(page.locator("#status")).to_contain_text("action 12")
 
-            # A tap the rules refuse: the console says so at once, the server with its reason.
-            await context.set_offline(True)
-            await tap(page, "end_match")
-            await expect(page.locator("#log li.waiting-item").first).to_contain_text(
-                "will be refused: period 2 is still running: end it first"
-            )
-            await context.set_offline(False)
-            await expect(page.locator("#refused")).to_contain_text(
-                "Not saved: End match — period 2 is still running: end it first"
-            )
-            await expect(page.locator("#waiting")).to_have_attribute("data-count", "0")
-            await browser.close()
+        # A tap the rules refuse: the console says so at once, the server with its reason.
+        await context.set_offline(True)
+        await tap(page, "end_match")
+        await expect(page.locator("#log li.waiting-item").first).to_contain_text(
+            "will be refused: period 2 is still running: end it first"
+        )
+        await context.set_offline(False)
+        await expect(page.locator("#refused")).to_contain_text(
+            "Not saved: End match — period 2 is still running: end it first"
+        )
+        await expect(page.locator("#waiting")).to_have_attribute("data-count", "0")
     rows = await db.fetch("SELECT seq, command_id, kind, side FROM match_action ORDER BY seq")
     assert [r["seq"] for r in rows] == list(range(1, 13))
     assert len({r["command_id"] for r in rows}) == 12
@@ -104,48 +112,33 @@ async def test_an_undo_tapped_offline_shows_at_once_and_the_server_agrees(
 ) -> None:
     games = await make_games(db, units=1)
     unit = games.units[0]
-    async with running_console(database_url) as site:
-        await site.accounts.create("mina", "Mina Park", "scorer", "a long password")
-        async with async_playwright() as p:
-            browser = await p.chromium.launch(
-                executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True
-            )
-            context = await browser.new_context(viewport={"width": 390, "height": 844})
-            page = await context.new_page()
-            await page.goto(f"{site.url}/score/")
-            await page.fill('input[name="login"]', "mina")
-            await page.fill('input[name="password"]', "a long password")
-            await page.click('#sign-in-form button[type="submit"]')
-            await page.click(f'a[data-unit="{unit}"]')
-            await tap(page, "start_period")
-            for side in (1, 1, 2):
-                await tap(page, "goal", side)
-            await expect(page.locator("#waiting")).to_have_attribute("data-count", "0")
-            await expect(page.locator("#status")).to_contain_text("action 4")
-            # The console has read the standing actions of this seq (the read after the sync).
-            await expect(page.locator("#undo")).to_have_attribute("data-predicted", "true")
+    async with running_console(database_url) as site, phone(site, unit) as (context, page):
+        await tap(page, "start_period")
+        for side in (1, 1, 2):
+            await tap(page, "goal", side)
+        await expect(page.locator("#waiting")).to_have_attribute("data-count", "0")
+        await expect(page.locator("#status")).to_contain_text("action 4")
+        # The console has read the standing actions of this seq (the read after the sync).
+        await expect(page.locator("#undo")).to_have_attribute("data-predicted", "true")
 
-            await context.set_offline(True)
-            await page.click("#undo")  # takes back the saved goal of side 2
-            await expect(page.locator("#score-2")).to_have_text("0")
-            await expect(page.locator("#log li.waiting-item").first).to_contain_text(
-                "takes back Goal · side 2"
-            )
-            await page.click("#undo")  # and the second goal of side 1
-            await expect(page.locator("#score-1")).to_have_text("1")
-            await tap(page, "goal", 2)
-            await expect(page.locator("#score-2")).to_have_text("1")
-            await expect(page.locator("#waiting")).to_have_attribute("data-count", "3")
-            assert await db.fetchval("SELECT count(*) FROM match_action") == 4
+        await context.set_offline(True)
+        await page.click("#undo")  # takes back the saved goal of side 2
+        await expect(page.locator("#score-2")).to_have_text("0")
+        await expect(page.locator("#log li.waiting-item").first).to_contain_text(
+            "takes back Goal · side 2"
+        )
+        await page.click("#undo")  # and the second goal of side 1
+        await expect(page.locator("#score-1")).to_have_text("1")
+        await tap(page, "goal", 2)
+        await expect(page.locator("#score-2")).to_have_text("1")
+        await expect(page.locator("#waiting")).to_have_attribute("data-count", "3")
+        assert await db.fetchval("SELECT count(*) FROM match_action") == 4
 
-            await context.set_offline(False)
-            await expect(page.locator("#waiting")).to_have_attribute(
-                "data-count", "0", timeout=20_000
-            )
-            await expect(page.locator("#status")).to_contain_text("action 7")
-            await expect(page.locator("#score-1")).to_have_text("1")
-            await expect(page.locator("#score-2")).to_have_text("1")
-            await browser.close()
+        await context.set_offline(False)
+        await expect(page.locator("#waiting")).to_have_attribute("data-count", "0", timeout=20_000)
+        await expect(page.locator("#status")).to_contain_text("action 7")
+        await expect(page.locator("#score-1")).to_have_text("1")
+        await expect(page.locator("#score-2")).to_have_text("1")
     rows = await db.fetch("SELECT seq, kind, side, undone_by FROM match_action ORDER BY seq")
     assert [(r["kind"], r["side"], r["undone_by"]) for r in rows] == [
         ("start_period", None, None), ("goal", 1, None), ("goal", 1, 6), ("goal", 2, 5),
