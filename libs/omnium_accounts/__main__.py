@@ -85,6 +85,8 @@ async def _run(args: argparse.Namespace, settings: Settings) -> None:
     finally:
         await conn.close()
     pool = await create_pool(settings, Road.PEOPLE, application_name="accounts-cli", size=2)
+    # Recorded with each change, as the console records the signed-in person.
+    by = (f"the command line ({getpass.getuser()})", "cli")
     try:
         accounts = Accounts(pool, settings)
         if args.command == "list":
@@ -92,21 +94,21 @@ async def _run(args: argparse.Namespace, settings: Settings) -> None:
                 off = "  (off)" if view.disabled else ""
                 print(f"{view.login:24} {view.role:9} {view.name}{off}")
         elif args.command in ("disable", "enable"):
-            ended = await accounts.set_disabled(args.login, args.command == "disable")
+            ended = await accounts.set_disabled(args.login, args.command == "disable", by=by)
             print(f"turned {args.login!r} {'off' if args.command == 'disable' else 'on'}", end="")
             print(f"; ended {ended} session(s)" if ended else "")
         elif args.command == "sign-out":
-            ended = await accounts.sign_out_everywhere(args.login)
+            ended = await accounts.sign_out_everywhere(args.login, by=by)
             print(f"ended {ended} session(s) of {args.login!r}")
         elif args.command == "create":
             password = _read_password(args.password_stdin, settings)
             account = await accounts.create(
-                args.login, args.name or args.login, args.role, password
+                args.login, args.name or args.login, args.role, password, by=by
             )
             print(f"made the {account.role} account {account.login!r}")
         else:
             ended = await accounts.set_password(
-                args.login, _read_password(args.password_stdin, settings)
+                args.login, _read_password(args.password_stdin, settings), by=by
             )
             print(f"set a new password for {args.login!r}; ended {ended} session(s)")
     finally:

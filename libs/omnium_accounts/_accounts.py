@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import re
 import secrets
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +26,9 @@ ROLES: tuple[Role, ...] = ("admin", "operator", "scorer", "viewer")
 _LOGIN = re.compile(r"^[a-z0-9._@-]{2,64}$")
 
 QUERIES = Queries.load(Path(__file__).parent)
+# Who changes an account: a name to show, and where from (account:<id>, or the command line).
+Changer = tuple[str, str | None]
+COMMAND_LINE: Changer = ("the command line", "cli")
 
 
 class AccountError(ValueError):
@@ -63,6 +68,9 @@ class AccountView:
     sessions: int
     last_seen_at: datetime | None
     slowed_for: float
+    last_change: str | None
+    last_change_by: str | None
+    last_change_at: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +125,9 @@ class Accounts:
             raise AccountsUnavailable("sign-in is not available yet: the database is not connected")
         return self._bound
 
-    async def create(self, login: str, name: str, role: str, password: str) -> Account:
+    async def create(
+        self, login: str, name: str, role: str, password: str, *, by: Changer = COMMAND_LINE
+    ) -> Account:
         if not _LOGIN.match(login):
             raise AccountError(
                 f"the login {login!r} is not allowed: use 2 to 64 of a-z, 0-9 and . _ @ -"
@@ -128,45 +138,74 @@ class Accounts:
             raise AccountError("the name is empty: give the person's name")
         check_password_rules(password, self._settings)
         hashed = await asyncio.to_thread(hash_password, password)
-        try:
-            row = await self._pool.fetchrow(QUERIES["insert_account"], login, name, role, hashed)
-        except asyncpg.UniqueViolationError:
-            raise AccountError(f"an account with the login {login!r} exists already") from None
+        async with self._change(login, f"made ({role})", by) as conn:
+            try:
+                row = await conn.fetchrow(QUERIES["insert_account"], login, name, role, hashed)
+            except asyncpg.UniqueViolationError:
+                raise AccountError(f"an account with the login {login!r} exists already") from None
         assert row is not None
         return _account(row)
 
     async def set_password(
-        self, login: str, password: str, *, keep_token: str | None = None
+        self,
+        login: str,
+        password: str,
+        *,
+        keep_token: str | None = None,
+        by: Changer = COMMAND_LINE,
     ) -> int:
         """A new password; it lifts a slow-down and ends the account's sessions (but the one
         whose token is `keep_token`: a person changing their own). Returns how many ended."""
         check_password_rules(password, self._settings)
         hashed = await asyncio.to_thread(hash_password, password)
-        if await self._pool.fetchval(QUERIES["set_password"], login, hashed) is None:
-            raise AccountError(f"there is no account with the login {login!r}")
-        return await self.sign_out_everywhere(login, keep_token=keep_token)
+        async with self._change(login, "new password", by) as conn:
+            if await conn.fetchval(QUERIES["set_password"], login, hashed) is None:
+                raise AccountError(f"there is no account with the login {login!r}")
+            return await self._end_sessions(conn, login, keep_token)
 
-    async def set_role(self, login: str, role: str) -> None:
+    async def set_role(self, login: str, role: str, *, by: Changer = COMMAND_LINE) -> None:
         if role not in ROLES:
             raise AccountError(f"the role {role!r} is unknown: use one of {', '.join(ROLES)}")
-        account = await self._existing(login)
-        if account["role"] == "admin" and role != "admin":
-            await self._not_last_admin(login, "made a " + role)
-        await self._pool.fetchval(QUERIES["set_role"], login, role)
+        async with self._change(login, f"role {role}", by) as conn:
+            await conn.fetch(QUERIES["lock_admins"])
+            account = await self._existing(conn, login)
+            if account["role"] == "admin" and role != "admin":
+                await self._not_last_admin(conn, login, "made a " + role)
+            await conn.fetchval(QUERIES["set_role"], login, role)
 
-    async def set_disabled(self, login: str, disabled: bool) -> int:
+    async def set_disabled(self, login: str, disabled: bool, *, by: Changer = COMMAND_LINE) -> int:
         """Turn the account off (it cannot sign in; its sessions end at once) or on again.
         Returns how many sessions ended."""
-        account = await self._existing(login)
-        if disabled and account["role"] == "admin" and not account["disabled"]:
-            await self._not_last_admin(login, "turned off")
-        await self._pool.fetchval(QUERIES["set_disabled"], login, disabled)
-        return await self.sign_out_everywhere(login) if disabled else 0
+        async with self._change(login, "off" if disabled else "on", by) as conn:
+            await conn.fetch(QUERIES["lock_admins"])
+            account = await self._existing(conn, login)
+            if disabled and account["role"] == "admin" and not account["disabled"]:
+                await self._not_last_admin(conn, login, "turned off")
+            await conn.fetchval(QUERIES["set_disabled"], login, disabled)
+            return await self._end_sessions(conn, login, None) if disabled else 0
 
-    async def sign_out_everywhere(self, login: str, *, keep_token: str | None = None) -> int:
+    async def sign_out_everywhere(
+        self, login: str, *, keep_token: str | None = None, by: Changer = COMMAND_LINE
+    ) -> int:
         """End every session of the login (a lost phone, a shift over); returns how many."""
+        async with self._change(login, "signed out everywhere", by) as conn:
+            await self._existing(conn, login)
+            return await self._end_sessions(conn, login, keep_token)
+
+    @contextlib.asynccontextmanager
+    async def _change(
+        self, login: str, change: str, by: Changer
+    ) -> AsyncIterator[asyncpg.Connection]:
+        """One transaction: the change, and the record of who made it."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            yield conn
+            await conn.execute(QUERIES["record_change"], login, change, by[0], by[1])
+
+    async def _end_sessions(
+        self, conn: asyncpg.Connection, login: str, keep_token: str | None
+    ) -> int:
         keep = _token_hash(keep_token) if keep_token else None
-        ended = await self._pool.fetch(QUERIES["delete_sessions_of"], login, keep)
+        ended = await conn.fetch(QUERIES["delete_sessions_of"], login, keep)
         self._cached = {
             token: hit
             for token, hit in self._cached.items()
@@ -187,18 +226,21 @@ class Accounts:
                 r["sessions"],
                 r["last_seen_at"],
                 r["slowed_for"],
+                r["last_change"],
+                r["last_change_by"],
+                r["last_change_at"],
             )
             for r in rows
         ]
 
-    async def _existing(self, login: str) -> asyncpg.Record:
-        row = await self._pool.fetchrow(QUERIES["account_by_login"], login)
+    async def _existing(self, conn: asyncpg.Connection, login: str) -> asyncpg.Record:
+        row = await conn.fetchrow(QUERIES["account_by_login"], login)
         if row is None:
             raise AccountError(f"there is no account with the login {login!r}")
         return row
 
-    async def _not_last_admin(self, login: str, change: str) -> None:
-        if await self._pool.fetchval(QUERIES["other_admins"], login) == 0:
+    async def _not_last_admin(self, conn: asyncpg.Connection, login: str, change: str) -> None:
+        if await conn.fetchval(QUERIES["other_admins"], login) == 0:
             raise AccountError(
                 f"{login!r} is the only admin who can sign in, so it cannot be {change}: "
                 "make another admin first"

@@ -50,16 +50,29 @@ DELETE FROM account_session WHERE expires_at < now();
 SELECT id, login, name, role, disabled FROM account ORDER BY login;
 
 -- name: accounts_overview
--- Every account for the admins' screen: its open sessions, when one was last used, and how
--- long a slowed-down login still waits.
+-- Every account for the admins' screen: its open sessions, when one was last used, how long a
+-- slowed-down login still waits, and its last change.
 SELECT a.id, a.login, a.name, a.role, a.disabled, a.created_at,
        greatest(extract(epoch FROM a.locked_until - now()), 0)::float8 AS slowed_for,
        (count(s.token_hash) FILTER (WHERE s.expires_at > now()))::int AS sessions,
-       max(s.last_seen_at) AS last_seen_at
+       max(s.last_seen_at) AS last_seen_at,
+       c.change AS last_change, c.by_name AS last_change_by, c.at AS last_change_at
 FROM account a
 LEFT JOIN account_session s ON s.account_id = a.id
-GROUP BY a.id
+LEFT JOIN LATERAL (
+  SELECT x.change, x.by_name, x.at FROM account_change x
+   WHERE x.login = a.login ORDER BY x.id DESC LIMIT 1
+) c ON true
+GROUP BY a.id, c.change, c.by_name, c.at
 ORDER BY a.login;
+
+-- name: record_change
+INSERT INTO account_change (login, change, by_name, by_source) VALUES ($1, $2, $3, $4);
+
+-- name: lock_admins
+-- Taken before a change that could leave no admin: two admins turning each other off at the
+-- same moment go one after the other, and the second is refused.
+SELECT id FROM account WHERE role = 'admin' ORDER BY id FOR UPDATE;
 
 -- name: account_by_login
 SELECT id, login, name, role, disabled FROM account WHERE login = $1;

@@ -637,6 +637,7 @@ async def test_an_admin_makes_a_scorer_account_and_signs_a_lost_tablet_out(
         await row.get_by_role("button", name="Turn court3 off").click()
         await expect(page.get_by_role("status")).to_contain_text("Turned court3 off")
         await expect(row.locator("[data-sign-in]")).to_contain_text("Off")
+        await expect(row.locator("[data-last-change]")).to_contain_text("off by Ada Admin")
         with pytest.raises(SignInRefused):
             await accounts.sign_in("court3", PASSWORD, screen="scorer-console")
         await console.shot(page, "accounts")

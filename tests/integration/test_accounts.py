@@ -179,6 +179,49 @@ async def test_a_new_password_ends_other_sessions_and_a_slow_down(
         await accounts.set_password("nobody", new)
 
 
+async def test_each_change_records_who_made_it_and_a_refused_one_records_nothing(
+    accounts: Accounts, db: asyncpg.Connection
+) -> None:
+    ada = ("Ada Admin", "account:1")
+    await accounts.create("court3", "Court 3", "scorer", PASSWORD, by=ada)
+    await accounts.set_password("court3", PASSWORD + "!", by=ada)
+    await accounts.set_role("court3", "operator", by=ada)
+    await accounts.set_disabled("court3", True)  # the command line
+    await accounts.sign_out_everywhere("court3", by=ada)
+    await accounts.set_disabled("court3", False, by=ada)
+    with pytest.raises(AccountError):
+        await accounts.set_role("court3", "boss", by=ada)
+    with pytest.raises(AccountError):
+        await accounts.sign_out_everywhere("nobody", by=ada)
+    rows = await db.fetch(
+        "SELECT login, change, by_name, by_source FROM account_change ORDER BY id"
+    )
+    assert [(r["login"], r["change"], r["by_name"]) for r in rows] == [
+        ("court3", "made (scorer)", "Ada Admin"),
+        ("court3", "new password", "Ada Admin"),
+        ("court3", "role operator", "Ada Admin"),
+        ("court3", "off", "the command line"),
+        ("court3", "signed out everywhere", "Ada Admin"),
+        ("court3", "on", "Ada Admin"),
+    ]
+    assert rows[0]["by_source"] == "account:1" and rows[3]["by_source"] == "cli"
+    (view,) = await accounts.overview()
+    assert (view.last_change, view.last_change_by) == ("on", "Ada Admin")
+
+
+async def test_two_admins_turning_each_other_off_at_once_leave_one(accounts: Accounts) -> None:
+    await accounts.create("left", "Left", "admin", PASSWORD)
+    await accounts.create("right", "Right", "admin", PASSWORD)
+    results = await asyncio.gather(
+        accounts.set_disabled("left", True),
+        accounts.set_disabled("right", True),
+        return_exceptions=True,
+    )
+    refused = [r for r in results if isinstance(r, AccountError)]
+    assert len(refused) == 1 and "only admin" in str(refused[0])
+    assert [v.disabled for v in await accounts.overview()].count(False) == 1
+
+
 async def test_the_last_admin_is_never_locked_out(accounts: Accounts) -> None:
     await accounts.create("only.admin", "Only Admin", "admin", PASSWORD)
     with pytest.raises(AccountError, match="only admin who can sign in"):
@@ -263,7 +306,7 @@ async def test_cli_makes_the_first_admin(database_url: str, accounts: Accounts) 
 
 
 async def test_cli_turns_an_account_off_and_signs_it_out(
-    database_url: str, accounts: Accounts
+    database_url: str, accounts: Accounts, db: asyncpg.Connection
 ) -> None:
     await accounts.create("tablet3", "Court 3 tablet", "scorer", PASSWORD)
     await accounts.sign_in("tablet3", PASSWORD, screen="scorer-console")
@@ -271,6 +314,8 @@ async def test_cli_turns_an_account_off_and_signs_it_out(
     off = await asyncio.to_thread(_cli, database_url, "", "disable", "--login", "tablet3")
     assert off.returncode == 0, off.stderr
     assert "turned 'tablet3' off; ended 2 session(s)" in off.stdout
+    by = await db.fetchval("SELECT by_name FROM account_change WHERE change = 'off'")
+    assert by.startswith("the command line (")
     listed = await asyncio.to_thread(_cli, database_url, "", "list")
     assert "(off)" in next(line for line in listed.stdout.splitlines() if "tablet3" in line)
     on = await asyncio.to_thread(_cli, database_url, "", "enable", "--login", "tablet3")

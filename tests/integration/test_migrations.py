@@ -28,6 +28,7 @@ EXPECTED_TABLES = {
     "timeline_item",
     "domain_event",
     "account",
+    "account_change",
     "api_key",
     "integration",
     "integration_run",

@@ -498,12 +498,22 @@ async def make_account(request: web.Request) -> web.Response:
     made = {k: str(form.get(k, "")).strip() for k in ("login", "name", "role")}
     try:
         account = await console(request).accounts.create(
-            made["login"].lower(), made["name"], made["role"], _new_password(form)
+            made["login"].lower(),
+            made["name"],
+            made["role"],
+            _new_password(form),
+            by=_changer(request),
         )
     except AccountError as exc:
         return await accounts_page(request, status=400, error=_not_done(exc), made=made)
     log.info("admin: %s made the %s account %s", _who(request), account.role, account.login)
     raise _back("/accounts", f"Made the {account.role} account {account.login}.")
+
+
+def _changer(request: web.Request) -> tuple[str, str]:
+    """Who changes an account from here, for its record: the signed-in person."""
+    account = session_of(request).account
+    return account.name, f"account:{account.id}"
 
 
 def _a(role: str) -> str:
@@ -517,6 +527,7 @@ async def change_account(request: web.Request) -> web.Response:
     login, action = request.match_info["login"], request.match_info["action"]
     session = session_of(request)
     accounts = console(request).accounts
+    by = _changer(request)
     form = await request.post()
     try:
         if login == session.account.login and action in ("off", "role"):
@@ -525,21 +536,23 @@ async def change_account(request: web.Request) -> web.Response:
             )
         if action == "password":
             ended = await accounts.set_password(
-                login, _new_password(form), keep_token=session.token or None
+                login, _new_password(form), keep_token=session.token or None, by=by
             )
             said = f"Set a new password for {login}; {_sessions(ended)} ended."
         elif action == "role":
             role = str(form.get("role", ""))
-            await accounts.set_role(login, role)
+            await accounts.set_role(login, role, by=by)
             said = f"{login} is now {_a(role)}."
         elif action == "off":
-            ended = await accounts.set_disabled(login, True)
+            ended = await accounts.set_disabled(login, True, by=by)
             said = f"Turned {login} off: it cannot sign in; {_sessions(ended)} ended."
         elif action == "on":
-            await accounts.set_disabled(login, False)
+            await accounts.set_disabled(login, False, by=by)
             said = f"Turned {login} on: it can sign in again."
         else:
-            ended = await accounts.sign_out_everywhere(login, keep_token=session.token or None)
+            ended = await accounts.sign_out_everywhere(
+                login, keep_token=session.token or None, by=by
+            )
             said = f"Signed {login} out everywhere: {_sessions(ended)} ended."
     except AccountError as exc:
         return await accounts_page(request, status=400, error=_not_done(exc))
