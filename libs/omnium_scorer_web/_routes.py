@@ -65,7 +65,8 @@ def _outcome(value: int) -> str:
 def _match(state: scoring_pb2.MatchState, *, standing: bool = False) -> dict[str, Any]:
     out = _plain(state)
     out["state"] = json.loads(out.pop("state_json", "") or "null")
-    del out["standing"]
+    for name in ("standing", "undone_since", "standing_after"):
+        out.pop(name, None)
     if standing:
         # As the console queues its own actions, and with the seq they are the standing ones of.
         out["standing"] = [
@@ -79,6 +80,10 @@ def _match(state: scoring_pb2.MatchState, *, standing: bool = False) -> dict[str
             for a in state.standing
         ]
         out["standing_seq"] = state.seq
+        # Not 0: `standing` is only what came after standing_after, and undone_since the
+        # earlier seqs undone since; the copy of that seq is brought up to date with them.
+        out["standing_after"] = state.standing_after
+        out["undone_since"] = list(state.undone_since)
     return out
 
 
@@ -291,9 +296,19 @@ class ScorerConsole:
         recent = min(int(recent_text), 200)
         # The console asks for the standing actions when its copy is older than the match.
         standing = request.query.get("standing") == "1"
+        after_text = request.query.get("after", "0") or "0"
+        if not after_text.isdigit():
+            return _problem(
+                400, f"after is the seq of the standing actions you have, not {after_text!r}"
+            )
         state = await self._call(
             lambda: self.scoring.GetMatchState(
-                scoring_pb2.GetMatchStateRequest(unit_id=unit_id, recent=recent, standing=standing),
+                scoring_pb2.GetMatchStateRequest(
+                    unit_id=unit_id,
+                    recent=recent,
+                    standing=standing,
+                    standing_after=int(after_text),
+                ),
                 timeout=self.deadline,
             )
         )

@@ -68,6 +68,19 @@ async def test_a_scorer_signs_in_and_scores_over_http(
             async with http.stream("GET", f"/score/api/matches/{unit}/watch") as events:
                 lines = events.aiter_lines()
                 first_event = await anext(line async for line in lines if line.startswith("data:"))
+            # After the copy of seq 2: a goal, an undo of it, an undo of the goal of seq 2
+            # (in that copy), another goal. The read brings the copy up to date.
+            more = [
+                {"client_id": "w:4", "unit_id": unit, "kind": "goal", "side": 1},
+                {"client_id": "w:5", "unit_id": unit, "kind": "undo"},
+                {"client_id": "w:6", "unit_id": unit, "kind": "undo"},
+                {"client_id": "w:7", "unit_id": unit, "kind": "goal", "side": 1},
+            ]
+            await http.post("/score/api/sync", json={"actions": more}, headers=headers)
+            since = (await http.get(f"/score/api/matches/{unit}?standing=1&after=2")).json()
+            whole = (await http.get(f"/score/api/matches/{unit}?standing=1")).json()
+            ahead = (await http.get(f"/score/api/matches/{unit}?standing=1&after=99")).json()
+            bad_after = await http.get(f"/score/api/matches/{unit}?standing=1&after=x")
     assert [(a["client_id"], a["outcome"]) for a in body["answers"]] == [
         ("w:2", "saved"),
         ("w:3", "refused"),
@@ -86,6 +99,15 @@ async def test_a_scorer_signs_in_and_scores_over_http(
     ]
     assert standing["standing"][0]["client_at"] == 1790000000000
     assert bad.status_code == 400 and "recent is how many" in bad.json()["error"]
+    assert (since["standing_seq"], since["standing_after"], since["undone_since"]) == (6, 2, [2])
+    assert [(a["seq"], a["kind"], a["side"]) for a in since["standing"]] == [(6, "goal", 1)]
+    # The copy of seq 2 without what was undone since, and what came: the whole list.
+    merged = [a for a in standing["standing"] if a["seq"] not in since["undone_since"]]
+    merged += since["standing"]
+    assert merged == whole["standing"] and whole["standing_after"] == 0
+    assert [a["seq"] for a in whole["standing"]] == [1, 6]
+    assert ahead["standing_after"] == 0 and ahead["standing"] == whole["standing"]
+    assert bad_after.status_code == 400 and "after is the seq" in bad_after.json()["error"]
     row = await db.fetchrow(
         "SELECT source_code, screen, client_at FROM match_action WHERE command_id = 'w:1'"
     )

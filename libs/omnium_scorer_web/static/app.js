@@ -150,8 +150,11 @@ async function readMatch() {
   try {
     // The standing actions only when the copy here is older than the match: they are what an
     // undo not sent yet is shown from, and a long match has hundreds.
+    // A copy of an earlier seq asks only for what changed after it.
+    const have = ui.server?.standing ? ui.server.standing_seq || 0 : 0;
     const stale = !ui.server || ui.server.standing_seq !== ui.server.seq;
-    const got = await api(`/score/api/matches/${ui.unitId}?recent=20${stale ? "&standing=1" : ""}`);
+    const ask = stale ? `&standing=1&after=${have}` : "";
+    const got = await api(`/score/api/matches/${ui.unitId}?recent=20${ask}`);
     if (got.ok) {
       setServer(got.body);
       setOnline(true);
@@ -171,8 +174,19 @@ async function setServer(state) {
   const sport = state.sport_actions && state.sport_actions.actions ? state.sport_actions : ui.server?.sport_actions;
   // The standing actions, and the seq they were read at: once the match moves on they are out
   // of date (an undo is then shown only when the server has taken it) until the next read.
-  const fresh = Array.isArray(state.standing) && state.standing_seq !== undefined;
-  const standing = fresh ? state.standing : ui.server?.standing || null;
+  let fresh = Array.isArray(state.standing) && state.standing_seq !== undefined;
+  let standing = fresh ? state.standing : ui.server?.standing || null;
+  if (fresh && state.standing_after) {
+    // Only what changed after the copy here: drop what was undone since, add what came.
+    const base = ui.server?.standing;
+    if (base && ui.server.standing_seq === state.standing_after) {
+      const undone = new Set(state.undone_since || []);
+      standing = [...base.filter((a) => !undone.has(a.seq)), ...state.standing];
+    } else {
+      fresh = false; // the copy here moved meanwhile: the next read brings it up to date
+      standing = ui.server?.standing || null;
+    }
+  }
   const standingSeq = fresh ? state.standing_seq : ui.server?.standing_seq;
   ui.server = { ...state, recent, sport_actions: sport, standing, standing_seq: standingSeq };
   await queue.keepMatch(ui.server);

@@ -481,13 +481,19 @@ class Scorer:
         *,
         recent: int = 0,
         standing: bool = False,
+        standing_after: int = 0,
         conn: asyncpg.Connection | None = None,
         full: bool = True,
     ) -> scoring_pb2.MatchState | None:
         if conn is None:
             async with self.reader.acquire() as own:
                 return await self.get_state(
-                    unit_id, recent=recent, standing=standing, conn=own, full=full
+                    unit_id,
+                    recent=recent,
+                    standing=standing,
+                    standing_after=standing_after,
+                    conn=own,
+                    full=full,
                 )
         try:
             uuid.UUID(unit_id)
@@ -513,9 +519,16 @@ class Scorer:
                 saved.saved_at.FromDatetime(row["saved_at"])
                 out.recent.append(saved)
         if standing:
-            # What an undo replays (see _next): every action not an undo and not undone.
-            for row in await conn.fetch(QUERIES["actions"], unit_id):
-                if row["kind"] == UNDO or row["undone_by"] is not None:
+            # What an undo replays (see _next): every action not an undo and not undone; or,
+            # for a copy of an earlier seq, what changed since.
+            after = standing_after if 0 < standing_after <= out.seq else 0
+            out.standing_after = after
+            for row in await conn.fetch(QUERIES["actions_after"], unit_id, after):
+                if row["kind"] == UNDO:
+                    if row["undoes"] is not None and row["undoes"] <= after:
+                        out.undone_since.append(row["undoes"])
+                    continue
+                if row["undone_by"] is not None:
                     continue
                 saved = scoring_pb2.SavedAction(
                     seq=row["seq"], kind=row["kind"], side=row["side"] or 0

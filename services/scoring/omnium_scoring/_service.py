@@ -48,7 +48,10 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
         self, request: scoring_pb2.GetMatchStateRequest, context: aio.ServicerContext
     ) -> scoring_pb2.MatchState:
         state = await self.scorer.get_state(
-            request.unit_id, recent=request.recent, standing=request.standing
+            request.unit_id,
+            recent=request.recent,
+            standing=request.standing,
+            standing_after=request.standing_after,
         )
         if state is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no unit {request.unit_id}")
@@ -62,7 +65,10 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
         first = True
         while True:
             state = await self.scorer.get_state(
-                request.unit_id, recent=request.recent, standing=request.standing
+                request.unit_id,
+                recent=request.recent,
+                standing=request.standing,
+                standing_after=request.standing_after,
             )
             if state is None:
                 await context.abort(

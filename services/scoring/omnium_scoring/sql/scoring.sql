@@ -22,6 +22,13 @@ SELECT seq, kind, side, fields, undoes, undone_by, client_at
  WHERE unit_id = $1::uuid
  ORDER BY seq;
 
+-- name: actions_after
+-- The actions after a seq: the console's copy of the standing ones is of that seq.
+SELECT seq, kind, side, fields, undoes, undone_by, client_at
+  FROM match_action
+ WHERE unit_id = $1::uuid AND seq > $2
+ ORDER BY seq;
+
 -- name: recent
 SELECT seq, kind, side, fields, undoes, undone_by, actor_name, screen, saved_at
   FROM match_action
