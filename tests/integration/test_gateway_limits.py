@@ -128,3 +128,23 @@ async def test_keys_made_on_the_console_work_without_a_restart(
 
 async def _status(gw: Any, path: str, key: str, status: int) -> bool:
     return bool((await gw.get(path, headers={"X-API-Key": key})).status_code == status)
+
+
+async def test_a_starting_worker_knows_the_console_s_keys_before_its_first_request(
+    database_url: str, servers: Servers, db: asyncpg.Connection
+) -> None:
+    await make_games(db, units=1)
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
+    assert pool is not None
+    try:
+        _, key = await ApiKeys(pool).create("ndtv", rate_per_second=None, burst=None, by="Ada")
+    finally:
+        await pool.close()
+    async with running_gateway(
+        database_url,
+        servers.redis_url,
+        gateway_anonymous_reads=False,
+        gateway_keys_reload_seconds=3600.0,  # no reload in this test: only the one at start
+    ) as gw:
+        first = await gw.get(f"/v1/events/{EVENT}/medals", headers={"X-API-Key": key})
+    assert first.status_code == 200

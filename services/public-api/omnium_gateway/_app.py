@@ -156,7 +156,10 @@ class Gateway:
         await self._connect_database()
         if self.pool is None:
             self.tasks.append(asyncio.create_task(self._keep_connecting()))
-        self.tasks.append(asyncio.create_task(self._reload_keys()))
+        # Before the first request: a worker starting (a deploy, a restart) must not answer
+        # 401 to keys made on the console while its first read is on the way.
+        failing = not await self._try_load_keys(failing=False)
+        self.tasks.append(asyncio.create_task(self._reload_keys(failing)))
         if self.subscriber is not None:
             self.tasks.append(asyncio.create_task(self._listen()))
         if self.relay is not None:
@@ -197,17 +200,20 @@ class Gateway:
             self.database_keys = loaded
             self.known_keys = {}
 
-    async def _reload_keys(self) -> None:
-        failing = False
+    async def _try_load_keys(self, *, failing: bool) -> bool:
+        """load_keys; False (said once per outage) when the database cannot answer."""
+        try:
+            await self.load_keys()
+        except DATABASE_ERRORS as exc:
+            if not failing:
+                log.warning("API keys not read (%s); the last ones read still count", exc)
+            return False
+        return True
+
+    async def _reload_keys(self, failing: bool) -> None:
         while True:
-            try:
-                await self.load_keys()
-                failing = False
-            except DATABASE_ERRORS as exc:
-                if not failing:
-                    log.warning("API keys not read (%s); the last ones read still count", exc)
-                failing = True
             await asyncio.sleep(self.settings.gateway_keys_reload_seconds)
+            failing = not await self._try_load_keys(failing=failing)
 
     async def _listen(self) -> None:
         """Drop this worker's copies when the relay says their data changed."""
