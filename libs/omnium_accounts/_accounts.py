@@ -246,9 +246,6 @@ class Accounts:
                 "make another admin first"
             )
 
-    async def list(self) -> list[Account]:
-        return [_account(r) for r in await self._pool.fetch(QUERIES["list_accounts"])]
-
     async def sign_in(self, login: str, password: str, *, screen: str) -> Session:
         """A new session for the login, or SignInRefused with one message for every mistake."""
         s = self._settings

@@ -46,9 +46,6 @@ DELETE FROM account_session WHERE token_hash = $1;
 -- name: delete_expired_sessions
 DELETE FROM account_session WHERE expires_at < now();
 
--- name: list_accounts
-SELECT id, login, name, role, disabled FROM account ORDER BY login;
-
 -- name: accounts_overview
 -- Every account for the admins' screen: its open sessions, when one was last used, how long a
 -- slowed-down login still waits, and its last change.
