@@ -167,8 +167,7 @@ class Accounts:
         if role not in ROLES:
             raise AccountError(f"the role {role!r} is unknown: use one of {', '.join(ROLES)}")
         async with self._change(login, f"role {role}", by) as conn:
-            await conn.fetch(QUERIES["lock_admins"])
-            account = await self._existing(conn, login)
+            account = await self._existing(conn, login, lock_admins=True)
             if account["role"] == "admin" and role != "admin":
                 await self._not_last_admin(conn, login, "made a " + role)
             await conn.fetchval(QUERIES["set_role"], login, role)
@@ -177,8 +176,7 @@ class Accounts:
         """Turn the account off (it cannot sign in; its sessions end at once) or on again.
         Returns how many sessions ended."""
         async with self._change(login, "off" if disabled else "on", by) as conn:
-            await conn.fetch(QUERIES["lock_admins"])
-            account = await self._existing(conn, login)
+            account = await self._existing(conn, login, lock_admins=True)
             if disabled and account["role"] == "admin" and not account["disabled"]:
                 await self._not_last_admin(conn, login, "turned off")
             await conn.fetchval(QUERIES["set_disabled"], login, disabled)
@@ -233,7 +231,13 @@ class Accounts:
             for r in rows
         ]
 
-    async def _existing(self, conn: asyncpg.Connection, login: str) -> asyncpg.Record:
+    async def _existing(
+        self, conn: asyncpg.Connection, login: str, *, lock_admins: bool = False
+    ) -> asyncpg.Record:
+        """The account's row, or AccountError. With lock_admins, the admins' rows are locked
+        first, for a change that the last-admin check must see alone."""
+        if lock_admins:
+            await conn.fetch(QUERIES["lock_admins"])
         row = await conn.fetchrow(QUERIES["account_by_login"], login)
         if row is None:
             raise AccountError(f"there is no account with the login {login!r}")
