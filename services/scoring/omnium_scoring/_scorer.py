@@ -335,7 +335,7 @@ class Scorer:
         sides = unit["side_count"]
         record = _record(action)
         del record["at"]
-        rows = await conn.fetch(QUERIES["actions"], unit["id"])
+        rows = await conn.fetch(QUERIES["actions_after"], unit["id"], 0)
         standing = [r for r in rows if r["kind"] != UNDO and r["undone_by"] is None]
         if not standing:
             raise ActionRefused("there is nothing to undo in this match")

@@ -15,15 +15,9 @@ SELECT u.id::text AS id, u.code, u.name, u.status, u.match_state, u.match_seq,
   JOIN discipline d ON d.id = u.discipline_id
  WHERE u.id = $1::uuid;
 
--- name: actions
--- Every action of a match, in order: undo replays the ones still standing.
-SELECT seq, kind, side, fields, undoes, undone_by, client_at
-  FROM match_action
- WHERE unit_id = $1::uuid
- ORDER BY seq;
-
 -- name: actions_after
--- The actions after a seq: the console's copy of the standing ones is of that seq.
+-- A match's actions after a seq, in order. After 0, every one: undo replays the ones still
+-- standing; after the seq of the console's copy, what changed since.
 SELECT seq, kind, side, fields, undoes, undone_by, client_at
   FROM match_action
  WHERE unit_id = $1::uuid AND seq > $2
