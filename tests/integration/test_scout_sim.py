@@ -30,6 +30,7 @@ from omnium_scout_sim import (
     ScoutSimulator,
     SimulatorConfig,
 )
+from tests.support.delivery import eventually
 
 SEED = 7
 SECRET = "s3cret-for-tests"
@@ -603,13 +604,24 @@ async def test_the_replay_makes_runs_and_stops() -> None:
                     start_local=datetime(2026, 9, 26, 8, 0),
                 )
             )
-            await asyncio.sleep(0.6)
-            state = (await http.get("/control/state")).json()
-            assert datetime.fromisoformat(state["replay"]["clock_local"]) > datetime(
-                2026, 9, 26, 10, 0
-            )
-            schedule = (await http.get("/v1/jobs/schedule/runs")).json()["runs"]
-            medals = (await http.get("/v1/jobs/medals/runs")).json()["runs"]
+
+            async def replayed() -> tuple[datetime, list[Any], list[Any]]:
+                state = (await http.get("/control/state")).json()
+                clock = datetime.fromisoformat(state["replay"]["clock_local"])
+                schedule = (await http.get("/v1/jobs/schedule/runs")).json()["runs"]
+                medals = (await http.get("/v1/jobs/medals/runs")).json()["runs"]
+                return clock, schedule, medals
+
+            async def far_enough() -> bool:
+                clock_local, schedule, medals = await replayed()
+                two_hours = clock_local > datetime(2026, 9, 26, 10, 0)
+                return bool(two_hours and len(schedule) >= 3 and medals)
+
+            # Two replayed hours and three schedule runs take about 0.6 s; a busy machine
+            # builds each 1,252-unit run slower, so wait for them rather than for a time.
+            await eventually(far_enough, within=20.0, what="two hours and three runs replayed")
+            clock_local, schedule, medals = await replayed()
+            assert clock_local > datetime(2026, 9, 26, 10, 0)
             assert len(schedule) >= 3 and medals
             paused = await http.post("/control/replay", json={"paused": True})
             assert paused.json()["replay"]["paused"] is True
