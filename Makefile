@@ -82,6 +82,18 @@ tools: $(STAMP) ## Check the browser, sshd and wrk the tests and benchmarks driv
 run: install system ## Start PostgreSQL, Redis and every service; print where each listens
 	$(PY) -m omnium_devstack run
 
+.PHONY: system-ha
+system-ha: $(STAMP) ## Check PostgreSQL, Redis, Patroni and etcd; apt-get install them when missing (as root)
+	@$(PY) -m omnium_devstack ensure --ha >/dev/null
+
+.PHONY: run-ha
+run-ha: install system-ha ## The HA profile: etcd, two PostgreSQL nodes under Patroni (a synchronous standby), Redis, every service
+	$(PY) -m omnium_devstack run --ha
+
+.PHONY: drill-failover
+drill-failover: install system-ha ## Drill: kill -9 the database leader under load; print what was lost (must be 0) and how long writes paused
+	$(PY) -m bench.drill_failover $(DRILL_ARGS)
+
 .PHONY: account
 account: install system ## Make an account: make account LOGIN=ana ROLE=admin (asks the password)
 	@test -n "$(LOGIN)" -a -n "$(ROLE)" || { echo "usage: make account LOGIN=<login> ROLE=<admin|operator|scorer|viewer> [NAME='Full Name']"; exit 2; }

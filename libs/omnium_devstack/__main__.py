@@ -34,6 +34,12 @@ def _parser() -> argparse.ArgumentParser:
         help="ensure: also the peers tests and benchmarks drive (chromium, sshd, wrk)",
     )
     parser.add_argument(
+        "--ha",
+        action="store_true",
+        help="ensure: also Patroni and etcd; run: the HA profile (etcd, two PostgreSQL nodes "
+        "under Patroni, a synchronous standby) instead of one PostgreSQL",
+    )
+    parser.add_argument(
         "--data-dir",
         type=Path,
         default=DEFAULT_DATA_DIR,
@@ -85,13 +91,15 @@ def run(argv: Sequence[str] | None = None) -> int:
     )
     stack = _stack(args)
     if args.command == "ensure":
-        binaries = ensure_binaries(install=True, tools=args.tools)
+        binaries = ensure_binaries(install=True, tools=args.tools, ha=args.ha)
         print(f"postgres: {binaries.postgres.bindir}")
         print(f"redis-server: {binaries.redis_server}")
         return 0
     if args.command == "run":
         from omnium_devstack.games_day import run_games_day
 
+        if args.ha:
+            return run_games_day(args.data_dir / "ha", args.pg_port, args.redis_port, ha=True)
         return run_games_day(args.data_dir, args.pg_port, args.redis_port)
     if args.command == "up":
         stack.start()

@@ -130,16 +130,24 @@ TOOLS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+# The HA profile's engines (make run-ha, the failover tests and drills): package, program, why.
+HA_TOOLS: tuple[tuple[str, str, str], ...] = (
+    ("patroni", "patroni", "Patroni, which runs the PostgreSQL pair and elects its leader"),
+    ("etcd-server", "etcd", "etcd, where Patroni keeps the leader key"),
+)
+
+
 def _tool_present(program: str) -> bool:
     if program.startswith("/"):
         return os.access(program, os.X_OK)
     return shutil.which(program) is not None
 
 
-def _problems(tools: bool) -> tuple[list[str], list[str]]:
+def _problems(tools: bool, ha: bool = False) -> tuple[list[str], list[str]]:
     messages: list[str] = []
     packages: list[str] = []
-    for package, program, purpose in TOOLS if tools else ():
+    wanted = (TOOLS if tools else ()) + (HA_TOOLS if ha or tools else ())
+    for package, program, purpose in wanted:
         if not _tool_present(program):
             messages.append(
                 f"{program} ({purpose}) is missing: install the Debian package '{package}' "
@@ -170,13 +178,14 @@ def _apt_install(apt_get: str, packages: list[str]) -> None:
     subprocess.run(install, env=env, check=True)
 
 
-def ensure_binaries(install: bool = False, tools: bool = False) -> Binaries:
+def ensure_binaries(install: bool = False, tools: bool = False, ha: bool = False) -> Binaries:
     """Return the binaries, installing missing ones with apt-get only if asked and root.
 
-    With `tools`, the test and benchmark peers (TOOLS) must be there too; running the stack
-    needs only PostgreSQL and Redis.
+    With `tools`, the test and benchmark peers (TOOLS, and HA_TOOLS for the failover tests)
+    must be there too; with `ha`, the HA profile's engines; running the plain stack needs only
+    PostgreSQL and Redis.
     """
-    messages, packages = _problems(tools)
+    messages, packages = _problems(tools, ha)
     apt_get = shutil.which("apt-get")
     if messages and install and os.geteuid() == 0 and apt_get:
         try:
@@ -187,7 +196,7 @@ def ensure_binaries(install: bool = False, tools: bool = False) -> Binaries:
                 + " ".join(messages),
                 tuple(packages),
             ) from exc
-        messages, packages = _problems(tools)
+        messages, packages = _problems(tools, ha)
     pg = find_postgres()
     redis = find_redis_server()
     if messages or pg is None or redis is None:

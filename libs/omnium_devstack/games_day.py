@@ -15,8 +15,9 @@ import asyncpg
 import httpx
 
 from omnium_db import apply_migrations, init_connection
+from omnium_devstack.ha import PatroniCluster
 from omnium_devstack.launcher import ServiceSpec, run_services
-from omnium_devstack.stack import Stack
+from omnium_devstack.stack import RedisServer, Stack
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -287,16 +288,45 @@ def _report(task: asyncio.Future[None]) -> None:
         log.error("demo set-up failed", exc_info=task.exception())
 
 
+# The HA profile's fixed dev ports: PostgreSQL nodes, Patroni's REST API, etcd client and peer.
+HA_PG_PORTS = (55433, 55434)
+HA_REST_PORTS = (58008, 58009)
+HA_ETCD_PORTS = (52379, 52380)
+
+
 def run_games_day(
-    data_dir: Path, pg_port: int, redis_port: int, environ: Mapping[str, str] | None = None
+    data_dir: Path,
+    pg_port: int,
+    redis_port: int,
+    environ: Mapping[str, str] | None = None,
+    *,
+    ha: bool = False,
 ) -> int:
     environ = os.environ if environ is None else environ
     settings = Settings.from_env(environ)
     stack: Stack | None = None
+    cluster: PatroniCluster | None = None
+    redis: RedisServer | None = None
     env: dict[str, str] = {}
     if settings.database_url and settings.redis_url:
         database_url, redis_url = settings.database_url, settings.redis_url
         log.info("using the servers OMNIUM_DATABASE_URL and OMNIUM_REDIS_URL name")
+    elif ha:
+        # Fail before starting anything when Patroni or etcd is missing, naming the packages.
+        cluster = PatroniCluster(
+            data_dir, pg_ports=HA_PG_PORTS, rest_ports=HA_REST_PORTS, etcd_ports=HA_ETCD_PORTS
+        )
+        redis = RedisServer(data_dir, redis_port, port_setting="--redis-port")
+        redis.check_port()
+        cluster.start()
+        try:
+            redis.start()
+        except BaseException:
+            cluster.stop()
+            raise
+        database_url = cluster.database_url
+        redis_url = redis.redis_url
+        print("\n".join(cluster.describe()), flush=True)
     else:
         stack = Stack(
             data_dir,
@@ -330,3 +360,7 @@ def run_games_day(
     finally:
         if stack is not None:
             stack.stop(only_started=True)
+        if redis is not None:
+            redis.stop()
+        if cluster is not None:
+            cluster.stop()

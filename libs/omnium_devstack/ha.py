@@ -1,0 +1,564 @@
+"""A PostgreSQL pair under Patroni with etcd, on one machine: the HA profile's database.
+
+One etcd member holds the leader key; two Patroni nodes each run a PostgreSQL 15 cluster. The
+first node bootstraps and leads; the second copies it with pg_basebackup and streams from it as
+the synchronous standby (`synchronous_mode`), so a commit is answered only once the standby has
+it. Services reach whichever node leads through a multi-host DSN with
+`target_session_attrs=read-write`.
+
+Patroni and PostgreSQL run as the `postgres` user when we are root (PostgreSQL refuses root);
+etcd runs as whoever we are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omnium_devstack.binaries import MissingBinaries, find_postgres
+from omnium_devstack.stack import (
+    DATABASE,
+    HOST,
+    StackError,
+    _clean_env,
+    _pg_os_user,
+    _run,
+    _RunAs,
+    _wait_until_gone,
+    free_port,
+    pid_alive,
+    tail,
+)
+
+log = logging.getLogger("omnium_devstack")
+
+PATRONI_MISSING = (
+    "Patroni (patroni) is not on this machine: install the Debian package 'patroni' "
+    "(sudo apt-get install patroni); the HA profile runs PostgreSQL under it."
+)
+ETCD_MISSING = (
+    "etcd (etcd) is not on this machine: install the Debian package 'etcd-server' "
+    "(sudo apt-get install etcd-server); Patroni keeps its leader key there."
+)
+SCOPE = "omnium"
+START_TIMEOUT = 90.0
+
+
+@dataclass(frozen=True)
+class HaTimings:
+    """Patroni's DCS timings (ttl ≥ loop_wait + 2 × retry_timeout).
+
+    ttl 20 s: a leader that stops renewing its key is replaced 20 s later, inside the seed's
+    2 minutes and the drill's 30 s target, while a busy 2-core machine never misses a renewal.
+    """
+
+    ttl: int = 20
+    loop_wait: int = 2
+    retry_timeout: int = 5
+    # Not strict: with the standby gone the primary goes on alone (see README, "When the
+    # database fails over"); Patroni then promotes no node that was not in sync.
+    strict: bool = False
+
+
+def find_patroni() -> Path | None:
+    found = shutil.which("patroni")
+    return Path(found) if found else None
+
+
+def find_etcd() -> Path | None:
+    found = shutil.which("etcd")
+    return Path(found) if found else None
+
+
+def require_ha_binaries() -> tuple[Path, Path]:
+    """Patroni and etcd, or MissingBinaries naming every package to install."""
+    messages: list[str] = []
+    packages: list[str] = []
+    patroni, etcd = find_patroni(), find_etcd()
+    if patroni is None:
+        messages.append(PATRONI_MISSING)
+        packages.append("patroni")
+    if etcd is None:
+        messages.append(ETCD_MISSING)
+        packages.append("etcd-server")
+    if patroni is None or etcd is None:
+        raise MissingBinaries(" ".join(messages), tuple(packages))
+    return patroni, etcd
+
+
+def _http_json(url: str, timeout: float = 1.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as answer:
+        return json.loads(answer.read())
+
+
+def _start_process(cmd: list[str], logfile: Path) -> subprocess.Popen[bytes]:
+    with logfile.open("ab") as out:
+        # Own session: Ctrl-C in the terminal reaches the launcher, which stops these in order.
+        return subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=_clean_env(),
+            cwd="/",
+            start_new_session=True,
+        )
+
+
+def _kill(pid: int | None, sig: signal.Signals) -> None:
+    if pid is not None and pid > 0:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def _stop_process(proc: subprocess.Popen[bytes] | None, timeout: float) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    _kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+
+
+class Etcd:
+    """One etcd member on loopback: enough for Patroni's leader key on one machine."""
+
+    def __init__(self, home: Path, binary: Path, client_port: int, peer_port: int) -> None:
+        self.home = home
+        self.binary = binary
+        self.client_port = client_port
+        self.peer_port = peer_port
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.client_port}"
+
+    @property
+    def logfile(self) -> Path:
+        return self.home / "etcd.log"
+
+    def start(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        peer = f"http://{HOST}:{self.peer_port}"
+        cmd = [
+            str(self.binary),
+            "--name=omnium-etcd",
+            f"--data-dir={self.home / 'etcd'}",
+            f"--listen-client-urls={self.url}",
+            f"--advertise-client-urls={self.url}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=omnium-etcd={peer}",
+            "--initial-cluster-state=new",
+            "--enable-v2=true",
+        ]
+        self.proc = _start_process(cmd, self.logfile)
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError, ValueError):
+                if _http_json(f"{self.url}/health").get("health") == "true":
+                    return
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise StackError(
+                    f"etcd did not start on {self.url}:\n--- {self.logfile} ---\n"
+                    + tail(self.logfile)
+                )
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        _stop_process(self.proc, 10)
+
+
+@dataclass
+class PatroniNode:
+    """One Patroni agent and the PostgreSQL it runs."""
+
+    name: str
+    home: Path
+    pg_port: int
+    rest_port: int
+    who: _RunAs
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def pgdata(self) -> Path:
+        return self.home / "pg"
+
+    @property
+    def config(self) -> Path:
+        return self.home / "patroni.yml"
+
+    @property
+    def logfile(self) -> Path:
+        return self.home / "patroni.log"
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://{HOST}:{self.rest_port}"
+
+    def postmaster_pid(self) -> int | None:
+        try:
+            pid = int((self.pgdata / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        return pid if pid_alive(pid) else None
+
+    def patroni_alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def status(self) -> dict[str, Any] | None:
+        """Patroni's own view of this node (`GET /patroni`), None when it does not answer."""
+        try:
+            found: dict[str, Any] = _http_json(f"{self.rest_url}/patroni")
+        except (OSError, ValueError):
+            return None
+        return found
+
+
+class PatroniCluster:
+    """etcd and two Patroni nodes under one data folder; `start()`, then `stop()`."""
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        *,
+        pg_ports: tuple[int, int] = (0, 0),
+        rest_ports: tuple[int, int] = (0, 0),
+        etcd_ports: tuple[int, int] = (0, 0),
+        fsync: bool = True,
+        timings: HaTimings | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.fsync = fsync
+        self.timings = timings or HaTimings()
+        self.who = _pg_os_user() if os.geteuid() == 0 else _RunAs(None, os.getuid(), os.getgid())
+        self.home = self._choose_home()
+        patroni, etcd = require_ha_binaries()
+        pg = find_postgres()
+        if pg is None:
+            raise MissingBinaries(
+                "PostgreSQL's server is not on this machine: install the Debian package "
+                "'postgresql' (sudo apt-get install postgresql).",
+                ("postgresql",),
+            )
+        self.patroni = patroni
+        self.bindir = pg.bindir
+        self.psql = pg.psql
+
+        def port(p: int) -> int:
+            return p or free_port()
+
+        self.etcd = Etcd(self.home, etcd, port(etcd_ports[0]), port(etcd_ports[1]))
+        self.nodes = [
+            PatroniNode(
+                f"pg{n + 1}",
+                self.home / f"pg{n + 1}",
+                port(pg_ports[n]),
+                port(rest_ports[n]),
+                self.who,
+            )
+            for n in range(2)
+        ]
+
+    def _choose_home(self) -> Path:
+        """The data folder, or as root a folder under /var/tmp that `postgres` can reach."""
+        if self.who.user is None:
+            return self.data_dir
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.who.can_reach(self.data_dir):
+            return self.data_dir
+        digest = hashlib.sha1(str(self.data_dir).encode(), usedforsecurity=False).hexdigest()
+        home = Path("/var/tmp") / f"omnium-ha-{digest[:12]}"
+        home.mkdir(mode=0o755, exist_ok=True)
+        home.chmod(0o755)
+        return home
+
+    # -- addresses
+
+    @property
+    def database_url(self) -> str:
+        """The one DSN every service uses: whichever node accepts writes."""
+        hosts = ",".join(f"{HOST}:{node.pg_port}" for node in self.nodes)
+        return f"postgresql://postgres@{hosts}/{DATABASE}?target_session_attrs=read-write"
+
+    def node_url(self, node: PatroniNode, database: str = DATABASE) -> str:
+        return f"postgresql://postgres@{HOST}:{node.pg_port}/{database}"
+
+    def node(self, name: str) -> PatroniNode:
+        return next(n for n in self.nodes if n.name == name)
+
+    # -- Patroni's configuration
+
+    def _write_config(self, node: PatroniNode) -> None:
+        node.home.mkdir(parents=True, exist_ok=True)
+        self.who.chown(node.home)
+        sockets = node.home / "sock"
+        sockets.mkdir(mode=0o700, exist_ok=True)
+        self.who.chown(sockets)
+        t = self.timings
+        parameters = {
+            "synchronous_commit": "on",
+            "fsync": "on" if self.fsync else "off",
+            "max_connections": 200,
+            "shared_buffers": "256MB",
+            "wal_level": "replica",
+            "hot_standby": "on",
+            "wal_log_hints": "on",
+            "max_wal_senders": 10,
+            "max_replication_slots": 10,
+            "wal_keep_size": "256MB",
+        }
+        config = {
+            "scope": SCOPE,
+            "name": node.name,
+            "log": {"level": "INFO"},
+            "restapi": {
+                "listen": f"{HOST}:{node.rest_port}",
+                "connect_address": f"{HOST}:{node.rest_port}",
+            },
+            "etcd3": {"hosts": [f"{HOST}:{self.etcd.client_port}"]},
+            "bootstrap": {
+                "dcs": {
+                    "ttl": t.ttl,
+                    "loop_wait": t.loop_wait,
+                    "retry_timeout": t.retry_timeout,
+                    "maximum_lag_on_failover": 1048576,
+                    "synchronous_mode": True,
+                    "synchronous_mode_strict": t.strict,
+                    "postgresql": {
+                        "use_pg_rewind": True,
+                        "use_slots": True,
+                        "parameters": parameters,
+                    },
+                },
+                "initdb": [{"encoding": "UTF8"}, {"locale": "C.UTF-8"}, {"auth": "trust"}],
+                "pg_hba": [
+                    "local all all trust",
+                    f"host all all {HOST}/32 trust",
+                    f"host replication all {HOST}/32 trust",
+                ],
+            },
+            "postgresql": {
+                "listen": f"{HOST}:{node.pg_port}",
+                "connect_address": f"{HOST}:{node.pg_port}",
+                "data_dir": str(node.pgdata),
+                "bin_dir": str(self.bindir),
+                "pgpass": str(node.home / "pgpass"),
+                # The local dev pair trusts loopback; passwords are required by Patroni's schema.
+                "authentication": {
+                    "superuser": {"username": "postgres", "password": "postgres"},
+                    "replication": {"username": "replicator", "password": "replicator"},
+                    "rewind": {"username": "postgres", "password": "postgres"},
+                },
+                "parameters": {"unix_socket_directories": str(sockets)},
+                # A spread checkpoint would hold the standby's copy for minutes.
+                "basebackup": [{"checkpoint": "fast"}],
+            },
+            "tags": {"nofailover": False, "noloadbalance": False, "clonefrom": False},
+        }
+        # JSON is YAML: no YAML writer needed.
+        node.config.write_text(json.dumps(config, indent=2))
+        self.who.chown(node.config)
+        node.logfile.touch(exist_ok=True)
+        self.who.chown(node.logfile)
+
+    def _as_pg_user(self, cmd: list[str]) -> list[str]:
+        """The command run as `postgres` by exec, not by a forking wrapper: the pid we hold
+        must be Patroni's own, so a drill's kill -9 reaches it."""
+        setpriv = shutil.which("setpriv")
+        if self.who.user is None:
+            return cmd
+        if setpriv is None:
+            raise StackError(
+                "running as root, but setpriv (util-linux) is missing to start Patroni"
+            )
+        ids = [f"--reuid={self.who.uid}", f"--regid={self.who.gid}", "--init-groups"]
+        return [setpriv, *ids, "--", *cmd]
+
+    # -- start and stop
+
+    def start(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.etcd.start()
+        try:
+            first = self.nodes[0]
+            self.start_node(first.name)
+            self.wait_for_leader(START_TIMEOUT)
+            self._ensure_database()
+            for node in self.nodes[1:]:
+                self.start_node(node.name)
+            for node in self.nodes[1:]:
+                self.wait_streaming(node.name, START_TIMEOUT)
+            self.wait_sync_standby(START_TIMEOUT)
+        except BaseException:
+            self.stop()
+            raise
+
+    def start_node(self, name: str) -> None:
+        node = self.node(name)
+        if node.patroni_alive():
+            return
+        self._write_config(node)
+        node.proc = _start_process(
+            self._as_pg_user([str(self.patroni), str(node.config)]), node.logfile
+        )
+
+    def stop(self) -> None:
+        """Stop the standby first, then the leader, then etcd (Patroni needs it to stop)."""
+        leader = self.leader_name()
+        ordered = sorted(self.nodes, key=lambda n: n.name == leader)
+        for node in ordered:
+            _stop_process(node.proc, 60)
+            pid = node.postmaster_pid()
+            if pid is not None:
+                # Patroni stops its PostgreSQL; one left behind by a killed agent is ours to end.
+                code, _ = _run(
+                    self.who.wrap(
+                        [str(self.bindir / "pg_ctl"), "-D", str(node.pgdata), "-m", "fast", "stop"]
+                    ),
+                    timeout=60,
+                    cwd=Path("/"),
+                    env=_clean_env(),
+                )
+                if code != 0 or not _wait_until_gone(pid, 10):
+                    _kill(pid, signal.SIGKILL)
+        self.etcd.stop()
+
+    # -- what the drills and tests do to it
+
+    def kill_node(self, name: str) -> None:
+        """kill -9 a node's Patroni and its postmaster together, as when a machine is lost."""
+        node = self.node(name)
+        postmaster = node.postmaster_pid()
+        if node.proc is not None:
+            _kill(node.proc.pid, signal.SIGKILL)
+            node.proc.wait(10)
+        _kill(postmaster, signal.SIGKILL)
+        if postmaster is not None:
+            _wait_until_gone(postmaster, 10)
+
+    def kill_postmaster(self, name: str) -> None:
+        """kill -9 the postmaster alone: Patroni restarts it in place."""
+        pid = self.node(name).postmaster_pid()
+        if pid is None:
+            raise StackError(f"node {name} runs no PostgreSQL")
+        _kill(pid, signal.SIGKILL)
+        _wait_until_gone(pid, 10)
+
+    # -- what it looks like
+
+    def members(self) -> list[dict[str, Any]]:
+        """Patroni's `/cluster` view from any node that answers: name, role, state, lag."""
+        for node in self.nodes:
+            if not node.patroni_alive():
+                continue
+            with contextlib.suppress(OSError, ValueError):
+                found: list[dict[str, Any]] = _http_json(f"{node.rest_url}/cluster")["members"]
+                return found
+        return []
+
+    def leader_name(self) -> str | None:
+        for member in self.members():
+            if member.get("role") == "leader" and member.get("state") == "running":
+                return str(member["name"])
+        return None
+
+    def _wait(self, what: str, timeout: float, check: Any) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = check()
+            if found:
+                return found
+            if time.monotonic() > deadline:
+                logs = "\n".join(f"--- {n.logfile} ---\n{tail(n.logfile)}" for n in self.nodes)
+                raise StackError(f"{what} within {timeout:.0f} s; members {self.members()}\n{logs}")
+            time.sleep(0.2)
+
+    def wait_for_leader(self, timeout: float, not_name: str | None = None) -> str:
+        """The leader's name once one accepts writes (and is not `not_name`)."""
+
+        def check() -> str | None:
+            name = self.leader_name()
+            if name is None or name == not_name:
+                return None
+            status = self.node(name).status()
+            return name if status and status.get("role") in ("master", "primary") else None
+
+        found: str = self._wait("no node led", timeout, check)
+        return found
+
+    def wait_streaming(self, name: str, timeout: float) -> None:
+        def check() -> bool:
+            return any(
+                m["name"] == name
+                and m.get("role") in ("replica", "sync_standby")
+                and m.get("state") in ("streaming", "running")
+                and self.node(name).status() is not None
+                and (self.node(name).status() or {}).get("replication_state", "streaming")
+                == "streaming"
+                for m in self.members()
+            )
+
+        self._wait(f"{name} did not stream from the leader", timeout, check)
+
+    def wait_sync_standby(self, timeout: float) -> str:
+        def check() -> str | None:
+            for m in self.members():
+                if m.get("role") == "sync_standby":
+                    return str(m["name"])
+            return None
+
+        found: str = self._wait("no node became the synchronous standby", timeout, check)
+        return found
+
+    def describe(self) -> list[str]:
+        lines = [f"etcd: {self.etcd.url} (data {self.home / 'etcd'})"]
+        by_name = {m["name"]: m for m in self.members()}
+        for node in self.nodes:
+            m = by_name.get(node.name, {})
+            lines.append(
+                f"{node.name}: postgres {HOST}:{node.pg_port}, patroni {node.rest_url}, "
+                f"{m.get('role', 'down')} ({m.get('state', 'not answering')})"
+            )
+        return lines
+
+    def _ensure_database(self) -> None:
+        leader = self.node(self.wait_for_leader(START_TIMEOUT))
+        base = [str(self.psql), "-X", "-q", "-t", "-A", "-h", HOST, "-p", str(leader.pg_port)]
+        base += ["-U", "postgres", "-d", "postgres", "-c"]
+        code, out = _run(
+            [*base, f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'"],
+            timeout=60,
+            env=_clean_env(),
+        )
+        if code == 0 and out.strip() == "1":
+            return
+        code, out = _run([*base, f"CREATE DATABASE {DATABASE}"], timeout=60, env=_clean_env())
+        if code != 0 and "already exists" not in out:
+            raise StackError(f"could not create database {DATABASE!r} on {leader.name}: {out}")
+
+
+@contextlib.contextmanager
+def running_cluster(data_dir: Path | str, **kwargs: Any) -> Iterator[PatroniCluster]:
+    cluster = PatroniCluster(data_dir, **kwargs)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
