@@ -627,8 +627,12 @@ class PostgresServer:
             who.wrap(cmd), timeout=PG_STOP_TIMEOUT + 15, cwd=pgdata.parent, env=_clean_env()
         )
 
-    def stop(self) -> None:
-        """Fast shutdown (rolls back open transactions); escalates if that does not finish."""
+    def stop(self, mode: str = "fast") -> None:
+        """Fast shutdown (rolls back open transactions); escalates if that does not finish.
+
+        `mode="immediate"` stops as a crash would (no checkpoint; recovery at the next start),
+        which is what the outage tests and drills need.
+        """
         for home in self._homes():
             pgdata = home / "pg"
             found = _live_postmaster(pgdata)
@@ -636,7 +640,7 @@ class PostgresServer:
                 continue
             pid = found[0]
             who = _owner_of(pgdata)
-            _, out = self._pg_ctl_stop(pgdata, who, "fast")
+            _, out = self._pg_ctl_stop(pgdata, who, mode)
             if not _wait_until_gone(pid, 10):
                 log.warning("PostgreSQL (pid %d) ignored a fast shutdown: %s", pid, out)
                 self._pg_ctl_stop(pgdata, who, "immediate")

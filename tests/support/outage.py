@@ -1,0 +1,84 @@
+"""A private PostgreSQL and Redis that a test may crash and start again, on the same ports.
+
+The session's servers are shared by every test, so a test of an outage starts its own pair
+here (a few seconds) and stops it as a crash would. Starting and stopping run in a thread so
+the services under test keep running on the event loop meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+
+from omnium_db import apply_migrations
+from omnium_devstack.stack import PostgresServer, RedisServer, free_port
+
+
+@dataclass
+class CrashablePostgres:
+    """One private cluster with our schema in its database `omnium`."""
+
+    server: PostgresServer
+
+    @property
+    def database_url(self) -> str:
+        return self.server.database_url
+
+    async def crash(self) -> None:
+        """`pg_ctl stop -m immediate`: every connection is cut, nothing is checkpointed."""
+        await asyncio.to_thread(self.server.stop, "immediate")
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.server.start)
+
+    async def restart(self, down_seconds: float = 0.0) -> None:
+        await self.crash()
+        await asyncio.sleep(down_seconds)
+        await self.start()
+
+
+@contextlib.asynccontextmanager
+async def crashable_postgres(data_dir: Path) -> AsyncIterator[CrashablePostgres]:
+    server = PostgresServer(data_dir, free_port(), fsync=False)
+    await asyncio.to_thread(server.start)
+    try:
+        conn = await asyncpg.connect(server.database_url)
+        try:
+            await apply_migrations(conn)
+        finally:
+            await conn.close()
+        yield CrashablePostgres(server)
+    finally:
+        await asyncio.to_thread(server.stop, "immediate")
+        shutil.rmtree(server.fallback_home, ignore_errors=True)
+
+
+@dataclass
+class CrashableRedis:
+    server: RedisServer
+
+    @property
+    def redis_url(self) -> str:
+        return self.server.redis_url
+
+    async def crash(self) -> None:
+        await asyncio.to_thread(self.server.stop)
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.server.start)
+
+
+@contextlib.asynccontextmanager
+async def crashable_redis(data_dir: Path) -> AsyncIterator[CrashableRedis]:
+    server = RedisServer(data_dir, free_port())
+    await asyncio.to_thread(server.start)
+    try:
+        yield CrashableRedis(server)
+    finally:
+        await asyncio.to_thread(server.stop)
