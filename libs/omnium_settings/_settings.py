@@ -45,8 +45,14 @@ class Settings:
     scoring_port: int = _setting(50052, "Scoring service (gRPC).")
     imports_port: int = _setting(50053, "Imports service (gRPC).")
     delivery_port: int = _setting(50054, "Delivery service (gRPC).")
-    command_address: str = _setting("127.0.0.1:50051", "Where other services reach command.")
-    imports_address: str = _setting("127.0.0.1:50053", "Where other services reach imports.")
+    command_address: str = _setting(
+        "127.0.0.1:50051",
+        "Where other services reach command: host:port, IP:port copies or dns:///name:port.",
+    )
+    imports_address: str = _setting(
+        "127.0.0.1:50053",
+        "Where other services reach imports: host:port, IP:port copies or dns:///name:port.",
+    )
 
     # -- gRPC ------------------------------------------------------------------------------
     grpc_auth_required: bool = _setting(True, "Callers must send a bearer token.")
@@ -55,6 +61,18 @@ class Settings:
     grpc_max_message_bytes: int = _setting(4 * 1024 * 1024, "Largest gRPC message, each way.")
     grpc_grace_seconds: float = _setting(10.0, "On SIGTERM, time given to calls in flight.")
     grpc_deadline_seconds: float = _setting(10.0, "Deadline on calls to another service.")
+    grpc_retry_attempts: int = _setting(
+        3, "Tries of an idempotent call when a copy is gone or stopping (1: none; at most 5)."
+    )
+    grpc_retry_first_backoff_seconds: float = _setting(
+        0.1, "Longest wait before the first try again (gRPC waits a random part of it)."
+    )
+    grpc_retry_max_backoff_seconds: float = _setting(
+        1.0, "Longest wait before any later try; the call's deadline bounds all tries."
+    )
+    grpc_retry_backoff_multiplier: float = _setting(
+        2.0, "Each try's longest wait is the one before times this."
+    )
     grpc_tls_cert_file: str | None = _setting(None, "PEM certificate; set with the key for TLS.")
     grpc_tls_key_file: str | None = _setting(None, "PEM private key for TLS.")
 
@@ -67,6 +85,24 @@ class Settings:
     import_idle_seconds: float = _setting(30.0, "Import batch: longest idle in a transaction.")
     batch_max_units: int = _setting(25, "Most units (matches) in one import batch.")
     reader_pool_size: int = _setting(10, "Connections for reads (timeline, public API).")
+    database_connect_timeout_seconds: float = _setting(
+        2.0, "Pools: longest wait to connect to one host of the DSN before the next is tried."
+    )
+    listen_connect_timeout_seconds: float = _setting(
+        5.0, "LISTEN connections: longest wait to open one (all hosts of the DSN)."
+    )
+    listen_retry_first_seconds: float = _setting(
+        0.1, "LISTEN connection lost: first wait before connecting again (then doubled)."
+    )
+    listen_retry_max_seconds: float = _setting(
+        2.0, "LISTEN connection lost: longest wait between tries to connect again."
+    )
+    listen_probe_seconds: float = _setting(
+        5.0, "LISTEN connections are probed this often: a lost machine may never close one."
+    )
+    listen_probe_timeout_seconds: float = _setting(
+        2.0, "A LISTEN connection's probe unanswered this long counts as a lost connection."
+    )
 
     # -- Telemetry -------------------------------------------------------------------------
     telemetry_exporter: Literal["none", "console", "otlp"] = _setting(
@@ -77,6 +113,12 @@ class Settings:
     # -- Imports (Section 3 seed) ----------------------------------------------------------
     imports_nice: int = _setting(10, "CPU priority step of the imports process.")
     doorbell_max_bytes: int = _setting(1024 * 1024, "Largest doorbell body.")
+    doorbell_database_timeout_seconds: float = _setting(
+        5.0, "Doorbell: longest wait for PostgreSQL before answering 503 (nothing queued)."
+    )
+    doorbell_retry_after_seconds: int = _setting(
+        5, "Doorbell: Retry-After sent with a 503 when the ring could not be queued."
+    )
     scheduler_seconds: float = _setting(
         60.0, "How often the scheduler looks for quiet integrations."
     )
@@ -115,10 +157,36 @@ class Settings:
     settle_until_hours: float = _setting(72.0, "Then daily until then.")
     followup_keys_per_run: int = _setting(250, "Most keys in one Scout page run.")
     alert_scout_failed_in_row: int = _setting(2, "Scout runs failed in a row before an alert.")
-    batch_tries: int = _setting(3, "Tries of one batch before the run is partly done.")
+    batch_retry_seconds: float = _setting(
+        90.0, "One batch is tried again this long (a failover) before the run is partly done."
+    )
+    batch_retry_first_seconds: float = _setting(
+        0.5, "First wait before a batch is tried again; doubles each time."
+    )
+    batch_retry_max_seconds: float = _setting(10.0, "Longest wait between two tries of a batch.")
+    resume_first_seconds: float = _setting(
+        60.0, "A partly done run resumes by itself after this wait; doubles each time."
+    )
+    resume_max_seconds: float = _setting(900.0, "Longest wait before a partly done run resumes.")
+    resume_tries: int = _setting(
+        6, "Times a partly done run resumes by itself before it waits for a person."
+    )
+    imports_database_retry_seconds: float = _setting(
+        60.0, "Imports' own reads and writes of a run are tried again this long (a failover)."
+    )
+    imports_database_retry_first_seconds: float = _setting(
+        0.2, "First wait before imports' own read or write is tried again; doubles."
+    )
+    imports_database_retry_max_seconds: float = _setting(
+        5.0, "Longest wait between two tries of imports' own read or write."
+    )
     import_batches_in_flight: int = _setting(4, "Batches of one run sent at once.")
     alert_quiet_intervals: int = _setting(3, "Intervals without a new run before an alert.")
     row_log_days: int = _setting(30, "Days the import row log is kept.")
+    database_standby_expected: bool = _setting(
+        False, "Command alerts while the database has no synchronous standby (HA: true)."
+    )
+    standby_check_seconds: float = _setting(30.0, "How often command asks for the standby.")
     alert_webhook_url: str | None = _setting(None, "Where new alerts are POSTed as JSON.")
     alert_webhook_timeout_seconds: float = _setting(
         5.0, "Longest wait for the alert webhook to answer."
@@ -162,6 +230,15 @@ class Settings:
         1000, "Live push: events kept per Games for Last-Event-ID resume."
     )
     live_heartbeat_seconds: float = _setting(15.0, "Live push: SSE comment sent when quiet.")
+    live_read_grace_seconds: float = _setting(
+        5.0, "Live push: a stream read may take this long past its heartbeat before Redis is down."
+    )
+    live_retry_seconds: float = _setting(
+        1.0, "Live push: after Redis failed, seconds before it is tried again."
+    )
+    live_backlog_length: int = _setting(
+        10_000, "Live push: changes per Games delivery holds while Redis is down; then a gap."
+    )
     sftp_sink_port: int = _setting(8022, "Dev stack: the local SFTP server clients' files go to.")
     webhook_sink_port: int = _setting(8092, "Dev stack: the local webhook receiver.")
 
@@ -235,7 +312,10 @@ class Settings:
     # -- Scoring (Section 1 seed) ----------------------------------------------------------
     scoring_nice: int = _setting(0, "CPU priority step of the scoring process.")
     scorer_sign_in_required: bool = _setting(True, "Scorers must sign in.")
-    scoring_address: str = _setting("127.0.0.1:50052", "Where the gateway reaches scoring.")
+    scoring_address: str = _setting(
+        "127.0.0.1:50052",
+        "Where the gateway reaches scoring: host:port, IP:port copies or dns:///name:port.",
+    )
     scoring_sports_dir: str = _setting("", "Folder of sport files; empty: the repo's sports/.")
     scoring_providers_dir: str = _setting(
         "", "Folder of provider files; empty: the repo's providers/."
@@ -313,6 +393,21 @@ class Settings:
             raise SettingsError(
                 f"OMNIUM_TELEMETRY_EXPORTER is {self.telemetry_exporter!r}; "
                 "use none, console or otlp."
+            )
+        if not 1 <= self.grpc_retry_attempts <= 5:
+            raise SettingsError(
+                f"OMNIUM_GRPC_RETRY_ATTEMPTS is {self.grpc_retry_attempts}; gRPC tries a call "
+                "1 to 5 times, so use a number from 1 (never again) to 5."
+            )
+        if (
+            self.grpc_retry_first_backoff_seconds <= 0
+            or self.grpc_retry_max_backoff_seconds <= 0
+            or self.grpc_retry_backoff_multiplier <= 0
+        ):
+            raise SettingsError(
+                "OMNIUM_GRPC_RETRY_FIRST_BACKOFF_SECONDS, OMNIUM_GRPC_RETRY_MAX_BACKOFF_SECONDS "
+                "and OMNIUM_GRPC_RETRY_BACKOFF_MULTIPLIER must be above 0 (gRPC refuses the "
+                "retry policy otherwise); set OMNIUM_GRPC_RETRY_ATTEMPTS=1 for no tries again."
             )
         if bool(self.grpc_tls_cert_file) != bool(self.grpc_tls_key_file):
             raise SettingsError(
