@@ -1,21 +1,32 @@
-"""The database layer: one asyncpg pool per road, numbered .sql migrations, named queries."""
+"""The database layer: a pool per road, .sql migrations, named queries, LISTEN that reconnects."""
 
 from __future__ import annotations
 
+from omnium_db._listen import Notified, NotifyListener
 from omnium_db._migrations import MIGRATIONS_DIR, MigrationError, applied_versions, apply_migrations
-from omnium_db._pool import Road, create_pool, init_connection
+from omnium_db._outage import DATABASE_ERRORS, connection_lost, is_outage, not_connected, outlast
+from omnium_db._pool import Road, connect_each_host, create_pool, host_dsns, init_connection
 from omnium_db._queries import Composed, Queries
 from omnium_db._schema import UNIT_STATUSES
 
 __all__ = [
+    "DATABASE_ERRORS",
     "MIGRATIONS_DIR",
     "UNIT_STATUSES",
     "Composed",
     "MigrationError",
+    "Notified",
+    "NotifyListener",
     "Queries",
     "Road",
     "applied_versions",
     "apply_migrations",
+    "connect_each_host",
+    "connection_lost",
     "create_pool",
+    "host_dsns",
     "init_connection",
+    "is_outage",
+    "not_connected",
+    "outlast",
 ]

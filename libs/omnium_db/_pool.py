@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 from enum import Enum
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+from asyncpg.exceptions import TargetServerAttributeNotMatched
 
+from omnium_db._outage import is_outage
 from omnium_settings import Settings
 
 
@@ -58,6 +62,58 @@ async def _reset(conn: asyncpg.Connection) -> None:
         await conn.execute("ROLLBACK")
 
 
+def host_dsns(dsn: str) -> list[str]:
+    """The DSN once per host it names (`postgresql://u@h1:p1,h2:p2/db?...`), in order; a DSN
+    of one host (or one naming its hosts another way) comes back as it is."""
+    parts = urlsplit(dsn)
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    if "," not in hosts:
+        return [dsn]
+    return [
+        urlunsplit(parts._replace(netloc=f"{userinfo}{at}{host}"))
+        for host in hosts.split(",")
+        if host
+    ]
+
+
+async def connect_each_host(dsn: str, *, host_timeout: float, **kwargs: Any) -> asyncpg.Connection:
+    """A connection to the first host of the DSN that answers in `host_timeout` and has the
+    session attributes asked for (`target_session_attrs=read-write`: the primary).
+
+    asyncpg's own timeout covers all the hosts together, so a host that is down without
+    refusing (a machine gone, its packets dropped) would use it all and the next host, the new
+    primary, would never be tried; here each host has its own.
+    """
+    last: BaseException | None = None
+    for one in host_dsns(dsn):
+        try:
+            return await asyncpg.connect(one, timeout=host_timeout, **kwargs)
+        except (OSError, asyncpg.PostgresError, TargetServerAttributeNotMatched) as exc:
+            # TimeoutError is an OSError: the next host is tried.
+            last = exc
+    assert last is not None
+    raise last
+
+
+class _OutageInOneLine(logging.Filter):
+    """asyncpg's pool logs each failed try to keep its minimum of connections with a traceback;
+    during a restart or failover that is expected, so one line with the reason says enough."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and is_outage(exc):
+            record.msg = f"{record.getMessage()} ({type(exc).__name__}: {exc})"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+_POOL_LOG = logging.getLogger("asyncpg.pool")
+if not any(isinstance(f, _OutageInOneLine) for f in _POOL_LOG.filters):
+    _POOL_LOG.addFilter(_OutageInOneLine())
+
+
 async def create_pool(
     settings: Settings,
     road: Road,
@@ -74,8 +130,18 @@ async def create_pool(
         Road.READER: settings.reader_pool_size,
     }[road]
     max_size = size or default_size
+    dsn = settings.require_database_url()
+    timeout = settings.database_connect_timeout_seconds
+
+    async def connect(dsn: str, **kw: Any) -> asyncpg.Connection:
+        kw.pop("loop", None)
+        return await connect_each_host(dsn, host_timeout=timeout, **kw)
+
+    # A broken connection is dropped by the pool and the next acquire connects again, to
+    # whichever host is the primary then: a failover needs no restart of the service.
     pool = await asyncpg.create_pool(
-        settings.require_database_url(),
+        dsn,
+        connect=connect,
         min_size=min(min_size, max_size),
         max_size=max_size,
         server_settings=server_settings(settings, road, f"{application_name}:{road.value}"),
