@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 
 import asyncpg
@@ -9,6 +11,7 @@ import asyncpg
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium_command._road import Road
 from omnium_command._service import CommandService
+from omnium_command._standby import StandbyWatch
 from omnium_db import Road as PoolRoad
 from omnium_db import apply_migrations, create_pool
 from omnium_grpc import GrpcServer
@@ -25,6 +28,9 @@ class CommandApp:
         self.settings = settings
         self.pools: list[asyncpg.Pool] = []
         self.server: GrpcServer | None = None
+        self.standby: StandbyWatch | None = None
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self, port: int | None = None, *, migrate: bool = True) -> int:
         settings = self.settings
@@ -40,6 +46,9 @@ class CommandApp:
             if applied:
                 log.info("applied migrations %s", applied)
         road = Road(settings, people, imports)
+        if settings.database_standby_expected:
+            self.standby = StandbyWatch(settings, reader)
+            self._tasks.append(asyncio.create_task(self.standby.run(self._stopping)))
         self.server = GrpcServer(settings, name="command")
         self.server.add(
             command_pb2_grpc.add_CommandServiceServicer_to_server,
@@ -51,6 +60,12 @@ class CommandApp:
     async def stop(self, grace: float | None = None) -> None:
         if self.server is not None:
             await self.server.stop(grace)
+        self._stopping.set()
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
         for pool in reversed(self.pools):
             await pool.close()
         self.pools.clear()

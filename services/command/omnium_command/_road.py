@@ -21,7 +21,7 @@ from omnium_command._parse import (
     parse_command,
 )
 from omnium_command._plan import Outcome, Plan, Planner, Stale, now_timestamp
-from omnium_db import Queries
+from omnium_db import Queries, connection_lost, is_outage, not_connected
 from omnium_grpc import field_changes
 from omnium_settings import Settings
 
@@ -46,15 +46,22 @@ _TRY_AGAIN: dict[type[BaseException], str] = {
     asyncpg.UniqueViolationError: "another writer added the same record at the same moment",
     asyncpg.ForeignKeyViolationError: "a record it names was removed at the same moment",
     asyncpg.IdleInTransactionSessionTimeoutError: "the database connection timed out",
-    asyncpg.TooManyConnectionsError: "the database has no free connection",
-    asyncpg.CannotConnectNowError: "the database is starting or failing over",
-    asyncpg.PostgresConnectionError: "the database connection was lost",
-    asyncpg.InterfaceError: "the database connection was lost",
-    ConnectionError: "the database cannot be reached",
-    OSError: "the database cannot be reached",
     TimeoutError: "the command took longer than its time limit",
     Stale: "the match moved on since this action was checked against it",
 }
+
+# A restart or failover of the database (seconds to half a minute). Where the connection broke
+# under a command, its commit may have been sent and its answer lost: the reason does not claim
+# that nothing was saved. The command id makes the resend safe either way.
+_NOT_REACHED = (
+    "Nothing was saved: the database could not be reached (it may be restarting or failing "
+    "over). Send the same command again; it is applied once."
+)
+_NOT_ANSWERED = (
+    "The database did not answer (it may be restarting or failing over), so this may or may "
+    "not have been saved. Send the same command again; it is applied once, and the answer "
+    "says whether it was saved before."
+)
 
 
 # Every column of the read; those of the parts a command leaves out are None.
@@ -117,7 +124,14 @@ class _Repeat(Exception):
         self.request_hash = request_hash
 
 
-def _try_again_reason(exc: BaseException) -> str | None:
+def _try_again_reason(exc: BaseException, *, connected: bool = True) -> str | None:
+    """The plain reason to send the same command again, or None: not a passing failure."""
+    if not connected and is_outage(exc):
+        return _NOT_REACHED  # No connection was had: nothing was sent.
+    if connection_lost(exc):
+        return _NOT_ANSWERED
+    if not_connected(exc):
+        return _NOT_REACHED
     for kind, reason in _TRY_AGAIN.items():
         if isinstance(exc, kind):
             return f"Nothing was saved: {reason}. Send the same command again."
@@ -142,7 +156,12 @@ class Road:
         conn = await pool.acquire()
         try:
             yield conn
-        except BaseException:
+        except BaseException as exc:
+            if connection_lost(exc) or isinstance(exc, asyncpg.ReadOnlySQLTransactionError):
+                # Never reused: a connection to a server that became a standby stays open, and
+                # the pool's next connection goes to whichever host is the primary now.
+                with contextlib.suppress(asyncpg.InterfaceError):  # the pool let it go already
+                    conn.terminate()
             await pool.release(conn)
             raise
         task = asyncio.get_running_loop().create_task(pool.release(conn))
@@ -186,17 +205,23 @@ class Road:
         duplicate (the first answer again), refused (why) or try again (nothing saved)."""
         answer = kind(command_id=command_id)
         request: Request | None = None
+        connected = False
+        limit = asyncio.timeout(time_limit)
         try:
-            async with asyncio.timeout(time_limit), self._connection(pool) as conn:
-                request, state = await self._parse_while_reading(conn, guess(), parse)
-                await self._apply(conn, request, answer, state)
-        except _Repeat as repeat:
-            assert request is not None
-            return await self._repeat(pool, request, repeat, kind())
+            try:
+                async with limit, self._connection(pool) as conn:
+                    connected = True
+                    request, state = await self._parse_while_reading(conn, guess(), parse)
+                    await self._apply(conn, request, answer, state)
+            except _Repeat as repeat:
+                assert request is not None
+                return await self._repeat(pool, request, repeat, kind())
         except Refusal as exc:
             return kind(command_id=command_id, outcome=command_pb2.OUTCOME_REFUSED, reason=str(exc))
         except Exception as exc:
-            reason = _try_again_reason(exc)
+            # A TimeoutError while connecting, not the command's own limit, is the connect
+            # timeout: the host did not answer.
+            reason = _try_again_reason(exc, connected=connected or limit.expired())
             if reason is None:
                 raise
             what = "batch" if kind is command_pb2.BatchAnswer else "command"
