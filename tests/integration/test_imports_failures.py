@@ -115,10 +115,13 @@ async def test_pinned_fields_are_kept_and_counted(database_url: str) -> None:
 
 async def test_a_batch_that_keeps_answering_try_again_then_a_rerun(database_url: str) -> None:
     async with games_day(
-        database_url, command_settings={"import_lock_timeout_seconds": 0.2}
+        database_url,
+        command_settings={"import_lock_timeout_seconds": 0.2},
+        # Tried again for a second only, and no resume by itself: this test runs it again.
+        import_overrides={"batch_retry_seconds": 1.0, "resume_tries": 0},
     ) as day:
         await _first_load(day)
-        # Hold one unit's lock: its batch answers try again, three times, the others go on.
+        # Hold one unit's lock: its batch answers try again for a second, the others go on.
         code = day.sim.reference()["units"][100]["rsc"]
         for unit in day.sim.reference()["units"]:
             day.sim.reschedule(unit["externalId"], venue="Moved")

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from omnium.command.v1 import command_pb2_grpc
 from omnium.imports.v1 import imports_pb2_grpc
-from omnium_db import Road, create_pool
+from omnium_db import NotifyListener, Road, create_pool
 from omnium_grpc import GrpcServer, open_channel
 from omnium_imports import _queue
 from omnium_imports._doorbell import doorbell_app
@@ -35,7 +35,7 @@ class ImportsApp:
         self.workers: list[Worker] = []
         self.tasks: list[asyncio.Task[None]] = []
         self.pool: asyncpg.Pool | None = None
-        self.listener: asyncpg.Connection | None = None
+        self.listener: NotifyListener | None = None
         self.runner: web.AppRunner | None = None
         self.scout: ScoutClient | None = None
         self.http: httpx.AsyncClient | None = None
@@ -66,8 +66,15 @@ class ImportsApp:
         count = settings.imports_workers if workers is None else workers
         self.workers = [Worker(settings, self.pool, pipeline, n) for n in range(count)]
         if self.workers:
-            self.listener = await asyncpg.connect(settings.require_database_url())
-            await self.listener.add_listener(_queue.JOB_CHANNEL, self._wake)
+            # Back from an outage the workers look at the queue at once: a job queued while
+            # the connection was down sent a NOTIFY nobody heard.
+            self.listener = NotifyListener(
+                settings,
+                {_queue.JOB_CHANNEL: self._notified},
+                name="imports",
+                on_reconnect=self._wake,
+            )
+            await self.listener.start()
         self.tasks = [asyncio.create_task(w.run(self.stopping)) for w in self.workers]
         if scheduler:
             self.tasks.append(
@@ -102,7 +109,10 @@ class ImportsApp:
         )
         return self.doorbell_port
 
-    def _wake(self, *args: object) -> None:
+    def _notified(self, _payload: str) -> None:
+        self._wake()
+
+    def _wake(self) -> None:
         for worker in self.workers:
             worker.wake.set()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -19,11 +20,25 @@ from omnium_telemetry import aiohttp_middlewares
 log = logging.getLogger(__name__)
 POOL = web.AppKey("pool", asyncpg.Pool)
 MAX_BYTES = web.AppKey("max_bytes", int)
+SETTINGS = web.AppKey("settings", Settings)
 HEADER = "X-Scout-Signature"
 # Checked against when the integration is unknown, so an unknown code costs the same time as a
 # wrong signature and the two answers cannot be told apart.
 _NOBODY = b"\0" * 32
 _UNAUTHORISED = {"error": "the signature did not match"}
+# PostgreSQL down, restarting, failing over (a standby is read-only), full or refusing: the
+# ring cannot be queued now, but can be later. Any other error is a bug and keeps its traceback.
+_DATABASE_DOWN = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.OperatorInterventionError,
+    asyncpg.InsufficientResourcesError,
+    asyncpg.ObjectNotInPrerequisiteStateError,
+    asyncpg.ReadOnlySQLTransactionError,
+    asyncpg.TransactionRollbackError,
+)
 
 
 def signature_ok(body: bytes, header: str | None, secrets: list[str]) -> bool:
@@ -45,7 +60,33 @@ async def ring(request: web.Request) -> web.Response:
         return web.json_response(
             {"error": f"the doorbell body is over {request.app[MAX_BYTES]:,} bytes"}, status=413
         )
-    pool = request.app[POOL]
+    settings = request.app[SETTINGS]
+    try:
+        async with asyncio.timeout(settings.doorbell_database_timeout_seconds):
+            return await _queue_ring(request.app[POOL], code, body, request.headers.get(HEADER))
+    except _DATABASE_DOWN as exc:
+        # One line, no traceback: an outage is not a bug, and Scout may ring many times.
+        log.warning(
+            "doorbell %s: the database did not answer (%s: %s); answered 503, nothing queued",
+            code,
+            type(exc).__name__,
+            exc,
+        )
+        return web.json_response(
+            {
+                "queued": False,
+                "error": "the database did not answer, so nothing was queued; ring again. "
+                "If no ring gets through, the scheduler's next check of Scout picks this run "
+                "up once the database is back.",
+            },
+            status=503,
+            headers={"Retry-After": str(settings.doorbell_retry_after_seconds)},
+        )
+
+
+async def _queue_ring(
+    pool: asyncpg.Pool, code: str, body: bytes, signature: str | None
+) -> web.Response:
     async with pool.acquire() as conn:
         integration = await conn.fetchrow(QUERIES["integration_by_code"], code)
         secrets = (
@@ -53,7 +94,7 @@ async def ring(request: web.Request) -> web.Response:
             if integration is not None
             else []
         )
-        if not signature_ok(body, request.headers.get(HEADER), secrets) or integration is None:
+        if not signature_ok(body, signature, secrets) or integration is None:
             return web.json_response(_UNAUTHORISED, status=401)
         try:
             ring_data = json.loads(body)
@@ -87,6 +128,7 @@ def doorbell_app(settings: Settings, pool: asyncpg.Pool) -> web.Application:
     )
     app[POOL] = pool
     app[MAX_BYTES] = settings.doorbell_max_bytes
+    app[SETTINGS] = settings
     app.router.add_post("/doorbell/{integration_code}", ring)
     app.router.add_get("/healthz", _healthz)
     return app

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import time
 import uuid
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import grpc
@@ -18,6 +20,7 @@ from google.protobuf import struct_pb2
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
+from omnium_db import outlast
 from omnium_imports import _batches
 from omnium_imports import _guards as guards
 from omnium_imports import _settle as settle
@@ -30,6 +33,17 @@ from omnium_imports.mapping import MappedRow, MappingContext, MappingSpecError, 
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+# Answers of the command service that pass by themselves (a restart, a failover, a full
+# queue): the batch is sent again until batch_retry_seconds are over.
+_PASSING_CODES = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.ABORTED,
+    }
+)
 
 # Runs in these states take no more work: a new attempt finds them and stops.
 FINISHED = frozenset({"done", "scout_failed", "older"})
@@ -100,8 +114,22 @@ class Pipeline:
     async def run_job(self, job: Job) -> RunResult:
         integration = await self._integration(job.integration_id)
         result = await self._run_job(integration, job)
-        await self._tell(integration, result)
+        await self._outlast("telling of the run", lambda: self._tell(integration, result))
         return result
+
+    async def _outlast(self, what: str, work: Callable[[], Awaitable[_T]]) -> _T:
+        """The pipeline's own read or write of its bookkeeping, tried again while the database
+        restarts or fails over, so a short outage does not fail the run. Each `work` is safe to
+        run twice: one transaction, or writes that come out the same when repeated."""
+        settings = self.settings
+        return await outlast(
+            work,
+            what=what,
+            seconds=settings.imports_database_retry_seconds,
+            first_wait=settings.imports_database_retry_first_seconds,
+            max_wait=settings.imports_database_retry_max_seconds,
+            log=log,
+        )
 
     async def _tell(self, integration: Integration, result: RunResult) -> None:
         """Raise an alert for each cause a person must know of; clear those that are gone."""
@@ -140,8 +168,9 @@ class Pipeline:
             return RunResult("failed", run_id, str(exc))
         if scout_run is None:
             return RunResult("nothing_new", reason="Scout has no run of this job yet")
-        async with self.pool.acquire() as conn:
-            known = await conn.fetchrow(QUERIES["find_run"], integration.id, scout_run.id)
+        known = await self._outlast(
+            f"run {scout_run.id}", lambda: self._fetchrow("find_run", integration.id, scout_run.id)
+        )
         if known is not None and known["status"] in FINISHED:
             return RunResult(
                 "nothing_new", known["id"], f"run {scout_run.id} is already {known['status']}"
@@ -214,9 +243,14 @@ class Pipeline:
 
     # -- steps ----------------------------------------------------------------------------
 
-    async def _integration(self, integration_id: str) -> Integration:
+    async def _fetchrow(self, query: str, *args: Any) -> Any:
         async with self.pool.acquire() as conn:
-            row = await conn.fetchrow(QUERIES["integration"], integration_id)
+            return await conn.fetchrow(QUERIES[query], *args)
+
+    async def _integration(self, integration_id: str) -> Integration:
+        row = await self._outlast(
+            f"integration {integration_id}", lambda: self._fetchrow("integration", integration_id)
+        )
         if row is None:
             raise LookupError(f"integration {integration_id} is gone")
         return Integration(
@@ -248,6 +282,19 @@ class Pipeline:
         status: str,
         reason: str | None,
     ) -> str:
+        return await self._outlast(
+            f"recording run {run.id}",
+            lambda: self._record_once(integration, job, run, status, reason),
+        )
+
+    async def _record_once(
+        self,
+        integration: Integration,
+        job: Job,
+        run: ScoutRun,
+        status: str,
+        reason: str | None,
+    ) -> str:
         async with self.pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(
                 QUERIES["record_run"],
@@ -272,11 +319,12 @@ class Pipeline:
     async def _newer_applied(self, integration: Integration, run: ScoutRun) -> str | None:
         if run.finished_at is None:
             return None
-        async with self.pool.acquire() as conn:
-            newer: str | None = await conn.fetchval(
-                QUERIES["newer_applied_run"], integration.id, run.finished_at, run.build
-            )
-        return newer
+        finished_at = run.finished_at
+        row = await self._outlast(
+            f"runs newer than {run.id}",
+            lambda: self._fetchrow("newer_applied_run", integration.id, finished_at, run.build),
+        )
+        return None if row is None else str(row[0])
 
     async def _apply(
         self,
@@ -287,42 +335,42 @@ class Pipeline:
         scout_run: ScoutRun,
         job: Job,
     ) -> RunResult:
-        async with self.pool.acquire() as conn:
-            mapped = await _map(conn, integration, version, items)
-            # Scout's rows are not needed once mapped (mapping copies what it keeps): let them go
-            # before the batches, the biggest part of a large run's memory.
-            items.clear()
-            key_state = await self._key_state(conn, integration)
-            ready: list[MappedRow] = []
-            skipped = 0
-            for row in mapped:
-                if row.outcome != "ok":
-                    continue
-                if key_state.skippable(row.key, row.hash):
-                    skipped += 1
-                else:
-                    ready.append(row)
-            unit_ids = await _unit_ids(conn, integration, ready)
+        mapped, key_state, ready, skipped, unit_ids = await self._outlast(
+            f"run {scout_run.id}: mapping",
+            lambda: self._prepare(integration, version, items),
+        )
+        # Scout's rows are not needed once mapped (mapping copies what it keeps): let them go
+        # before the batches, the biggest part of a large run's memory.
+        items.clear()
         if not job.past_guards:
-            stop = await self._guards(integration, scout_run, mapped, ready, unit_ids)
+            stop = await self._outlast(
+                f"run {scout_run.id}: checks",
+                lambda: self._guards(integration, scout_run, mapped, ready, unit_ids),
+            )
             if stop is not None:
                 await self._finish(run_id, "paused_by_guard", stop, Counter())
-                async with self.pool.acquire() as conn:
-                    await open_review(
-                        conn,
-                        integration.id,
-                        "guard",
-                        scout_run.id,
-                        f"Run {scout_run.id} was paused: {stop} Start it to write it anyway.",
-                        run_id,
-                    )
+                question = f"Run {scout_run.id} was paused: {stop} Start it to write it anyway."
+
+                async def ask() -> None:
+                    async with self.pool.acquire() as conn:
+                        await open_review(
+                            conn, integration.id, "guard", scout_run.id, question, run_id
+                        )
+
+                await self._outlast(f"run {scout_run.id}: review", ask)
                 return RunResult("paused_by_guard", run_id, stop)
         outcomes: Counter[str] = Counter(row.outcome for row in mapped if row.outcome != "ok")
         if skipped:
             outcomes["unchanged"] += skipped
             outcomes["fast_path"] += skipped
-        await self._log_mapping(integration, run_id, mapped)
-        groups = await self._batches(integration, run_id, mapped, ready, unit_ids, key_state)
+        await self._outlast(
+            f"run {scout_run.id}: row log",
+            lambda: self._log_mapping(integration, run_id, mapped),
+        )
+        groups = await self._outlast(
+            f"run {scout_run.id}: batches",
+            lambda: self._batches(integration, run_id, mapped, ready, unit_ids, key_state),
+        )
         failures: list[str] = []
 
         def account(
@@ -365,14 +413,22 @@ class Pipeline:
 
         await asyncio.gather(*(sender() for _ in range(self.settings.import_batches_in_flight)))
         key_state.loaded_for_run = run_id
-        await self._settle(integration, scout_run, mapped)
+        await self._outlast(
+            f"run {scout_run.id}: settle", lambda: self._settle(integration, scout_run, mapped)
+        )
         if not failures and scout_run.build == "all":
+            # Not tried again: it counts the runs a key has been missing, and a repeat after a
+            # lost answer would count this one twice.
             await self._mark_missing(integration, run_id, mapped, key_state)
         if job.past_guards:
-            async with self.pool.acquire() as conn:
-                await conn.execute(
-                    QUERIES["close_reviews"], integration.id, "guard", [scout_run.id], "start"
-                )
+
+            async def close_reviews() -> None:
+                async with self.pool.acquire() as conn:
+                    await conn.execute(
+                        QUERIES["close_reviews"], integration.id, "guard", [scout_run.id], "start"
+                    )
+
+            await self._outlast(f"run {scout_run.id}: reviews", close_reviews)
         if failures:
             failures.sort(key=lambda text: int(text.split(":")[0].removeprefix("batch ")))
             reason = (
@@ -382,8 +438,28 @@ class Pipeline:
             await self._finish(run_id, "partly_done", reason, outcomes)
             return RunResult("partly_done", run_id, reason, outcomes)
         await self._finish(run_id, "done", None, outcomes)
-        await self._follow_up(integration)
+        await self._outlast(f"run {scout_run.id}: follow-up", lambda: self._follow_up(integration))
         return RunResult("done", run_id, None, outcomes)
+
+    async def _prepare(
+        self, integration: Integration, version: MappingVersion, items: list[Any]
+    ) -> tuple[list[MappedRow], KeyStateCache, list[MappedRow], int, dict[str, str]]:
+        """The run mapped, the key state, the rows to send (not skipped by the fast path),
+        how many were skipped, and the units the rows name."""
+        async with self.pool.acquire() as conn:
+            mapped = await _map(conn, integration, version, items)
+            key_state = await self._key_state(conn, integration)
+            ready: list[MappedRow] = []
+            skipped = 0
+            for row in mapped:
+                if row.outcome != "ok":
+                    continue
+                if key_state.skippable(row.key, row.hash):
+                    skipped += 1
+                else:
+                    ready.append(row)
+            unit_ids = await _unit_ids(conn, integration, ready)
+        return mapped, key_state, ready, skipped, unit_ids
 
     async def _guards(
         self,
@@ -642,28 +718,36 @@ class Pipeline:
                 screen="imports",
             ),
         )
-        wait = self.settings.scout_retry_base_seconds
+        # Tried again for as long as a failover takes: a batch command id is its run and number,
+        # so a batch saved before a lost answer answers duplicate and nothing is written twice.
+        settings = self.settings
+        started = time.monotonic()
+        deadline = started + settings.batch_retry_seconds
+        wait = settings.batch_retry_first_seconds
         problem = ""
-        for attempt in range(1, self.settings.batch_tries + 1):
+        tries = 0
+        while True:
+            tries += 1
             try:
                 answer: command_pb2.BatchAnswer = await self.command.ApplyImportBatch(
-                    batch, timeout=self.settings.grpc_deadline_seconds
+                    batch, timeout=settings.grpc_deadline_seconds
                 )
             except grpc.aio.AioRpcError as exc:
                 problem = f"the command service answered {exc.code().name}: {exc.details()}"
+                if exc.code() not in _PASSING_CODES:
+                    break
             else:
                 if answer.outcome in (command_pb2.OUTCOME_ACCEPTED, command_pb2.OUTCOME_DUPLICATE):
                     return answer, ""
                 if answer.outcome == command_pb2.OUTCOME_REFUSED:
                     return None, f"refused: {answer.reason}"
                 problem = answer.reason or "try again"
-            if attempt < self.settings.batch_tries:
-                log.info(
-                    "run %s batch %s: %s; trying again in %.1f s", run_id, batch_no, problem, wait
-                )
-                await asyncio.sleep(wait)
-                wait *= 2
-        return None, f"{problem} ({self.settings.batch_tries} tries)"
+            if time.monotonic() + wait > deadline:
+                break
+            log.info("run %s batch %s: %s; trying again in %.1f s", run_id, batch_no, problem, wait)
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, settings.batch_retry_max_seconds)
+        return None, f"{problem} ({tries} tries in {time.monotonic() - started:.0f} s)"
 
     async def _log_mapping(
         self, integration: Integration, run_id: str, mapped: list[MappedRow]
@@ -693,8 +777,11 @@ class Pipeline:
     async def _finish(
         self, run_id: str, status: str, reason: str | None, outcomes: Counter[str]
     ) -> None:
-        async with self.pool.acquire() as conn:
-            await conn.execute(QUERIES["finish_run"], run_id, status, reason, dict(outcomes))
+        async def close() -> None:
+            async with self.pool.acquire() as conn:
+                await conn.execute(QUERIES["finish_run"], run_id, status, reason, dict(outcomes))
+
+        await self._outlast(f"run {run_id}: close", close)
 
 
 async def _map(

@@ -12,6 +12,7 @@ import time
 
 import asyncpg
 
+from omnium_db import DATABASE_ERRORS, outlast
 from omnium_imports import _queue
 from omnium_imports._pipeline import Pipeline, RunResult
 from omnium_imports._review import Alerts
@@ -42,7 +43,7 @@ class Worker:
             try:
                 async with self.pool.acquire() as conn:
                     job = await _queue.claim(conn, self.name, self.settings.lease_expire_seconds)
-            except (OSError, asyncpg.PostgresError) as exc:
+            except DATABASE_ERRORS as exc:
                 log.warning("%s: cannot read the queue (%s); trying again", self.name, exc)
                 job = None
             if job is None:
@@ -51,7 +52,12 @@ class Worker:
                     async with asyncio.timeout(self.settings.imports_poll_seconds):
                         await _first(self.wake.wait(), stop.wait())
                 continue
-            await self.work(job)
+            try:
+                await self.work(job)
+            except DATABASE_ERRORS as exc:
+                # The database stayed away longer than the job's own retries: its lease runs
+                # out and a worker (this one, later) continues the run. The worker lives on.
+                log.warning("%s: job %s left to its lease (%s)", self.name, job.id, exc)
 
     async def work(self, job: _queue.Job) -> RunResult | None:
         log.info(
@@ -81,7 +87,36 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError, LeaseLost):
                 await renewing
         self.results = [*self.results[-99:], result]
-        async with self.pool.acquire() as conn:
+        resumed = await outlast(
+            lambda: self._finish(job, result),
+            what=f"{self.name}: job {job.id}",
+            seconds=self.settings.imports_database_retry_seconds,
+            first_wait=self.settings.imports_database_retry_first_seconds,
+            max_wait=self.settings.imports_database_retry_max_seconds,
+            log=log,
+        )
+        log.info(
+            "%s: job %s %s%s",
+            self.name,
+            job.id,
+            result.status,
+            f" ({result.reason})" if result.reason else "",
+        )
+        if resumed is not None:
+            log.info(
+                "%s: run %s resumes by itself in %.0f s (job %s)",
+                self.name,
+                result.run_id,
+                resumed[1],
+                resumed[0],
+            )
+        return result
+
+    async def _finish(self, job: _queue.Job, result: RunResult) -> tuple[int, float] | None:
+        """The job closed and, for a run left partly done, its resume queued, in one
+        transaction (tried again as a whole if the database goes meanwhile)."""
+        settings = self.settings
+        async with self.pool.acquire() as conn, conn.transaction():
             await _queue.finish(
                 conn,
                 job,
@@ -90,14 +125,18 @@ class Worker:
                 error=result.reason,
                 run_id=result.run_id,
             )
-        log.info(
-            "%s: job %s %s%s",
-            self.name,
-            job.id,
-            result.status,
-            f" ({result.reason})" if result.reason else "",
-        )
-        return result
+            if result.status != "partly_done" or result.run_id is None:
+                return None
+            # The batches not saved (a failover outlasting their retries, say) are sent again
+            # into the same run; those saved answer duplicate, so nothing is written twice.
+            return await _queue.enqueue_resume(
+                conn,
+                result.run_id,
+                first_seconds=settings.resume_first_seconds,
+                max_seconds=settings.resume_max_seconds,
+                tries=settings.resume_tries,
+                past_guards=job.past_guards,
+            )
 
     async def _renew(self, job: _queue.Job, task: asyncio.Future[RunResult]) -> None:
         while True:
@@ -107,7 +146,7 @@ class Worker:
                     held = await _queue.renew(
                         conn, job, self.name, self.settings.lease_expire_seconds
                     )
-            except (OSError, asyncpg.PostgresError) as exc:
+            except DATABASE_ERRORS as exc:
                 log.warning("%s: could not renew job %s (%s)", self.name, job.id, exc)
                 continue
             if not held:
@@ -153,7 +192,7 @@ async def run_scheduler(
                     log.info("scheduler: row log trimmed (%s)", result)
             if queued:
                 log.info("scheduler: queued checks %s", queued)
-        except (OSError, asyncpg.PostgresError) as exc:
+        except DATABASE_ERRORS as exc:
             log.warning("scheduler: cannot reach the database (%s)", exc)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(settings.scheduler_seconds):

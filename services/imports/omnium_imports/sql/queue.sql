@@ -15,6 +15,24 @@ SELECT r.integration_id, 'pull', r.scout_run_id, 'operator', true
  WHERE r.id = $1::uuid
 RETURNING id;
 
+-- name: enqueue_resume
+-- A partly done run, again after a wait: the same Scout run into the same run (its saved batches
+-- answer duplicate). Null once it has resumed $3 times by itself, or when a job of the run is
+-- queued already; then it waits for a person.
+INSERT INTO integration_job (integration_id, kind, scout_run_id, via, past_guards, run_id,
+                             not_before)
+SELECT r.integration_id, 'pull', r.scout_run_id, 'resume', $4, r.id,
+       now() + make_interval(secs => $2)
+  FROM integration_run r
+ WHERE r.id = $1::uuid AND r.status = 'partly_done'
+   AND (SELECT count(*) FROM integration_job j WHERE j.run_id = r.id AND j.via = 'resume') < $3
+   AND NOT EXISTS (SELECT 1 FROM integration_job j
+                    WHERE j.run_id = r.id AND j.status = 'queued')
+RETURNING id;
+
+-- name: resumes_of_run
+SELECT count(*) FROM integration_job WHERE run_id = $1::uuid AND via = 'resume';
+
 -- name: enqueue_check
 INSERT INTO integration_job (integration_id, kind, via)
 VALUES ($1::uuid, 'check', $2)
@@ -29,6 +47,7 @@ WITH candidate AS (
   SELECT j.id
     FROM integration_job j
    WHERE (j.status = 'queued' OR (j.status = 'running' AND j.lease_until < now()))
+     AND (j.not_before IS NULL OR j.not_before <= now())
      AND NOT EXISTS (
            SELECT 1 FROM integration_job r
             WHERE r.integration_id = j.integration_id AND r.status = 'running'
