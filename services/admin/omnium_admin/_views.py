@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-import asyncpg
 import grpc
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -23,7 +22,7 @@ from omnium.imports.v1 import imports_pb2
 from omnium_accounts import ROLES, AccountError, ApiKeys
 from omnium_admin import _present
 from omnium_admin._auth import console, may_act, plain_page, session_of
-from omnium_db import UNIT_STATUSES, Queries
+from omnium_db import DATABASE_ERRORS, UNIT_STATUSES, Queries
 
 log = logging.getLogger(__name__)
 QUERIES = Queries.load(Path(__file__).parent)
@@ -57,7 +56,7 @@ async def plain_errors(request: web.Request, handler: Handler) -> web.StreamResp
                 f"({code.name.lower().replace('_', ' ')}). Nothing was changed.",
             )
         return _error(request, status, title, message)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+    except DATABASE_ERRORS as exc:
         log.warning("admin: %s %s: %s", request.method, request.path, exc)
         return _error(
             request, 503, "Failed to read", "The database did not answer. Nothing was changed."

@@ -21,17 +21,17 @@ import httpx
 import redis.asyncio as aioredis
 
 from omnium.delivery.v1 import delivery_pb2_grpc
-from omnium_db import Road, create_pool
+from omnium_db import DATABASE_ERRORS, NotifyListener, Road, create_pool, is_outage
 from omnium_delivery._build import FeedRow, build
 from omnium_delivery._clients import load_clients, read_clients_file
 from omnium_delivery._documents import Document, render
+from omnium_delivery._live import LivePush
 from omnium_delivery._service import SERVICE_NAME, DeliveryService
 from omnium_delivery._sftp import SftpTransport
 from omnium_delivery._sql import QUERIES
 from omnium_delivery._transport import ClientSettingsError, Outgoing, SendResult, Transport
 from omnium_delivery._webhook import WebhookTransport
 from omnium_grpc import GrpcServer
-from omnium_live import LivePublisher
 from omnium_process import post_alert
 from omnium_settings import Settings
 
@@ -86,9 +86,9 @@ class DeliveryApp:
         self.outbox_wake = asyncio.Event()
         self.dispatch_wake = asyncio.Event()
         self.pool: asyncpg.Pool | None = None
-        self.listener: asyncpg.Connection | None = None
+        self.listener: NotifyListener | None = None
         self.redis: aioredis.Redis | None = None
-        self.publisher: LivePublisher | None = None
+        self.live: LivePush | None = None
         self.http: httpx.AsyncClient | None = None
         self.grpc: GrpcServer | None = None
         self.grpc_port = 0
@@ -96,9 +96,8 @@ class DeliveryApp:
         self.busy: dict[str, asyncio.Task[None]] = {}
         self.transports: dict[str, tuple[str, Transport]] = {}
         self.on_send = on_send
-        # Counted for tests and the benchmark: feeds built, and pushes published.
+        # Counted for tests and the benchmark: feeds built (pushes published: `pushes`).
         self.builds = 0
-        self.pushes = 0
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -116,18 +115,26 @@ class DeliveryApp:
             self.redis = aioredis.from_url(
                 settings.redis_url, socket_timeout=2.0, socket_connect_timeout=2.0
             )
-            self.publisher = LivePublisher(self.redis, max_length=settings.live_stream_length)
+            self.live = LivePush(settings, self.redis)
         else:
             log.warning("delivery: OMNIUM_REDIS_URL is not set, so nothing is pushed live")
         self.http = httpx.AsyncClient()
-        self.listener = await asyncpg.connect(settings.require_database_url())
-        await self.listener.add_listener(OUTBOX_CHANNEL, self._outbox_notified)
-        await self.listener.add_listener(FEED_CHANNEL, self._feed_notified)
+        # Back from an outage, both loops read from their own cursors: the outbox cursor and
+        # the feeds marked in the database, so what was saved meanwhile goes out once.
+        self.listener = NotifyListener(
+            settings,
+            {OUTBOX_CHANNEL: self._outbox_notified, FEED_CHANNEL: self._feed_notified},
+            name="delivery",
+            on_reconnect=self._caught_up,
+        )
+        await self.listener.start()
         self.tasks = [
             asyncio.create_task(self._outbox_loop()),
             asyncio.create_task(self._dispatch_loop()),
             asyncio.create_task(self._sweep_loop()),
         ]
+        if self.live is not None:
+            self.tasks.append(asyncio.create_task(self.live.run(self.stopping)))
         self.grpc = GrpcServer(settings, name="delivery")
         self.grpc.add(
             delivery_pb2_grpc.add_DeliveryServiceServicer_to_server,
@@ -159,15 +166,26 @@ class DeliveryApp:
             await self.listener.close()
         if self.http is not None:
             await self.http.aclose()
+        if self.live is not None:
+            self.live.forget()
         if self.redis is not None:
             await self.redis.aclose()
         if self.pool is not None:
             await self.pool.close()
 
-    def _outbox_notified(self, *args: object) -> None:
+    @property
+    def pushes(self) -> int:
+        """Changes Redis took for live push."""
+        return 0 if self.live is None else self.live.published
+
+    def _outbox_notified(self, _payload: str) -> None:
         self.outbox_wake.set()
 
-    def _feed_notified(self, *args: object) -> None:
+    def _feed_notified(self, _payload: str) -> None:
+        self.dispatch_wake.set()
+
+    def _caught_up(self) -> None:
+        self.outbox_wake.set()
         self.dispatch_wake.set()
 
     # -- the outbox -----------------------------------------------------------------------
@@ -177,7 +195,7 @@ class DeliveryApp:
             self.outbox_wake.clear()
             try:
                 read = await self.outbox_pass()
-            except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as exc:
+            except DATABASE_ERRORS as exc:
                 log.warning("delivery: reading the outbox failed (%s); trying again", exc)
                 read = 0
                 await asyncio.sleep(1)
@@ -204,7 +222,6 @@ class DeliveryApp:
             )
             if not rows:
                 return 0
-            await self._push(rows)
             ids = [r["id"] for r in rows]
             marked = await conn.fetch(
                 QUERIES["mark_feeds"],
@@ -220,34 +237,13 @@ class DeliveryApp:
             )
             if marked:
                 await conn.execute(QUERIES["wake_senders"])
+        if self.live is not None:
+            # Queued once the cursor moved, never sent here: a Redis that is down must not
+            # hold up the feeds.
+            self.live.add(rows)
         if marked:
             self.dispatch_wake.set()
         return len(rows)
-
-    async def _push(self, rows: list[asyncpg.Record]) -> None:
-        if self.publisher is None:
-            return
-        by_event: dict[str, list[dict[str, Any]]] = {}
-        for row in rows:
-            payload = row["payload"] or {}
-            by_event.setdefault(row["event_code"], []).append(
-                {
-                    "id": row["id"],
-                    "kind": row["kind"],
-                    "subject_kind": row["subject_kind"],
-                    "unit": payload.get("code") if row["subject_kind"] == "unit" else None,
-                    "code": payload.get("code"),
-                    "changes": payload.get("changes", []),
-                    "saved_at": row["saved_at"].isoformat(),
-                }
-            )
-        try:
-            for event_code, items in by_event.items():
-                await self.publisher.publish(event_code, items)
-                self.pushes += len(items)
-        except (aioredis.RedisError, OSError) as exc:
-            # Live push is best effort; feeds and files still go out from the database.
-            log.warning("delivery: live push to Redis failed: %s", exc)
 
     async def _sweep_loop(self) -> None:
         trimmed_at: float | None = None
@@ -261,7 +257,7 @@ class DeliveryApp:
                 if trimmed_at is None or time.monotonic() - trimmed_at > 3600:
                     trimmed_at = time.monotonic()
                     await self.trim_log()
-            except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as exc:
+            except DATABASE_ERRORS as exc:
                 log.warning("delivery: the sweep failed (%s)", exc)
 
     async def sweep(self) -> int:
@@ -301,7 +297,7 @@ class DeliveryApp:
             delay = settings.delivery_poll_seconds
             try:
                 delay = await self._dispatch()
-            except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as exc:
+            except DATABASE_ERRORS as exc:
                 log.warning("delivery: claiming clients failed (%s); trying again", exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.dispatch_wake.wait(), max(delay, 0.005))
@@ -378,8 +374,13 @@ class DeliveryApp:
                                 self.settings.delivery_retry_seconds,
                             )
                         return
-        except Exception:
-            log.exception("delivery: working client %s failed", client.code)
+        except Exception as exc:
+            if not is_outage(exc):
+                log.exception("delivery: working client %s failed", client.code)
+            else:
+                # The feed is still owed (its send is recorded only with the database back):
+                # the next claim sends it again.
+                log.warning("delivery: client %s waits for the database (%r)", client.code, exc)
         finally:
             renew.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -393,13 +394,20 @@ class DeliveryApp:
         every = self.settings.delivery_lease_seconds / 3
         while True:
             await asyncio.sleep(every)
-            async with self.pool.acquire() as conn:
-                await conn.execute(
-                    QUERIES["renew_client"],
-                    client.id,
-                    self.me,
-                    self.settings.delivery_lease_seconds,
-                )
+            try:
+                async with self.pool.acquire() as conn:
+                    await conn.execute(
+                        QUERIES["renew_client"],
+                        client.id,
+                        self.me,
+                        self.settings.delivery_lease_seconds,
+                    )
+            except Exception as exc:
+                # A renew lost to an outage must not end the renewing: the next one holds the
+                # lease again (and the work's own end would re-raise this, skipping the release).
+                if not is_outage(exc):
+                    raise
+                log.warning("delivery: could not renew client %s (%r)", client.code, exc)
 
     def _held(self, client: ClientRow) -> frozenset[str] | None:
         """Disciplines whose results wait for a person (target 7); None: all of them."""

@@ -19,10 +19,9 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from omnium_accounts import ApiKeys, hash_key
-from omnium_db import UNIT_STATUSES, Road, create_pool
+from omnium_db import DATABASE_ERRORS, UNIT_STATUSES, Road, create_pool
 from omnium_gateway import _reads
 from omnium_gateway._cache import (
-    DATABASE_ERRORS,
     HIT,
     REDIS_ERRORS,
     STALE,

@@ -24,6 +24,7 @@ import asyncpg
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from omnium_db import DATABASE_ERRORS
 from omnium_gateway._metrics import Metrics
 from omnium_gateway._reads import (
     FINAL,
@@ -60,7 +61,7 @@ return 0
 
 # Errors that mean "this server cannot answer now", as opposed to a bug in the gateway.
 REDIS_ERRORS = (RedisError, OSError, asyncio.TimeoutError)
-DATABASE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, asyncio.TimeoutError)
+# The database's are omnium_db.DATABASE_ERRORS ("no host is a primary" during a failover too).
 
 Reader = Callable[[asyncpg.Connection], Awaitable[Loaded]]
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 import asyncpg
 import redis.asyncio as aioredis
 
+from omnium_db import DATABASE_ERRORS, NotifyListener
 from omnium_gateway._cache import REDIS_ERRORS, Cache
 from omnium_gateway._reads import QUERIES
 from omnium_settings import Settings
@@ -110,30 +111,68 @@ class OutboxRelay:
                     )
 
     async def _lead(self, lease_ms: int) -> None:
-        conn = await asyncpg.connect(self.settings.require_database_url())
+        settings = self.settings
         renewer = asyncio.create_task(self._keep_lease(lease_ms))
+        # Its own connection for the NOTIFYs, probed while it waits, so a dead one is noticed
+        # then too; back from an outage it wakes this loop, which reads on from the watermark.
+        listener = NotifyListener(
+            settings,
+            {NOTIFY_CHANNEL: self._notified},
+            name="gateway relay",
+            on_reconnect=self._wake.set,
+        )
+        reader: asyncpg.Connection | None = None
         try:
-            await conn.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
+            await listener.start()
+            reader = await self._connect()
             stored = await self.redis.get(self.watermark_key)
             watermark = (
-                int(stored) if stored is not None else await conn.fetchval(QUERIES["outbox_head"])
+                int(stored) if stored is not None else await reader.fetchval(QUERIES["outbox_head"])
             )
             gaps: dict[int, float] = {}
             log.info("this worker relays the outbox to the cache from id %d", watermark)
             self.failing = False
             while not renewer.done():
-                watermark = await self._relay(conn, watermark, gaps)
                 self._wake.clear()
+                try:
+                    if reader is None or reader.is_closed():
+                        reader = await self._connect()
+                    watermark = await self._relay(reader, watermark, gaps)
+                    self.failing = False
+                except DATABASE_ERRORS as exc:
+                    # The lease and the watermark stay: PostgreSQL is read again on the next
+                    # NOTIFY, the listener's reconnect, or the poll, whichever comes first.
+                    if not self.failing:
+                        log.warning("outbox relay cannot read PostgreSQL (%s); waiting", exc)
+                    self.failing = True
+                    if reader is not None:
+                        reader.terminate()
+                        reader = None
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.settings.gateway_outbox_poll_seconds):
+                    async with asyncio.timeout(settings.gateway_outbox_poll_seconds):
                         await self._wake.wait()
             renewer.result()
         finally:
             renewer.cancel()
             with contextlib.suppress(BaseException):
                 await renewer
-            with contextlib.suppress(Exception):
-                await conn.close()
+            # The reader first: closing the listener raises again if we are being cancelled.
+            if reader is not None:
+                reader.terminate()
+            await listener.close()
+
+    def _notified(self, _payload: str) -> None:
+        self._wake.set()
+
+    async def _connect(self) -> asyncpg.Connection:
+        settings = self.settings
+        # Every read is bounded: a machine that went away must not hold the relay forever.
+        return await asyncpg.connect(
+            settings.require_database_url(),
+            timeout=settings.listen_connect_timeout_seconds,
+            command_timeout=settings.gateway_database_timeout_seconds,
+            server_settings={"application_name": "gateway relay"},
+        )
 
     async def _keep_lease(self, lease_ms: int) -> None:
         while True:

@@ -5,15 +5,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import redis.asyncio as aioredis
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from omnium_accounts import Accounts, AccountsUnavailable
-from omnium_db import Road, create_pool
+from omnium_db import DATABASE_ERRORS, Road, create_pool
 from omnium_gateway._app import Gateway, RouteSet
-from omnium_gateway._cache import DATABASE_ERRORS
-from omnium_live import add_live_routes
+from omnium_live import add_live_routes, live_redis
 from omnium_scorer_web import add_scorer_routes
 from omnium_settings import Settings
 
@@ -30,7 +28,9 @@ def _stream_operation(summary: str, parameters: list[dict[str, Any]]) -> dict[st
                 "Server-Sent Events: one `change` event per saved change (its `id` is the "
                 "stream position), a comment line when quiet. Reconnect with `Last-Event-ID` "
                 "(or `?last_event_id=`) to get what was missed from a short replay buffer; a "
-                "`gap` event says when some of it is no longer kept."
+                "`gap` event says when some of it is no longer kept or may be lost (Redis "
+                "restarted): read the data again. An `error` event says live updates paused; "
+                "they resume by themselves."
             ),
             "parameters": [
                 *parameters,
@@ -87,11 +87,16 @@ class LiveRoutes:
             log.warning("no OMNIUM_REDIS_URL: the live routes are off")
             return
         # Its own client: a stream reader blocks a connection, which the cache must not wait on.
-        redis = aioredis.from_url(self.settings.redis_url)
+        redis = live_redis(
+            self.settings.redis_url,
+            heartbeat_seconds=self.settings.live_heartbeat_seconds,
+            grace_seconds=self.settings.live_read_grace_seconds,
+        )
         add_live_routes(
             app,
             redis,
             heartbeat_seconds=self.settings.live_heartbeat_seconds,
+            retry_seconds=self.settings.live_retry_seconds,
             admit=gateway.admit,
         )
 
@@ -155,6 +160,9 @@ class ScorerRoutes:
         return {"paths": {}}
 
 
+_SIGN_IN_DOWN: tuple[type[BaseException], ...] = (*DATABASE_ERRORS, AccountsUnavailable)
+
+
 @web.middleware
 async def _database_down(request: web.Request, handler: Handler) -> web.StreamResponse:
     """A scorer whose sign-in cannot be read gets a plain 503, never a 500."""
@@ -162,7 +170,7 @@ async def _database_down(request: web.Request, handler: Handler) -> web.StreamRe
         return await handler(request)
     try:
         return await handler(request)
-    except (*DATABASE_ERRORS, AccountsUnavailable):
+    except _SIGN_IN_DOWN:
         return web.json_response(
             {
                 "error": "the database is not answering; actions stay queued on this device "

@@ -60,7 +60,7 @@ class ScoringApp:
         settings = self.settings
         providers = await self.prepare()
         assert self.scorer is not None
-        await self.watchers.start(settings.require_database_url())
+        await self.watchers.start(settings)
         self.server = GrpcServer(settings, name="scoring")
         self.server.add(
             scoring_pb2_grpc.add_ScoringServiceServicer_to_server,

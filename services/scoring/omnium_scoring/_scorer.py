@@ -22,7 +22,7 @@ from grpc import aio
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2
-from omnium_db import Queries
+from omnium_db import NotifyListener, Queries, is_outage
 from omnium_settings import Settings
 from omnium_sports import UNDO, ActionRefused, Sport, sport_for_discipline
 
@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 QUERIES = Queries.load(Path(__file__).with_name("sql"))
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")
 Outcome = scoring_pb2.Outcome
+DATABASE_OUT = (
+    "Nothing was confirmed: the database did not answer (it may be restarting or failing "
+    "over). The action is kept and sent again; it is saved once."
+)
 
 
 def _struct(value: Mapping[str, Any]) -> struct_pb2.Struct:
@@ -143,10 +147,21 @@ class Scorer:
             uuid.UUID(action.unit_id)
         except ValueError:
             return _answer(action, Outcome.OUTCOME_REFUSED, "unit_id is not an id (a UUID)")
-        for attempt in range(max(1, self.settings.scoring_attempts)):
-            answer, again = await self._attempt(action, actor, known=attempt == 0)
-            if not again:
-                break
+        try:
+            for attempt in range(max(1, self.settings.scoring_attempts)):
+                answer, again = await self._attempt(action, actor, known=attempt == 0)
+                if not again:
+                    break
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            # The database is restarting or failing over: an answer the console keeps the
+            # action for and sends again, not an incident.
+            self._forget(action.unit_id)
+            log.warning(
+                "action %s: try again, the database did not answer (%r)", action.client_id, exc
+            )
+            return _answer(action, Outcome.OUTCOME_TRY_AGAIN, DATABASE_OUT)
         # After the last attempt: the road's own reason (the match kept moving, or a failover).
         return answer
 
@@ -416,7 +431,13 @@ class Scorer:
         if last is not None:
             out.state.CopyFrom(last)
         elif actions:
-            state = await self.get_state(actions[-1].unit_id, full=False)
+            try:
+                state = await self.get_state(actions[-1].unit_id, full=False)
+            except Exception as exc:
+                # The answers stand without the match: the console reads it again later.
+                if not is_outage(exc):
+                    raise
+                state = None
             if state is not None:
                 out.state.CopyFrom(state)
         return out
@@ -568,13 +589,23 @@ class Watchers:
 
     def __init__(self) -> None:
         self._changed = asyncio.Condition()
-        self._conn: asyncpg.Connection | None = None
+        self._listener: NotifyListener | None = None
 
-    async def start(self, database_url: str) -> None:
-        self._conn = await asyncpg.connect(database_url)
-        await self._conn.add_listener("omnium_domain_event", self._notified)
+    async def start(self, settings: Settings) -> None:
+        # Back from an outage every stream reads its match again: a change saved while the
+        # connection was down sent a NOTIFY nobody heard.
+        self._listener = NotifyListener(
+            settings,
+            {"omnium_domain_event": self._notified},
+            name="scoring watchers",
+            on_reconnect=self._wake_all,
+        )
+        await self._listener.start()
 
-    def _notified(self, *_: Any) -> None:
+    def _notified(self, _payload: str) -> None:
+        self._wake_all()
+
+    def _wake_all(self) -> None:
         asyncio.get_running_loop().create_task(self._wake())
 
     async def _wake(self) -> None:
@@ -588,6 +619,6 @@ class Watchers:
                 await asyncio.wait_for(self._changed.wait(), seconds)
 
     async def stop(self) -> None:
-        if self._conn is not None:
-            await self._conn.close()
-            self._conn = None
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None

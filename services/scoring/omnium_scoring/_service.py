@@ -3,18 +3,44 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
 
 import grpc
 from grpc import aio
 
 from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
+from omnium_db import is_outage
 from omnium_grpc import abort_internal
 from omnium_scoring._providers import Providers
 from omnium_scoring._scorer import Scorer, Watchers
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+_UNREACHABLE = (
+    "the database did not answer (it may be restarting or failing over); nothing was "
+    "confirmed. Ask again in a few seconds."
+)
+
+
+async def _abort(context: aio.ServicerContext, what: str, exc: BaseException) -> None:
+    """UNAVAILABLE in plain words for a database outage, which passes by itself; INTERNAL
+    with an incident in the log for anything else."""
+    if is_outage(exc):
+        log.warning("%s: the database did not answer (%r)", what, exc)
+        await context.abort(grpc.StatusCode.UNAVAILABLE, f"{what}: {_UNREACHABLE}")
+    await abort_internal(context, what, exc, log)
+
+
+async def _read(context: aio.ServicerContext, what: str, read: Awaitable[_T]) -> _T:
+    try:
+        return await read
+    except Exception as exc:
+        if not is_outage(exc):
+            raise
+        await _abort(context, what, exc)
+        raise
 
 
 class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
@@ -32,7 +58,7 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
         try:
             return await self.scorer.act(request.action, request.actor)
         except Exception as exc:
-            await abort_internal(context, f"action {request.action.client_id}", exc, log)
+            await _abort(context, f"action {request.action.client_id}", exc)
             raise
 
     async def Sync(
@@ -41,17 +67,21 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
         try:
             return await self.scorer.sync(list(request.actions), request.actor)
         except Exception as exc:
-            await abort_internal(context, "sync", exc, log)
+            await _abort(context, "sync", exc)
             raise
 
     async def GetMatchState(
         self, request: scoring_pb2.GetMatchStateRequest, context: aio.ServicerContext
     ) -> scoring_pb2.MatchState:
-        state = await self.scorer.get_state(
-            request.unit_id,
-            recent=request.recent,
-            standing=request.standing,
-            standing_after=request.standing_after,
+        state = await _read(
+            context,
+            f"match {request.unit_id}",
+            self.scorer.get_state(
+                request.unit_id,
+                recent=request.recent,
+                standing=request.standing,
+                standing_after=request.standing_after,
+            ),
         )
         if state is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no unit {request.unit_id}")
@@ -64,11 +94,16 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
         after = request.after_seq
         first = True
         while True:
-            state = await self.scorer.get_state(
-                request.unit_id,
-                recent=request.recent,
-                standing=request.standing,
-                standing_after=request.standing_after,
+            # The stream ends UNAVAILABLE in an outage; a watcher opens it again.
+            state = await _read(
+                context,
+                f"match {request.unit_id}",
+                self.scorer.get_state(
+                    request.unit_id,
+                    recent=request.recent,
+                    standing=request.standing,
+                    standing_after=request.standing_after,
+                ),
             )
             if state is None:
                 await context.abort(
@@ -84,7 +119,11 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
     async def ListMatches(
         self, request: scoring_pb2.ListMatchesRequest, context: aio.ServicerContext
     ) -> scoring_pb2.ListMatchesResponse:
-        return await self.scorer.list_matches(request.event_code, request.limit)
+        return await _read(
+            context,
+            "the list of matches",
+            self.scorer.list_matches(request.event_code, request.limit),
+        )
 
     async def ReceiveProviderMessage(
         self, request: scoring_pb2.ProviderMessage, context: aio.ServicerContext
@@ -94,5 +133,5 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
                 request.provider, request.api_key, request.content_type, request.body
             )
         except Exception as exc:
-            await abort_internal(context, f"provider message from {request.provider}", exc, log)
+            await _abort(context, f"provider message from {request.provider}", exc)
             raise

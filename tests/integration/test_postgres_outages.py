@@ -1,0 +1,104 @@
+"""PostgreSQL crashed: the doorbell and the gateway answer plainly, and catch up once it is back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from omnium_accounts.web import COOKIE
+from omnium_db import init_connection
+from omnium_gateway import ScorerRoutes
+from tests.support.games import EVENT, make_games
+from tests.support.gateway import gateway_settings, running_gateway
+from tests.support.imports import SCHEDULE, games_day, sign
+from tests.support.outage import crashable_postgres
+from tests.support.servers import Servers
+
+
+def _ring_body(run_id: str) -> bytes:
+    return json.dumps({"run": {"id": run_id, "status": "passed"}, "sample": []}).encode()
+
+
+async def test_the_doorbell_answers_503_while_the_database_is_down(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with crashable_postgres(tmp_path) as pg, games_day(pg.database_url, workers=0) as day:
+        url = f"{day.doorbell_url}/doorbell/{SCHEDULE}"
+        body = _ring_body("r-during-outage")
+        headers = {"X-Scout-Signature": sign(body), "content-type": "application/json"}
+        async with httpx.AsyncClient(timeout=30) as http:
+            await pg.crash()
+            caplog.clear()
+            down = await http.post(url, content=body, headers=headers)
+            assert down.status_code == 503
+            assert down.headers["Content-Type"].startswith("application/json")
+            assert down.headers["Retry-After"] == "5"
+            answer = down.json()
+            assert answer["queued"] is False
+            assert "nothing was queued" in answer["error"] and "ring again" in answer["error"]
+            said = [r for r in caplog.records if r.name == "omnium_imports._doorbell"]
+            assert len(said) == 1 and said[0].exc_info is None
+            assert "the database did not answer" in said[0].getMessage()
+
+            await pg.start()
+            deadline = time.monotonic() + 20
+            while True:
+                again = await http.post(url, content=body, headers=headers)
+                if again.status_code != 503 or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.2)
+        assert again.status_code == 200, again.text
+        assert again.json()["queued"] is True
+        conn = await asyncpg.connect(pg.database_url)
+        try:
+            runs = await conn.fetchval(
+                "SELECT count(*) FROM integration_job WHERE scout_run_id = $1", "r-during-outage"
+            )
+        finally:
+            await conn.close()
+        assert runs == 1
+
+
+async def test_the_gateway_with_the_database_crashed_serves_cached_and_never_500(
+    tmp_path: Path, servers: Servers
+) -> None:
+    async with crashable_postgres(tmp_path) as pg:
+        conn = await asyncpg.connect(pg.database_url)
+        await init_connection(conn)
+        try:
+            games = await make_games(conn, units=2)
+        finally:
+            await conn.close()
+        cached = f"/v1/events/{EVENT}/units/{games.unit_codes[games.units[0]]}"
+        uncached = f"/v1/events/{EVENT}/units/{games.unit_codes[games.units[1]]}"
+        options = {"cache_ttl_scheduled": 1, "cache_stale_window": 0}
+        scorer = ScorerRoutes(gateway_settings(pg.database_url, servers.redis_url, **options))
+        async with running_gateway(
+            pg.database_url, servers.redis_url, route_sets=[scorer], **options
+        ) as gw:
+            first = await gw.get(cached)
+            assert first.status_code == 200
+            await pg.crash()
+            await asyncio.sleep(1.2)  # past its time to live: only a stale copy is left
+            again = await gw.get(cached)
+            assert again.status_code == 200 and again.content == first.content
+            missing = await gw.get(uncached)
+            assert missing.status_code == 503 and "cannot answer" in missing.json()["error"]
+            sign_in = await gw.http.post(
+                "/score/api/sign-in", json={"login": "someone", "password": "long enough pw"}
+            )
+            assert sign_in.status_code == 503, sign_in.text
+            assert "the database is not answering" in sign_in.json()["error"]
+            me = await gw.get("/score/api/me", headers={"Cookie": f"{COOKIE}={'x' * 40}"})
+            assert me.status_code == 503, me.text  # whether the session is known cannot be read
+            await pg.start()
+            deadline = time.monotonic() + 20
+            while (answer := await gw.get(uncached)).status_code != 200:
+                assert time.monotonic() < deadline, answer.text
+                await asyncio.sleep(0.2)
