@@ -1,0 +1,402 @@
+"""The database fails over under writes: real etcd, Patroni and two PostgreSQL nodes.
+
+A failover costs the leader's TTL (10 s here), so the module makes one: the fixture `switch`
+starts the pair, the command service, imports with a Games day run in flight, delivery and a
+gateway, all on the pair's multi-host DSN; saves commands, holds one command in flight, kills
+the leader's Patroni and postmaster together (a lost machine), waits for the standby to lead,
+saves again, and lets the run finish. Each test then checks one promise against the new
+primary. Nothing is restarted but the killed node, which rejoins as a standby at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+import pytest
+import redis.asyncio as aioredis
+
+from omnium.command.v1 import command_pb2
+from omnium_db import apply_migrations, init_connection
+from omnium_devstack.ha import HaTimings, PatroniCluster
+from omnium_live import stream_key
+from tests.support.command import CommandClient, command
+from tests.support.delivery import running_delivery
+from tests.support.gateway import running_gateway
+from tests.support.imports import games_day
+from tests.support.outage import crashable_redis
+from tests.support.receiver import Receiver, webhook_receiver
+
+# The module's one failover (start, kill, promote, finish the run, rejoin) runs in the first
+# test's setup.
+pytestmark = pytest.mark.timeout(420)
+
+ACCEPTED = command_pb2.OUTCOME_ACCEPTED
+DUPLICATE = command_pb2.OUTCOME_DUPLICATE
+TRY_AGAIN = command_pb2.OUTCOME_TRY_AGAIN
+# Quick enough for a test, and still ttl ≥ loop_wait + 2 × retry_timeout as Patroni requires.
+TEST_TIMINGS = HaTimings(ttl=10, loop_wait=1, retry_timeout=4)
+
+
+@dataclass
+class Switch:
+    """What happened around the failover, for the tests to check."""
+
+    cluster: PatroniCluster
+    old_leader: str
+    new_leader: str
+    saved_before: list[str] = field(default_factory=list)
+    saved_after: list[str] = field(default_factory=list)
+    in_flight_answer: command_pb2.Answer | None = None
+    in_flight_resent: list[command_pb2.Answer] = field(default_factory=list)
+    same_command_app: bool = False
+    run_id: str = ""
+    run: dict[str, object] = field(default_factory=dict)
+    batch_done_at_kill: int = 0
+    live_ids: list[int] = field(default_factory=list)
+    outbox_ids: list[int] = field(default_factory=list)
+    unit_after: dict[str, object] = field(default_factory=dict)
+    unit_after_status: str = ""
+    rejoined: bool = False
+    alerts_while_alone: list[str] = field(default_factory=list)
+    alerts_after_rejoin: list[str] = field(default_factory=list)
+
+
+async def _submit_until_answered(
+    client: CommandClient, cmd: command_pb2.Command, seconds: float = 60
+) -> list[command_pb2.Answer]:
+    """Send the same command until it is not try_again, as a caller told to retry does."""
+    answers: list[command_pb2.Answer] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        answer: command_pb2.Answer = await client.stub.Submit(cmd, timeout=30)
+        answers.append(answer)
+        if answer.outcome != TRY_AGAIN:
+            return answers
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"still try_again after {seconds} s: {answers[-1]}")
+
+
+def _status(cmd_id: str, unit_id: str, status: str) -> command_pb2.Command:
+    return command(cmd_id, "results.set_status", {"status": status}, unit_id=unit_id)
+
+
+async def _connect(url: str) -> asyncpg.Connection:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            conn = await asyncpg.connect(url, timeout=2)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+            continue
+        await init_connection(conn)
+        return conn
+
+
+@pytest.fixture(scope="module")
+async def switch(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Switch]:
+    data = tmp_path_factory.mktemp("ha")
+    cluster = PatroniCluster(data / "pair", fsync=False, timings=TEST_TIMINGS)
+    await asyncio.to_thread(cluster.start)
+    try:
+        conn = await _connect(cluster.database_url)
+        await apply_migrations(conn)
+        await conn.close()
+        async with crashable_redis(data / "redis") as redis_server, webhook_receiver() as hook:
+            yield await _switch(cluster, redis_server.redis_url, hook)
+    finally:
+        await asyncio.to_thread(cluster.stop)
+        if cluster.home != cluster.data_dir:
+            shutil.rmtree(cluster.home, ignore_errors=True)
+
+
+async def _switch(cluster: PatroniCluster, redis_url: str, hook: Receiver) -> Switch:
+    url = cluster.database_url
+    old = cluster.leader_name()
+    assert old is not None
+    watch = {
+        "database_standby_expected": True,
+        "standby_check_seconds": 0.5,
+        "alert_webhook_url": hook.url,
+    }
+    async with (
+        games_day(
+            url, command_settings=watch, import_overrides={"imports_poll_seconds": 1.0}
+        ) as day,
+        # A stream long enough to keep every change of the test (1,252 units and more).
+        running_delivery(url, redis_url, live_stream_length=100_000) as delivery,
+        running_gateway(url, redis_url) as gateway,
+    ):
+        app = day.command.app
+        run = await day.sim.make_run("schedule", wait_doorbell=True)
+        # Hold the run's row once a few batches are in, so the run is surely in flight at the
+        # kill (each batch bumps batch_done on that row).
+        holder = await _connect(cluster.node_url(cluster.node(old)))
+        deadline = time.monotonic() + 60
+        while True:
+            row = await holder.fetchrow(
+                "SELECT id::text, batch_done FROM integration_run WHERE scout_run_id = $1",
+                run.id,
+            )
+            if row is not None and row["batch_done"] >= 3:
+                break
+            assert time.monotonic() < deadline, "the import run never got going"
+            await asyncio.sleep(0.02)
+        switch = Switch(cluster, old, "")
+        switch.run_id = row["id"]
+        tx = holder.transaction()
+        await tx.start()
+        switch.batch_done_at_kill = await holder.fetchval(
+            "SELECT batch_done FROM integration_run WHERE id = $1::uuid FOR UPDATE", row["id"]
+        )
+        units = [
+            r["id"] for r in await holder.fetch("SELECT id::text FROM unit ORDER BY code LIMIT 25")
+        ]
+        assert len(units) == 25
+        first = await gateway.get(f"/v1/events/AG2026/units/{await _code(holder, units[-1])}")
+        assert first.status_code == 200
+        for n, unit in enumerate(units[:10]):
+            answer = await day.command.stub.Submit(
+                _status(f"before-{n}", unit, "DELAYED"), timeout=30
+            )
+            assert answer.outcome == ACCEPTED, answer
+            switch.saved_before.append(f"before-{n}")
+        # One command waits on a lock the holder has, so it is in flight at the kill.
+        await holder.execute("SELECT 1 FROM unit WHERE id = $1::uuid FOR UPDATE", units[10])
+        in_flight = _status("in-flight", units[10], "INTERRUPTED")
+        pending = asyncio.ensure_future(day.command.stub.Submit(in_flight, timeout=60))
+        await _until_waiting_on_lock(holder)
+
+        await asyncio.to_thread(cluster.kill_node, old)
+        switch.in_flight_answer = await pending
+        # Its server is gone: drop it without the goodbye a close would wait for.
+        holder.terminate()
+        switch.new_leader = await asyncio.to_thread(cluster.wait_for_leader, 90, old)
+
+        switch.in_flight_resent = await _submit_until_answered(day.command, in_flight)
+        switch.in_flight_resent += await _submit_until_answered(day.command, in_flight)
+        for n, unit in enumerate(units[11:], start=11):
+            answers = await _submit_until_answered(
+                day.command, _status(f"after-{n}", unit, "RUNNING")
+            )
+            assert answers[-1].outcome == ACCEPTED, answers[-1]
+            switch.saved_after.append(f"after-{n}")
+        switch.same_command_app = day.command.app is app
+
+        # The test's own plain connection went with the old primary (only the services'
+        # pools follow by themselves).
+        day.db.terminate()
+        day.db = await _connect(url)
+        finished = await day.wait_for_run(run.id, seconds=180)
+        switch.run = dict(finished)
+
+        db = day.db
+        switch.outbox_ids = [r["id"] for r in await db.fetch("SELECT id FROM domain_event")]
+        switch.live_ids = await _live_ids(redis_url, len(switch.outbox_ids))
+        switch.unit_after = await _read_until(
+            gateway, await _code(db, units[-1]), expect_status="RUNNING"
+        )
+        switch.unit_after_status = str(switch.unit_after.get("status"))
+        # The new primary runs alone until the old one rejoins: the command service says so.
+        switch.alerts_while_alone = await _alerts(hook, 1)
+        await asyncio.to_thread(cluster.start_node, old)
+        await asyncio.to_thread(cluster.wait_streaming, old, 90)
+        await asyncio.to_thread(cluster.wait_sync_standby, 90)
+        switch.rejoined = True
+        switch.alerts_after_rejoin = await _alerts(hook, 2)
+        # games_day closes the connection it made, not this replacement.
+        await db.close()
+        del delivery
+    return switch
+
+
+async def _alerts(hook: Receiver, count: int, seconds: float = 30) -> list[str]:
+    for _ in range(int(seconds * 10)):
+        if len(hook.got) >= count:
+            break
+        await asyncio.sleep(0.1)
+    return [
+        ("cleared" if got.json["cleared"] else "raised") + ": " + got.json["message"]
+        for got in hook.got
+    ]
+
+
+async def _code(conn: asyncpg.Connection, unit_id: str) -> str:
+    code: str = await conn.fetchval("SELECT code FROM unit WHERE id = $1::uuid", unit_id)
+    return code
+
+
+async def _until_waiting_on_lock(holder: asyncpg.Connection) -> None:
+    deadline = time.monotonic() + 20
+    query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+    while not await holder.fetchval(query):
+        assert time.monotonic() < deadline, "the command never waited on the lock"
+        await asyncio.sleep(0.02)
+
+
+async def _live_ids(redis_url: str, expected: int, seconds: float = 60) -> list[int]:
+    """The outbox ids the live stream carries, once it has as many as the outbox holds."""
+    client = aioredis.from_url(redis_url)
+    try:
+        deadline = time.monotonic() + seconds
+        while True:
+            entries = await client.xrange(stream_key("AG2026"))
+            ids = [
+                json.loads(fields[b"data"])["id"]
+                for _, fields in entries
+                if b"data" in fields and "id" in json.loads(fields[b"data"])
+            ]
+            if len(ids) >= expected or time.monotonic() > deadline:
+                return ids
+            await asyncio.sleep(0.2)
+    finally:
+        await client.aclose()
+
+
+async def _read_until(gateway: object, code: str, *, expect_status: str) -> dict[str, object]:
+    deadline = time.monotonic() + 30
+    body: dict[str, object] = {}
+    while time.monotonic() < deadline:
+        answer = await gateway.get(f"/v1/events/AG2026/units/{code}")  # type: ignore[attr-defined]
+        if answer.status_code == 200:
+            body = answer.json()
+            if body.get("status") == expect_status:
+                return body
+        await asyncio.sleep(0.2)
+    return body
+
+
+async def _new_primary(switch: Switch) -> asyncpg.Connection:
+    return await _connect(switch.cluster.database_url)
+
+
+async def test_every_command_answered_accepted_is_on_the_new_primary(switch: Switch) -> None:
+    assert switch.new_leader != switch.old_leader
+    db = await _new_primary(switch)
+    try:
+        ids = switch.saved_before + switch.saved_after
+        found = await db.fetchval(
+            "SELECT count(*) FROM command WHERE command_id = ANY($1) AND outcome = 'accepted'", ids
+        )
+        logged = await db.fetchval(
+            "SELECT count(*) FROM timeline_item WHERE command_id = ANY($1)", ids
+        )
+    finally:
+        await db.close()
+    assert len(switch.saved_before) == 10 and len(switch.saved_after) == 14
+    assert found == logged == len(ids)
+
+
+async def test_the_command_in_flight_answers_try_again_and_is_written_once(
+    switch: Switch,
+) -> None:
+    answer = switch.in_flight_answer
+    assert answer is not None
+    assert answer.outcome == TRY_AGAIN, answer
+    assert "send the same command again" in answer.reason.lower(), answer.reason
+    assert "Traceback" not in answer.reason and "Error" not in answer.reason
+    outcomes = [a.outcome for a in switch.in_flight_resent]
+    assert outcomes[-1] == DUPLICATE
+    assert next(o for o in outcomes if o != TRY_AGAIN) in (ACCEPTED, DUPLICATE)
+    db = await _new_primary(switch)
+    try:
+        written = await db.fetchval(
+            "SELECT count(*) FROM timeline_item WHERE command_id = 'in-flight'"
+        )
+        events = await db.fetchval(
+            "SELECT count(*) FROM domain_event WHERE command_id = 'in-flight'"
+        )
+    finally:
+        await db.close()
+    assert written == 1
+    assert events == 1
+
+
+async def test_the_running_service_follows_the_new_primary_without_a_restart(
+    switch: Switch,
+) -> None:
+    assert switch.same_command_app
+    assert switch.saved_after, "nothing was saved after the switch"
+
+
+async def test_the_import_run_in_flight_finishes_with_no_batch_written_twice(
+    switch: Switch,
+) -> None:
+    run = switch.run
+    assert run["status"] == "done", run
+    assert 3 <= switch.batch_done_at_kill < run["batch_total"]  # type: ignore[operator]
+    assert run["batch_done"] == run["batch_total"]
+    db = await _new_primary(switch)
+    try:
+        twice = await db.fetchval(
+            "SELECT count(*) FROM (SELECT command_id FROM timeline_item "
+            "WHERE command_id LIKE $1 GROUP BY command_id HAVING count(*) > 1) t",
+            f"{switch.run_id}:%",
+        )
+        batches = await db.fetchval(
+            "SELECT count(DISTINCT command_id) FROM timeline_item WHERE command_id LIKE $1",
+            f"{switch.run_id}:%",
+        )
+        units = await db.fetchval("SELECT count(*) FROM unit")
+    finally:
+        await db.close()
+    assert twice == 0
+    assert batches == run["batch_total"]
+    assert units == 1252
+
+
+async def test_delivery_pushed_every_saved_change_once_across_the_switch(switch: Switch) -> None:
+    assert switch.outbox_ids
+    missing = sorted(set(switch.outbox_ids) - set(switch.live_ids))
+    assert missing == [], f"{len(missing)} changes never pushed live"
+    doubled = len(switch.live_ids) - len(set(switch.live_ids))
+    assert doubled == 0
+
+
+async def test_the_gateway_shows_a_change_saved_after_the_switch(switch: Switch) -> None:
+    assert switch.unit_after_status == "RUNNING", switch.unit_after
+
+
+async def test_the_old_primary_rejoins_as_a_streaming_standby(switch: Switch) -> None:
+    assert switch.rejoined
+    roles = {m["name"]: m["role"] for m in switch.cluster.members()}
+    assert roles[switch.new_leader] == "leader"
+    assert roles[switch.old_leader] == "sync_standby"
+
+
+def test_saves_on_one_server_only_are_alerted_and_cleared(switch: Switch) -> None:
+    alone, after = switch.alerts_while_alone, switch.alerts_after_rejoin
+    assert len(alone) == 1 and alone[0].startswith("raised: The database has no synchronous")
+    assert len(after) == 2 and after[1].startswith("cleared: ")
+
+
+def test_the_ha_profile_refuses_to_start_without_patroni_or_etcd(tmp_path: Path) -> None:
+    """With neither on PATH, `run --ha` says what to install and starts nothing."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    env = {**os.environ, "PATH": str(bare)}
+    for name in ("OMNIUM_DATABASE_URL", "OMNIUM_REDIS_URL"):
+        env.pop(name, None)
+    done = subprocess.run(
+        [sys.executable, "-m", "omnium_devstack", "run", "--ha", "--data-dir", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "apt-get install patroni" in done.stderr
+    assert "apt-get install etcd-server" in done.stderr
+    assert not (tmp_path / "ha").exists() or not any((tmp_path / "ha").iterdir())
