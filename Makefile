@@ -37,7 +37,11 @@ TYPED := \
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(STAMP): requirements.lock pyproject.toml
+# Pinned with hashes (pip-compile, see requirements/README.md): runtime.txt is what the image
+# installs; build.txt makes the contracts; dev.txt adds the tests' and linters' tools.
+REQUIREMENTS := requirements/runtime.txt requirements/build.txt requirements/dev.txt
+
+$(STAMP): $(REQUIREMENTS) pyproject.toml
 	@$(PYTHON_BIN) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 	  { echo "omnium needs Python 3.11 or newer; '$(PYTHON_BIN)' is $$($(PYTHON_BIN) --version)."; exit 2; }
 	@$(PYTHON_BIN) -m venv --help >/dev/null 2>&1 && $(PYTHON_BIN) -c 'import ensurepip' 2>/dev/null || \
@@ -46,7 +50,7 @@ $(STAMP): requirements.lock pyproject.toml
 	    else echo "Python's venv module is missing: install the Debian package python3-venv."; exit 2; fi; }
 	$(PYTHON_BIN) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip install --quiet --require-hashes $(addprefix -r ,$(REQUIREMENTS))
 	@# The source roots go on the venv's path, so `python -m omnium_<service>` works anywhere.
 	@printf '%s\n' $(abspath $(SOURCE_ROOTS)) > $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/omnium.pth
 	@touch $@

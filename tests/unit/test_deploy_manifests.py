@@ -1,0 +1,279 @@
+"""deploy/kubernetes/ against the Kubernetes API schemas and against omnium's own settings.
+
+No cluster runs here: these are schema and consistency checks, not a deployment.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from omnium_delivery import check_client
+from omnium_settings import Settings
+
+KUBERNETES = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
+# The oldest Kubernetes the manifests are meant for, and the newest whose schemas are shipped.
+KUBERNETES_VERSIONS = ("1.31.0", kubernetes_validate.latest_version() + ".0")
+
+# DESIGN §12: scoring, command and the gateway before delivery before imports.
+FIRST = ("omnium-scoring", "omnium-command", "omnium-gateway")
+SECOND = ("omnium-delivery",)
+LAST = ("omnium-imports",)
+
+PREFIX = "OMNIUM_"
+SETTINGS = {PREFIX + f.name.upper() for f in fields(Settings)}
+DNS_TARGET = re.compile(
+    r"^dns:///(?P<service>[a-z0-9-]+)\.\$\(POD_NAMESPACE\)\.svc\.cluster\.local:(?P<port>\d+)$"
+)
+
+
+def _documents() -> Iterator[tuple[str, dict[str, Any]]]:
+    for path in sorted(KUBERNETES.glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            if document is not None:
+                yield path.name, document
+
+
+DOCUMENTS = list(_documents())
+
+
+def _of_kind(kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for _, d in DOCUMENTS if d["kind"] == kind}
+
+
+DEPLOYMENTS = _of_kind("Deployment")
+
+
+def _containers() -> Iterator[tuple[str, dict[str, Any]]]:
+    for name, deployment in DEPLOYMENTS.items():
+        for container in deployment["spec"]["template"]["spec"]["containers"]:
+            yield name, container
+
+
+def _cpu(quantity: str) -> float:
+    return float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+
+
+def _example_secrets() -> dict[tuple[str, str], str]:
+    return {
+        (name, key): value
+        for name, secret in _of_kind("Secret").items()
+        for key, value in secret["stringData"].items()
+    }
+
+
+def _environment(container: dict[str, Any]) -> dict[str, str]:
+    """The container's environment as the pod would see it, secrets from the examples."""
+    secrets = _example_secrets()
+    env: dict[str, str] = {}
+    for item in container.get("env", []):
+        if "value" in item:
+            # Kubernetes expands $(VAR) from the variables listed before this one.
+            env[item["name"]] = re.sub(
+                r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), item["value"]
+            )
+        elif "secretKeyRef" in item["valueFrom"]:
+            ref = item["valueFrom"]["secretKeyRef"]
+            env[item["name"]] = secrets[(ref["name"], ref["key"])]
+        elif item["valueFrom"].get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
+            env[item["name"]] = "omnium"
+    return env
+
+
+def test_the_manifests_are_there() -> None:
+    kinds = sorted({d["kind"] for _, d in DOCUMENTS})
+    assert kinds == [
+        "ConfigMap",
+        "Deployment",
+        "PodDisruptionBudget",
+        "PriorityClass",
+        "Secret",
+        "Service",
+    ]
+    services = ["admin", "command", "delivery", "gateway", "imports", "scoring"]
+    assert sorted(DEPLOYMENTS) == [f"omnium-{s}" for s in services]
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize(
+    ("file", "document"),
+    DOCUMENTS,
+    ids=[f"{f}:{d['kind']}/{d['metadata']['name']}" for f, d in DOCUMENTS],
+)
+def test_every_manifest_passes_the_kubernetes_schema(
+    file: str, document: dict[str, Any], version: str
+) -> None:
+    # Strict: a misspelt or misplaced field fails instead of being dropped by the API server.
+    kubernetes_validate.validate(document, version, strict=True)
+
+
+def test_the_schema_check_refuses_a_broken_deployment() -> None:
+    """The validator is real: a misplaced field and a wrong type are each refused."""
+    deployment = copy.deepcopy(DEPLOYMENTS["omnium-command"])
+    deployment["spec"]["template"]["spec"]["terminationGracePeriod"] = 30
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, KUBERNETES_VERSIONS[-1], strict=True)
+    deployment = copy.deepcopy(DEPLOYMENTS["omnium-command"])
+    deployment["spec"]["replicas"] = "two"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, KUBERNETES_VERSIONS[-1], strict=True)
+
+
+def test_every_omnium_variable_the_manifests_set_is_a_setting() -> None:
+    unknown = [
+        f"{deployment}: {item['name']}"
+        for deployment, container in _containers()
+        for item in container.get("env", [])
+        if item["name"].startswith(PREFIX) and item["name"] not in SETTINGS
+    ]
+    assert unknown == []
+
+
+@pytest.mark.parametrize(("deployment", "container"), list(_containers()), ids=list(DEPLOYMENTS))
+def test_each_containers_settings_load(deployment: str, container: dict[str, Any]) -> None:
+    """What the pod would start with (example secrets) passes Settings.from_env, types and all."""
+    settings = Settings.from_env(_environment(container))
+    assert settings.bind_host == "0.0.0.0"
+    assert settings.database_url is not None
+
+
+def test_the_image_is_the_one_the_dockerfile_builds() -> None:
+    for _, container in _containers():
+        assert container["image"].split(":")[0] == "omnium"
+        assert container["command"][:2] == ["python", "-m"]
+
+
+def test_scoring_command_and_the_gateway_come_first_then_delivery_then_imports() -> None:
+    classes = {name: d["value"] for name, d in _of_kind("PriorityClass").items()}
+    priority = {
+        name: classes[d["spec"]["template"]["spec"]["priorityClassName"]]
+        for name, d in DEPLOYMENTS.items()
+    }
+    assert min(priority[n] for n in FIRST) > max(priority[n] for n in SECOND)
+    assert min(priority[n] for n in SECOND) > max(priority[n] for n in LAST)
+    assert not any(d.get("globalDefault") for d in _of_kind("PriorityClass").values())
+
+
+def test_cpu_requests_follow_the_same_order() -> None:
+    cpu = {
+        name: sum(
+            _cpu(c["resources"]["requests"]["cpu"])
+            for c in d["spec"]["template"]["spec"]["containers"]
+        )
+        for name, d in DEPLOYMENTS.items()
+    }
+    assert min(cpu[n] for n in FIRST) > max(cpu[n] for n in SECOND)
+    assert min(cpu[n] for n in SECOND) > max(cpu[n] for n in LAST)
+
+
+def test_every_deployment_has_a_disruption_budget_that_keeps_one_copy() -> None:
+    budgets = _of_kind("PodDisruptionBudget")
+    for name, deployment in DEPLOYMENTS.items():
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        matching = [
+            b
+            for b in budgets.values()
+            if b["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        ]
+        assert len(matching) == 1, name
+        assert matching[0]["spec"]["minAvailable"] == 1
+        assert deployment["spec"]["replicas"] >= 2, name
+
+
+def test_releases_roll_one_copy_at_a_time() -> None:
+    for name, deployment in DEPLOYMENTS.items():
+        strategy = deployment["spec"]["strategy"]
+        assert strategy["type"] == "RollingUpdate", name
+        assert strategy["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}, name
+
+
+def test_copies_spread_across_zones_and_nodes() -> None:
+    for name, deployment in DEPLOYMENTS.items():
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        spread = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+        keys = {c["topologyKey"]: c for c in spread}
+        assert set(keys) == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}, name
+        assert keys["topology.kubernetes.io/zone"]["whenUnsatisfiable"] == "DoNotSchedule", name
+        for constraint in spread:
+            assert constraint["maxSkew"] == 1
+            assert constraint["labelSelector"]["matchLabels"].items() <= labels.items(), name
+
+
+def test_a_stopping_copy_drains_before_it_is_killed() -> None:
+    """preStop, then the servers' drain (OMNIUM_GRPC_GRACE_SECONDS), end before SIGKILL."""
+    for name, deployment in DEPLOYMENTS.items():
+        pod = deployment["spec"]["template"]["spec"]
+        for container in pod["containers"]:
+            command = container["lifecycle"]["preStop"]["exec"]["command"]
+            assert command[0] == "sleep", name
+            pre_stop = float(command[1])
+            grace = Settings.from_env(_environment(container)).grpc_grace_seconds
+            assert pre_stop > 0
+            assert pre_stop + grace < pod["terminationGracePeriodSeconds"], name
+
+
+def test_every_dns_address_names_a_headless_service_and_its_port() -> None:
+    services = _of_kind("Service")
+    seen = 0
+    for name, container in _containers():
+        for item in container.get("env", []):
+            if not item.get("value", "").startswith("dns:///"):
+                continue
+            match = DNS_TARGET.match(item["value"])
+            assert match, f"{name}: {item['name']}={item['value']}"
+            service = services[match["service"]]
+            assert service["spec"]["clusterIP"] == "None"
+            assert service["spec"].get("publishNotReadyAddresses", False) is False
+            assert int(match["port"]) in [p["port"] for p in service["spec"]["ports"]]
+            target = [
+                d
+                for d in DEPLOYMENTS.values()
+                if service["spec"]["selector"].items()
+                <= d["spec"]["template"]["metadata"]["labels"].items()
+            ]
+            assert len(target) == 1
+            seen += 1
+    # Scoring, imports and admin reach command; admin reaches imports; the gateway, scoring.
+    assert seen == 5
+
+
+def test_every_secret_and_config_map_read_has_an_example() -> None:
+    secrets = _example_secrets()
+    config_maps = _of_kind("ConfigMap")
+    for name, deployment in DEPLOYMENTS.items():
+        pod = deployment["spec"]["template"]["spec"]
+        for container in pod["containers"]:
+            for item in container.get("env", []):
+                ref = item.get("valueFrom", {}).get("secretKeyRef")
+                if ref is not None:
+                    assert (ref["name"], ref["key"]) in secrets, f"{name}: {ref}"
+        for volume in pod.get("volumes", []):
+            if "configMap" in volume:
+                assert volume["configMap"]["name"] in config_maps, name
+            if "secret" in volume:
+                assert volume["secret"]["secretName"] in _of_kind("Secret"), name
+    for (_, key), value in secrets.items():
+        assert "EXAMPLE" in value or ".example" in value, f"{key} does not look fake"
+
+
+def test_the_example_clients_file_is_one_delivery_loads() -> None:
+    clients_file = _of_kind("ConfigMap")["omnium-delivery-clients"]
+    config = json.loads(clients_file["data"]["clients.json"])
+    checked = [check_client(client) for client in config["clients"]]
+    assert [c["code"] for c in checked] == ["news18", "dailyhunt"]
+    (delivery,) = (c for n, c in _containers() if n == "omnium-delivery")
+    mounts = {m["name"]: m["mountPath"] for m in delivery["volumeMounts"]}
+    assert (
+        _environment(delivery)["OMNIUM_DELIVERY_CLIENTS_FILE"]
+        == mounts["clients"] + "/clients.json"
+    )
+    assert config["clients"][0]["sftp"]["client_key"].startswith(mounts["keys"] + "/")
