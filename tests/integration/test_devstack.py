@@ -1,17 +1,14 @@
-"""Integration tests for omnium_devstack: real PostgreSQL/Redis servers and the service launcher."""
+"""Integration tests for omnium_devstack: the private PostgreSQL and Redis servers."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,8 +18,6 @@ import pytest
 from omnium_devstack import PortInUse, Stack, binaries, running_stack
 from omnium_devstack import __main__ as devstack_cli
 from omnium_devstack.binaries import find_postgres
-from omnium_devstack.launcher import ServiceSpec, run_services
-from omnium_devstack.stack import free_port
 
 LIBS = Path(__file__).resolve().parents[2] / "libs"
 
@@ -197,106 +192,6 @@ def test_taken_port_is_a_clear_error(data_dirs: Callable[[bool], Path]) -> None:
     assert f"port {port}" in cli.stderr
     assert "--pg-port" in cli.stderr
     assert "Traceback" not in cli.stderr
-
-
-TINY_SERVICE = textwrap.dedent(
-    """
-    import os, socket, sys, time
-
-    with open(os.environ["TINY_PIDFILE"], "w") as f:
-        f.write(str(os.getpid()))
-    server = socket.socket()
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind(("127.0.0.1", int(os.environ["TINY_PORT"])))
-    server.listen()
-    print("listening", flush=True)
-    if os.environ.get("TINY_EXIT_AFTER"):
-        time.sleep(float(os.environ["TINY_EXIT_AFTER"]))
-        sys.exit(3)
-    while True:
-        conn, _ = server.accept()
-        conn.close()
-    """
-)
-
-
-def _tiny_specs(tmp_path: Path, exit_after: str = "") -> list[ServiceSpec]:
-    (tmp_path / "tinysvc.py").write_text(TINY_SERVICE)
-    specs = []
-    for name, nice, extra in [("alpha", 0, {}), ("beta", 5, {"TINY_EXIT_AFTER": exit_after})]:
-        port = free_port()
-        env = {"TINY_PORT": str(port), "TINY_PIDFILE": str(tmp_path / f"{name}.pid"), **extra}
-        url = f"http://127.0.0.1:{port}"
-        specs.append(ServiceSpec(name, "tinysvc", [("http", url)], nice, env))
-    return specs
-
-
-async def _pids_when_listening(tmp_path: Path, specs: list[ServiceSpec]) -> list[int]:
-    deadline = time.monotonic() + 30
-    for spec in specs:
-        port = int(spec.env["TINY_PORT"])
-        while True:
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-            except OSError:
-                assert time.monotonic() < deadline, f"{spec.name} never listened"
-                await asyncio.sleep(0.05)
-                continue
-            writer.close()
-            await writer.wait_closed()
-            break
-    return [int((tmp_path / f"{s.name}.pid").read_text()) for s in specs]
-
-
-def _nice(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[16])
-
-
-async def test_launcher_stops_children_on_sigterm(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    specs = _tiny_specs(tmp_path)
-    task = asyncio.create_task(run_services(specs, {"PYTHONPATH": str(tmp_path)}, ready_timeout=30))
-    pids = await _pids_when_listening(tmp_path, specs)
-    assert _nice(pids[1]) == min(_nice(os.getpid()) + 5, 19)
-    # The table comes once every port answers; give the launcher's own probe a moment.
-    for _ in range(100):
-        if "alpha  http" in capsys.readouterr().out:
-            break
-        await asyncio.sleep(0.05)
-    else:
-        pytest.fail("no ready table printed")
-    assert not task.done()
-
-    os.kill(os.getpid(), signal.SIGTERM)
-    assert await asyncio.wait_for(task, timeout=30) == 0
-    for pid in pids:
-        assert _wait_gone(pid), f"child {pid} survived"
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
-
-
-async def test_launcher_stops_the_rest_when_one_exits(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    specs = _tiny_specs(tmp_path, exit_after="1")
-    code = await asyncio.wait_for(
-        run_services(specs, {"PYTHONPATH": str(tmp_path)}, ready_timeout=30), timeout=60
-    )
-    assert code != 0
-    assert "beta exited with code 3" in capsys.readouterr().err
-    alpha = int((tmp_path / "alpha.pid").read_text())
-    assert _wait_gone(alpha)
-
-
-async def test_launcher_cleans_up_when_cancelled(tmp_path: Path) -> None:
-    specs = _tiny_specs(tmp_path)
-    task = asyncio.create_task(run_services(specs, {"PYTHONPATH": str(tmp_path)}, ready_timeout=30))
-    pids = await _pids_when_listening(tmp_path, specs)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    for pid in pids:
-        assert _wait_gone(pid)
 
 
 def test_missing_binaries_name_what_to_install(
