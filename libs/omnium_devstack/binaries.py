@@ -134,6 +134,7 @@ TOOLS: tuple[tuple[str, str, str], ...] = (
 HA_TOOLS: tuple[tuple[str, str, str], ...] = (
     ("patroni", "patroni", "Patroni, which runs the PostgreSQL pair and elects its leader"),
     ("etcd-server", "etcd", "etcd, where Patroni keeps the leader key"),
+    ("haproxy", "haproxy", "HAProxy, in front of the two copies of each HTTP service"),
 )
 
 

@@ -15,6 +15,7 @@ import asyncpg
 import httpx
 
 from omnium_db import apply_migrations, init_connection
+from omnium_devstack.copies import addresses, two_copies
 from omnium_devstack.ha import PatroniCluster
 from omnium_devstack.launcher import ServiceSpec, run_services
 from omnium_devstack.stack import RedisServer, Stack
@@ -24,7 +25,10 @@ log = logging.getLogger(__name__)
 
 
 def services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
-    """Every process `make run` starts. A new service adds its line here."""
+    """Every process `make run` starts. A new service adds its line here.
+
+    No priorities here: each service lowers its own from its settings (imports_nice,
+    delivery_nice, provider_nice, scoring_nice), as it does under Kubernetes and systemd."""
     host = settings.bind_host
     doorbell = f"http://{host}:{settings.doorbell_port}"
     data_dir = secret_file.parent
@@ -41,7 +45,6 @@ def services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
                 ("doorbell", doorbell),
                 ("gRPC", f"grpc://{host}:{settings.imports_port}"),
             ],
-            nice=settings.imports_nice,
         ),
         ServiceSpec(
             name="admin",
@@ -61,7 +64,6 @@ def services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
             name="scoring",
             module="omnium_scoring",
             listens=[("gRPC", f"grpc://{host}:{settings.scoring_port}")],
-            nice=settings.scoring_nice,
         ),
         # Provider feeds that omnium reads (pull); the process lowers its own priority
         # (provider_nice), below scoring's.
@@ -86,7 +88,6 @@ def services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
             name="delivery",
             module="omnium_delivery",
             listens=[("gRPC", f"grpc://{host}:{settings.delivery_port}")],
-            nice=settings.delivery_nice,
         ),
         ServiceSpec(
             name="client-sinks",
@@ -265,11 +266,18 @@ async def _migrate(database_url: str) -> list[int]:
 
 
 async def _run(
-    settings: Settings, data_dir: Path, env: dict[str, str], database_url: str, secret: str
+    settings: Settings,
+    data_dir: Path,
+    env: dict[str, str],
+    database_url: str,
+    secret: str,
+    *,
+    ha: bool = False,
 ) -> int:
-    running = asyncio.ensure_future(
-        run_services(services(settings, data_dir / "scout-secret"), env)
-    )
+    specs = services(settings, data_dir / "scout-secret")
+    if ha:
+        specs = two_copies(specs, settings, data_dir)
+    running = asyncio.ensure_future(run_services(specs, env))
     # Made before the sinks start, so the sink and the demo clients agree on them.
     from omnium_delivery.sinks import ensure_keys
 
@@ -350,13 +358,16 @@ def run_games_day(
             "OMNIUM_GRPC_TOKENS": ",".join(settings.grpc_tokens) or token,
             "OMNIUM_GRPC_TOKEN": token,
         }
+        if ha:
+            env["OMNIUM_DATABASE_STANDBY_EXPECTED"] = "true"
+            env.update(addresses(settings))
         print(f"PostgreSQL  {database_url}\nRedis       {redis_url}")
         print(f"gRPC token  {token}   (send 'authorization: Bearer <token>')")
         print(
             f"Console     http://{settings.bind_host}:{settings.admin_port}   "
             "(first account, in another terminal: make account LOGIN=<you> ROLE=admin)"
         )
-        return asyncio.run(_run(settings, data_dir, env, database_url, scout_secret))
+        return asyncio.run(_run(settings, data_dir, env, database_url, scout_secret, ha=ha))
     finally:
         if stack is not None:
             stack.stop(only_started=True)

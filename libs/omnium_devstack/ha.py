@@ -244,12 +244,13 @@ class PatroniCluster:
         fsync: bool = True,
         timings: HaTimings | None = None,
     ) -> None:
+        # Before anything else, so a machine without them is told what to install.
+        patroni, etcd = require_ha_binaries()
         self.data_dir = Path(data_dir).resolve()
         self.fsync = fsync
         self.timings = timings or HaTimings()
         self.who = _pg_os_user() if os.geteuid() == 0 else _RunAs(None, os.getuid(), os.getgid())
         self.home = self._choose_home()
-        patroni, etcd = require_ha_binaries()
         pg = find_postgres()
         if pg is None:
             raise MissingBinaries(

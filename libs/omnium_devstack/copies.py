@@ -1,0 +1,151 @@
+"""The HA profile's copies: two of every service, gRPC callers balanced over both, HAProxy in front.
+
+Copy 1 of each gRPC service keeps the dev port (command 50051 ...), copy 2 takes it + 100.
+The HTTP services' copies listen on port + 100 and + 200; HAProxy holds the dev ports (gateway
+8080, doorbell 8081, admin 8082) and sends each request to a copy whose ready check answers,
+as a Kubernetes Service with readiness probes would. Every caller of a gRPC service is given
+both copies' addresses (round_robin, UNAVAILABLE tried again on the other copy).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from omnium_devstack.launcher import ServiceSpec
+from omnium_devstack.stack import StackError
+from omnium_settings import Settings
+
+COPIES = 2
+GRPC_STEP = 100
+HTTP_STEP = 100
+# The services run in two copies, and the port settings each copy moves.
+_GRPC = {
+    "command": "COMMAND_PORT",
+    "scoring": "SCORING_PORT",
+    "imports": "IMPORTS_PORT",
+    "delivery": "DELIVERY_PORT",
+}
+# HTTP services behind HAProxy: the port setting, and the path its ready check reads.
+_HTTP = {
+    "gateway": ("GATEWAY_PORT", "/readyz"),
+    "imports": ("DOORBELL_PORT", "/healthz"),
+    "admin": ("ADMIN_PORT", "/health"),
+}
+_BACKEND = {"gateway": "gateway", "imports": "doorbell", "admin": "admin"}
+
+
+def _settings_port(settings: Settings, name: str) -> int:
+    port: int = getattr(settings, name.lower())
+    return port
+
+
+def grpc_port(settings: Settings, service: str, copy: int) -> int:
+    return _settings_port(settings, _GRPC[service]) + GRPC_STEP * (copy - 1)
+
+
+def http_port(settings: Settings, service: str, copy: int) -> int:
+    return _settings_port(settings, _HTTP[service][0]) + HTTP_STEP * copy
+
+
+def addresses(settings: Settings) -> dict[str, str]:
+    """The OMNIUM_*_ADDRESS every process gets: both copies of each gRPC service."""
+    host = settings.bind_host
+    return {
+        f"OMNIUM_{service.upper()}_ADDRESS": ",".join(
+            f"{host}:{grpc_port(settings, service, n)}" for n in range(1, COPIES + 1)
+        )
+        for service in ("command", "scoring", "imports")
+    }
+
+
+def _copy(spec: ServiceSpec, settings: Settings, n: int) -> ServiceSpec:
+    host = settings.bind_host
+    env = dict(spec.env)
+    listens: list[tuple[str, str]] = []
+    if spec.name in _GRPC:
+        port = grpc_port(settings, spec.name, n)
+        env[f"OMNIUM_{_GRPC[spec.name]}"] = str(port)
+        listens.append(("gRPC", f"grpc://{host}:{port}"))
+    if spec.name in _HTTP:
+        setting, _ = _HTTP[spec.name]
+        port = http_port(settings, spec.name, n)
+        env[f"OMNIUM_{setting}"] = str(port)
+        listens.append((_BACKEND[spec.name], f"http://{host}:{port}"))
+    return dataclasses.replace(spec, name=f"{spec.name}-{n}", env=env, listens=listens)
+
+
+def two_copies(
+    specs: Sequence[ServiceSpec], settings: Settings, data_dir: Path
+) -> list[ServiceSpec]:
+    """Every service of `specs` in two copies, HAProxy in front of the HTTP ones; the rest
+    (the Scout simulator, the client sinks, the provider pull) as they are."""
+    doubled = {*_GRPC, *_HTTP}
+    out: list[ServiceSpec] = []
+    for spec in specs:
+        if spec.name in doubled:
+            out.extend(_copy(spec, settings, n) for n in range(1, COPIES + 1))
+        else:
+            out.append(spec)
+    out.append(haproxy_spec(settings, data_dir))
+    return out
+
+
+def haproxy_config(settings: Settings) -> str:
+    """Frontends on the dev ports, each with both copies behind a ready check."""
+    host = settings.bind_host
+    lines = [
+        "# Written by the dev stack's HA profile (libs/omnium_devstack/copies.py); not edited.",
+        "global",
+        "  maxconn 4096",
+        "defaults",
+        "  mode http",
+        "  timeout connect 2s",
+        "  timeout client 60s",
+        # Live push streams stay open: a keepalive every live_heartbeat_seconds keeps them so.
+        "  timeout server 60s",
+        "  timeout http-keep-alive 10s",
+        # A copy that refuses the connection is tried once more on the other one.
+        "  option redispatch",
+        "  retries 2",
+    ]
+    for service, (setting, check) in _HTTP.items():
+        name = _BACKEND[service]
+        lines += [
+            f"frontend {name}",
+            f"  bind {host}:{_settings_port(settings, setting)}",
+            f"  default_backend {name}",
+            f"backend {name}",
+            "  balance roundrobin",
+            f"  option httpchk GET {check}",
+            "  http-check expect status 200",
+            "  default-server inter 1s fall 2 rise 1",
+        ]
+        lines += [
+            f"  server {name}-{n} {host}:{http_port(settings, service, n)} check"
+            for n in range(1, COPIES + 1)
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def haproxy_spec(settings: Settings, data_dir: Path) -> ServiceSpec:
+    haproxy = shutil.which("haproxy")
+    if haproxy is None:
+        raise StackError(
+            "HAProxy (haproxy) is not on this machine: install the Debian package 'haproxy' "
+            "(sudo apt-get install haproxy); the HA profile puts it in front of the copies."
+        )
+    data_dir.mkdir(parents=True, exist_ok=True)
+    config = data_dir / "haproxy.cfg"
+    config.write_text(haproxy_config(settings))
+    host = settings.bind_host
+    listens = [
+        (f"{_BACKEND[s]} (both copies)", f"http://{host}:{_settings_port(settings, p)}")
+        for s, (p, _) in _HTTP.items()
+    ]
+    # -db: stay in the foreground, so the launcher supervises it like any service.
+    return ServiceSpec(
+        name="haproxy", module="", program=(haproxy, "-db", "-f", str(config)), listens=listens
+    )
