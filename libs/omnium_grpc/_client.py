@@ -7,6 +7,7 @@ from typing import Any
 from grpc import aio
 
 from omnium_grpc._auth import TokenChannel
+from omnium_grpc._targets import grpc_target, service_config_json
 from omnium_settings import Settings
 from omnium_telemetry import grpc_client_interceptors
 
@@ -19,11 +20,28 @@ def channel_options(settings: Settings) -> list[tuple[str, Any]]:
     ]
 
 
+def balancing_options(settings: Settings) -> list[tuple[str, Any]]:
+    """round_robin over the target's copies, UNAVAILABLE tried again on another copy."""
+    return [
+        ("grpc.service_config", service_config_json(settings)),
+        # Ours is the only service config: no DNS TXT look-ups can replace it.
+        ("grpc.service_config_disable_resolution", 1),
+        # gRPC keeps a request for a try again only up to this size (256 KiB by default);
+        # an import batch may be as large as a message.
+        ("grpc.per_rpc_retry_buffer_size", settings.grpc_max_message_bytes),
+    ]
+
+
 def open_channel(address: str, settings: Settings, token: str | None = None) -> aio.Channel:
-    """An insecure (loopback or service mesh) channel; TLS deployments terminate in the mesh."""
+    """An insecure (loopback or service mesh) channel; TLS deployments terminate in the mesh.
+
+    `address` may name several copies (see `grpc_target`); calls are spread over them.
+    """
     interceptors: list[Any] = list(grpc_client_interceptors(settings))
     channel = aio.insecure_channel(
-        address, options=channel_options(settings), interceptors=interceptors or None
+        grpc_target(address),
+        options=[*channel_options(settings), *balancing_options(settings)],
+        interceptors=interceptors or None,
     )
     token = token if token is not None else settings.grpc_token
     return TokenChannel(channel, token) if token else channel
