@@ -123,7 +123,7 @@ class Service:
 
 
 async def start_service(
-    name: str, module: str, args: Sequence[str], nice: int, env: dict[str, str], logs: Path
+    name: str, module: str, args: Sequence[str], env: dict[str, str], logs: Path
 ) -> Service:
     logfile = logs / f"{name}.log"
     with logfile.open("wb") as out:
@@ -132,7 +132,6 @@ async def start_service(
             stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.STDOUT,
             # Own group: Ctrl-C reaches the drill only, which stops these in its own order.
             process_group=0,
-            preexec_fn=(lambda: os.nice(nice)) if nice > 0 else None,
         )  # fmt: skip
     return Service(name, proc, logfile)
 
@@ -839,7 +838,7 @@ async def _with_servers(
             args_ = list(spec.args)
             if name == "scout-sim":
                 args_ += ["--replay-seconds-per-hour", str(args.replay_seconds_per_hour)]
-            running.append(await start_service(name, spec.module, args_, spec.nice, env, logs))
+            running.append(await start_service(name, spec.module, args_, env, logs))
         for service, name in zip(running, SERVICES, strict=True):
             from omnium_devstack.launcher import host_port
 
