@@ -1,0 +1,111 @@
+"""The HA profile's copies: HAProxy (Debian's, real) in front of two copies of each HTTP service.
+
+Each copy here is a small aiohttp server that answers the ready check its service answers and
+names itself; HAProxy runs with the configuration the dev stack writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+from aiohttp import web
+
+from omnium_devstack.copies import _HTTP, addresses, haproxy_spec, http_port, two_copies
+from omnium_devstack.games_day import services
+from omnium_devstack.stack import port_is_free
+from omnium_settings import Settings
+
+
+def _settings() -> Settings:
+    """Dev-like ports: three in a row whose copies' (+ 100, + 200) are free as well."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20_000, 30_000)
+        wanted = [base + n + step for n in range(3) for step in (0, 100, 200)]
+        if all(port_is_free(p) for p in wanted):
+            return Settings.from_env(
+                {}, gateway_port=base, doorbell_port=base + 1, admin_port=base + 2
+            )
+    raise AssertionError("no free ports for the copies")
+
+
+@asynccontextmanager
+async def _copy(name: str, port: int, check: str) -> AsyncIterator[web.AppRunner]:
+    async def answer(request: web.Request) -> web.Response:
+        return web.json_response({"copy": name})
+
+    app = web.Application()
+    app.router.add_get(check, answer)
+    app.router.add_get("/who", answer)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield runner
+    finally:
+        with contextlib.suppress(RuntimeError):  # the test may have stopped it already
+            await runner.cleanup()
+
+
+async def _until(check: object, within: float = 20) -> None:
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            if await check():  # type: ignore[operator]
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "HAProxy never sent requests to both copies"
+        await asyncio.sleep(0.2)
+
+
+async def test_haproxy_spreads_over_both_copies_and_skips_one_that_stops(tmp_path: Path) -> None:
+    settings = _settings()
+    spec = haproxy_spec(settings, tmp_path)
+    for service, (_, check) in _HTTP.items():
+        front = f"http://127.0.0.1:{getattr(settings, _HTTP[service][0].lower())}"
+        async with (
+            _copy(f"{service}-1", http_port(settings, service, 1), check) as first,
+            _copy(f"{service}-2", http_port(settings, service, 2), check),
+        ):
+            proc = await asyncio.create_subprocess_exec(
+                *spec.program, stdout=asyncio.subprocess.DEVNULL
+            )
+            try:
+                async with httpx.AsyncClient(base_url=front, timeout=5) as http:
+
+                    async def both_up() -> bool:
+                        seen = Counter([(await http.get("/who")).json()["copy"] for _ in range(8)])
+                        return len(seen) == 2
+
+                    await _until(both_up)
+                    await first.cleanup()
+                    # Straight away, before the checks mark it down: a refused connection is
+                    # sent to the other copy (option redispatch), never answered 503.
+                    answers = [await http.get("/who") for _ in range(20)]
+                    assert [a.status_code for a in answers] == [200] * 20
+                    assert {a.json()["copy"] for a in answers} == {f"{service}-2"}
+            finally:
+                proc.terminate()
+                await asyncio.wait_for(proc.wait(), 10)
+
+
+def test_every_service_runs_twice_and_callers_are_given_both(tmp_path: Path) -> None:
+    settings = Settings.from_env({})
+    specs = two_copies(services(settings, tmp_path / "scout-secret"), settings, tmp_path)
+    names = Counter(s.name.rsplit("-", 1)[0] for s in specs)
+    for service in ("command", "scoring", "imports", "delivery", "gateway", "admin"):
+        assert names[service] == 2, names
+    ports = [url for s in specs for _, url in s.listens]
+    assert len(ports) == len(set(ports)), "two listeners on one port"
+    given = addresses(settings)
+    assert given["OMNIUM_COMMAND_ADDRESS"] == "127.0.0.1:50051,127.0.0.1:50151"
+    assert given["OMNIUM_SCORING_ADDRESS"] == "127.0.0.1:50052,127.0.0.1:50152"
