@@ -135,6 +135,9 @@ class Settings:
     )
     imports_poll_seconds: float = _setting(5.0, "Queue poll when no NOTIFY arrives.")
     lease_expire_seconds: float = _setting(60.0, "A job not renewed for this long is freed.")
+    imports_stop_grace_seconds: float = _setting(
+        5.0, "On SIGTERM, time the batches in flight get before the jobs go back to the queue."
+    )
     scout_page_size: int = _setting(500, "Rows per page read from Scout.")
     scout_max_rows: int = _setting(50_000, "Most rows in one Scout run.")
     scout_timeout_seconds: float = _setting(20.0, "Scout HTTP timeout.")
@@ -254,6 +257,9 @@ class Settings:
         86_400, "Seconds a cached copy is still served when PostgreSQL cannot answer."
     )
     gateway_workers: int = _setting(2, "Gateway worker processes sharing the port (SO_REUSEPORT).")
+    gateway_stop_grace_seconds: float = _setting(
+        10.0, "On SIGTERM, longest a gateway worker takes to stop; live streams end at once."
+    )
     gateway_scorer_pool_size: int = _setting(
         4, "Connections per gateway worker for scorers' sign-in and sessions."
     )

@@ -141,6 +141,8 @@ class Gateway:
         self.known_keys: dict[str, Client] = {}
         self.anonymous: dict[str, Client] = {}
         self.tasks: list[asyncio.Task[None]] = []
+        # Set on SIGTERM: /readyz says not ready, so balancers send this copy nothing new.
+        self.stopping = False
         self.openapi_body = json.dumps(
             document([rs.openapi() for rs in self.route_sets], settings.gateway_anonymous_reads)
         ).encode()
@@ -335,6 +337,12 @@ class Gateway:
     # -- readiness ---------------------------------------------------------------------------
 
     async def ready(self) -> tuple[bool, dict[str, Any]]:
+        if self.stopping:
+            return False, {
+                "ready": False,
+                "stopping": True,
+                "mode": "this copy is stopping; the other copies take its requests",
+            }
         database = redis = "down"
         if self.pool is not None:
             with contextlib.suppress(*DATABASE_ERRORS):
@@ -568,5 +576,9 @@ def make_app(
         yield
         await gateway.stop()
 
+    async def not_ready(app: web.Application) -> None:
+        gateway.stopping = True
+
     app.cleanup_ctx.append(lifecycle)
+    app.on_shutdown.append(not_ready)
     return app

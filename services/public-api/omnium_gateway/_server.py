@@ -11,13 +11,14 @@ import queue
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable, Sequence
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 
 from aiohttp import web
 
-from omnium_gateway._app import RouteSet, make_app
+from omnium_gateway._app import GATEWAY, RouteSet, make_app
 from omnium_gateway._metrics import Metrics
 from omnium_settings import Settings
 from omnium_telemetry import setup_tracing, shutdown_tracing
@@ -46,7 +47,14 @@ async def run_worker(
     sock = reuse_port_socket(settings.bind_host, port)
     sock.listen(1024)
     app = make_app(settings, route_sets=route_sets, metrics=metrics)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # aiohttp waits this long for the requests in flight, then as long again for those it had
+    # to cancel: both inside the grace. Live streams end at once (the app's on_shutdown).
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        handle_signals=False,
+        shutdown_timeout=settings.gateway_stop_grace_seconds / 2,
+    )
     await runner.setup()
     site = web.SockSite(runner, sock)
     await site.start()
@@ -64,6 +72,8 @@ async def run_worker(
     try:
         await stop.wait()
     finally:
+        # Not ready first, then no new connections, then the streams end and the reads finish.
+        app[GATEWAY].stopping = True
         await runner.cleanup()
 
 
@@ -146,8 +156,12 @@ def serve(settings: Settings, port: int | None = None, route_sets: Sequence[Rout
         for process in processes:
             if process.pid is not None and process.exitcode is None:
                 os.kill(process.pid, signal.SIGTERM)
+        # A worker still there after its grace (and a second to close its pools) is killed, so
+        # the whole gateway is gone before the launcher or Kubernetes would kill it.
+        deadline = time.monotonic() + settings.gateway_stop_grace_seconds + 1.0
         for process in processes:
-            process.join(timeout=15)
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
             if process.exitcode is None and process.pid is not None:
                 os.kill(process.pid, signal.SIGKILL)
+                process.join()
         holder.close()
