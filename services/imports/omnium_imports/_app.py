@@ -62,6 +62,7 @@ class ImportsApp:
             self.scout,
             command_pb2_grpc.CommandServiceStub(self.channel),
             self.http,
+            stopping=self.stopping,
         )
         count = settings.imports_workers if workers is None else workers
         self.workers = [Worker(settings, self.pool, pipeline, n) for n in range(count)]
@@ -117,13 +118,15 @@ class ImportsApp:
             worker.wake.set()
 
     async def stop(self, grace: float | None = None) -> None:
-        """Stop taking doorbells and jobs; a run cut short resumes elsewhere after its lease."""
+        """Stop taking doorbells and jobs. A running job goes back to the queue with its run
+        once its batches in flight are saved (or cut, after `grace`), so another copy continues
+        it at once; only a copy that dies leaves its jobs to their leases."""
         self.stopping.set()
         if self.grpc is not None:
             await self.grpc.stop(min(grace or 1.0, self.settings.grpc_grace_seconds))
         if self.runner is not None:
             await self.runner.cleanup()
-        grace = self.settings.grpc_grace_seconds if grace is None else grace
+        grace = self.settings.imports_stop_grace_seconds if grace is None else grace
         if self.tasks:
             _, pending = await asyncio.wait(self.tasks, timeout=grace)
             for task in pending:

@@ -67,6 +67,11 @@ _ROW_OUTCOMES = {
 }
 
 
+class HandedOver(Exception):
+    """This process is stopping: its run stopped between batches, to go back to the queue
+    with its run kept, so another copy continues it at once (saved batches answer duplicate)."""
+
+
 @dataclass(slots=True)
 class RunResult:
     """What one job did, for its log line, the job row and the tests."""
@@ -103,8 +108,11 @@ class Pipeline:
         scout: ScoutClient,
         command: command_pb2_grpc.CommandServiceStub,
         http: httpx.AsyncClient | None = None,
+        stopping: asyncio.Event | None = None,
     ) -> None:
         self.settings = settings
+        # Set when the process stops: no batch is started after it (see HandedOver).
+        self.stopping = stopping or asyncio.Event()
         self.pool = pool
         self.scout = scout
         self.command = command
@@ -404,14 +412,22 @@ class Pipeline:
         # messages are built when it is sent and dropped once its answer is counted, so a big
         # run never holds them all.
         queue = iter(enumerate(groups))
+        handed_over = False
 
         async def sender() -> None:
+            nonlocal handed_over
             for batch_no, group in queue:
+                if self.stopping.is_set():
+                    # The batches in flight finish; this one and the rest are another copy's.
+                    handed_over = True
+                    return
                 rows = [_batches.batch_row(row, integration.target, uid) for row, uid in group]
                 answer, problem = await self._send(integration, run_id, batch_no, rows)
                 account(batch_no, rows, answer, problem)
 
         await asyncio.gather(*(sender() for _ in range(self.settings.import_batches_in_flight)))
+        if handed_over:
+            raise HandedOver(run_id)
         key_state.loaded_for_run = run_id
         await self._outlast(
             f"run {scout_run.id}: settle", lambda: self._settle(integration, scout_run, mapped)

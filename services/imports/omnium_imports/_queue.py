@@ -95,6 +95,14 @@ async def finish(
     return done is not None
 
 
+async def release(conn: asyncpg.Connection, job: Job, worker: str) -> bool:
+    """A stopping worker's job, queued again with its run; the other copies are woken."""
+    released = await conn.fetchval(QUERIES["release"], job.id, worker)
+    if released is not None:
+        await conn.execute("SELECT pg_notify($1, $2)", JOB_CHANNEL, str(job.id))
+    return released is not None
+
+
 async def attach_run(conn: asyncpg.Connection, job: Job, run_id: str) -> None:
     await conn.execute(QUERIES["attach_run"], job.id, run_id)
 

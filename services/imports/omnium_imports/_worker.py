@@ -14,12 +14,15 @@ import asyncpg
 
 from omnium_db import DATABASE_ERRORS, outlast
 from omnium_imports import _queue
-from omnium_imports._pipeline import Pipeline, RunResult
+from omnium_imports._pipeline import HandedOver, Pipeline, RunResult
 from omnium_imports._review import Alerts
 from omnium_imports._sql import QUERIES
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
+# Longest a stopping worker spends giving its job back; past it the lease hands it over.
+_RELEASE_SECONDS = 2.0
+_HAND_OVER_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, *DATABASE_ERRORS)
 
 
 class LeaseLost(Exception):
@@ -78,7 +81,15 @@ class Worker:
                     "%s: lost the lease of job %s; another worker carries on", self.name, job.id
                 )
                 return None
+            # The process stops and its grace is over: the batch in flight was cut (if it was
+            # saved, it answers duplicate to the copy that sends it again).
+            renewing.cancel()
+            await self._hand_over(job)
             raise
+        except HandedOver:
+            renewing.cancel()
+            await self._hand_over(job)
+            return None
         except Exception as exc:
             log.exception("%s: job %s failed", self.name, job.id)
             result = RunResult("failed", reason=f"something went wrong on our side: {exc}")
@@ -137,6 +148,23 @@ class Worker:
                 tries=settings.resume_tries,
                 past_guards=job.past_guards,
             )
+
+    async def _hand_over(self, job: _queue.Job) -> None:
+        """The job back to the queue with its run, so another copy continues it now rather
+        than after the lease. Failing that, the lease still hands it over when it runs out."""
+        try:
+            async with asyncio.timeout(_RELEASE_SECONDS), self.pool.acquire() as conn:
+                released = await _queue.release(conn, job, self.name)
+        except _HAND_OVER_ERRORS as exc:
+            log.warning(
+                "%s: job %s not handed over (%s); another copy takes it after its lease",
+                self.name,
+                job.id,
+                exc,
+            )
+            return
+        if released:
+            log.info("%s: job %s handed over; another copy continues its run", self.name, job.id)
 
     async def _renew(self, job: _queue.Job, task: asyncio.Future[RunResult]) -> None:
         while True:

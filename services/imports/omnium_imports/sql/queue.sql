@@ -81,6 +81,14 @@ UPDATE integration_job
  WHERE id = $1 AND worker = $2
 RETURNING id;
 
+-- name: release
+-- A graceful stop: the job is queued again at once, its run kept, for another copy to continue
+-- (its saved batches answer duplicate). Zero rows: it was not this worker's any more.
+UPDATE integration_job
+   SET status = 'queued', lease_until = NULL, worker = NULL
+ WHERE id = $1 AND worker = $2 AND status = 'running'
+RETURNING id;
+
 -- name: attach_run
 UPDATE integration_job SET run_id = $2::uuid WHERE id = $1;
 
