@@ -41,6 +41,9 @@ T = TypeVar("T")
 OUTBOX_CHANNEL = "omnium_domain_event"
 FEED_CHANNEL = "omnium_delivery_feed"
 _OUTBOX_BATCH = 500
+# Longest a stopping copy spends handing its clients over; past it their leases do.
+_HAND_OVER_SECONDS = 2.0
+_HAND_OVER_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, *DATABASE_ERRORS)
 
 
 _BIG_DOCUMENT = 200  # rows; hashing and rendering more than this goes to a thread
@@ -98,6 +101,8 @@ class DeliveryApp:
         self.on_send = on_send
         # Counted for tests and the benchmark: feeds built (pushes published: `pushes`).
         self.builds = 0
+        # True while an outbox pass of this copy holds the cursor.
+        self.holds_cursor = False
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -148,17 +153,21 @@ class DeliveryApp:
         return self.grpc_port
 
     async def stop(self, grace: float | None = None) -> None:
+        """Stop sending: the sends in flight are cancelled (their feeds stay owed) and the
+        clients handed over, so another copy sends them now rather than after the lease."""
         self.stopping.set()
         self.outbox_wake.set()
         self.dispatch_wake.set()
         if self.grpc is not None:
             await self.grpc.stop(min(grace or 1.0, self.settings.grpc_grace_seconds))
+        cursor_held = self.holds_cursor
         workers = list(self.busy.values())
         for task in [*self.tasks, *workers]:
             task.cancel()
         for task in [*self.tasks, *workers]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await self._hand_over(cursor_held=cursor_held)
         for _, transport in self.transports.values():
             with contextlib.suppress(Exception):
                 await transport.close()
@@ -172,6 +181,25 @@ class DeliveryApp:
             await self.redis.aclose()
         if self.pool is not None:
             await self.pool.close()
+
+    async def _hand_over(self, *, cursor_held: bool) -> None:
+        """Free every client this copy still holds (one claimed as the stop came never ran its
+        own release) and wake the other copies; the outbox cursor was freed with its pass's
+        transaction, and its readers are woken if that pass was cut. Failing this, the leases
+        still hand the clients over when they run out."""
+        if self.pool is None:
+            return
+        try:
+            async with asyncio.timeout(_HAND_OVER_SECONDS), self.pool.acquire() as conn:
+                released = await conn.fetchval(QUERIES["release_clients"], self.me)
+                await conn.execute(QUERIES["wake_senders"])
+                if cursor_held:
+                    await conn.execute(QUERIES["wake_readers"])
+        except _HAND_OVER_ERRORS as exc:
+            log.warning("delivery: clients not handed over (%s); their leases will free them", exc)
+            return
+        if released:
+            log.info("delivery: %d clients handed over to the other copies", released)
 
     @property
     def pushes(self) -> int:
@@ -207,12 +235,19 @@ class DeliveryApp:
     async def outbox_pass(self) -> int:
         """Read what was saved since the last pass: push it live, mark the feeds it touches.
         Only one copy reads at a time (the cursor is claimed with SKIP LOCKED)."""
+        try:
+            return await self._outbox_pass()
+        finally:
+            self.holds_cursor = False
+
+    async def _outbox_pass(self) -> int:
         assert self.pool is not None
         settings = self.settings
         async with self.pool.acquire() as conn, conn.transaction():
             cursor = await conn.fetchrow(QUERIES["claim_cursor"])
             if cursor is None:
                 return 0
+            self.holds_cursor = True
             rows = await conn.fetch(
                 QUERIES["read_outbox"],
                 cursor["last_id"],

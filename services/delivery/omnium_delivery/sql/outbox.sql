@@ -4,6 +4,10 @@
 -- One copy reads the outbox at a time; the others skip, the holder reads for them.
 SELECT last_id, recent_ids FROM delivery_cursor WHERE name = 'outbox' FOR UPDATE SKIP LOCKED;
 
+-- name: wake_readers
+-- The outbox readers look again: a copy that stopped mid-pass left its rows unread.
+SELECT pg_notify('omnium_domain_event', '');
+
 -- name: read_outbox
 -- Past the cursor, and rows saved within the lag window not read yet: a transaction that took
 -- an id early and committed late is still read once.

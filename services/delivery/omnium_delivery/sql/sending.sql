@@ -25,6 +25,13 @@ RETURNING id;
 -- name: release_client
 UPDATE client SET lease_until = NULL, leased_by = NULL WHERE id = $1 AND leased_by = $2;
 
+-- name: release_clients
+-- A graceful stop: every client this copy holds, free at once for the other copies.
+WITH released AS (
+  UPDATE client SET lease_until = NULL, leased_by = NULL WHERE leased_by = $1 RETURNING id
+)
+SELECT count(*) FROM released;
+
 -- name: due_feeds
 SELECT f.id, f.kind, f.format, f.discipline_id::text, d.code AS discipline, f.top_n, f.live,
        f.marks, f.wanted_id, f.force, f.version, f.content_sha, f.delivered_content_sha
