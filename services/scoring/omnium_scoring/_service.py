@@ -73,6 +73,12 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
     async def GetMatchState(
         self, request: scoring_pb2.GetMatchStateRequest, context: aio.ServicerContext
     ) -> scoring_pb2.MatchState:
+        return await self._state(request, context)
+
+    async def _state(
+        self, request: scoring_pb2.GetMatchStateRequest, context: aio.ServicerContext
+    ) -> scoring_pb2.MatchState:
+        """The match as asked for; NOT_FOUND for no such unit, UNAVAILABLE in an outage."""
         state = await _read(
             context,
             f"match {request.unit_id}",
@@ -95,21 +101,7 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
         first = True
         while True:
             # The stream ends UNAVAILABLE in an outage; a watcher opens it again.
-            state = await _read(
-                context,
-                f"match {request.unit_id}",
-                self.scorer.get_state(
-                    request.unit_id,
-                    recent=request.recent,
-                    standing=request.standing,
-                    standing_after=request.standing_after,
-                ),
-            )
-            if state is None:
-                await context.abort(
-                    grpc.StatusCode.NOT_FOUND, f"there is no unit {request.unit_id}"
-                )
-                return
+            state = await self._state(request, context)
             if state.seq > after or (first and after == 0):
                 after = state.seq
                 yield state
