@@ -29,6 +29,12 @@ def balancing_options(settings: Settings) -> list[tuple[str, Any]]:
         # gRPC keeps a request for a try again only up to this size (256 KiB by default);
         # an import batch may be as large as a message.
         ("grpc.per_rpc_retry_buffer_size", settings.grpc_max_message_bytes),
+        # A copy that was gone is tried again within this, not after gRPC's default backoff
+        # (1 s growing to 120 s): a rolling release stops the other copy seconds after this one
+        # is back, and a channel still backing off from it would then have no copy at all.
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.min_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", int(settings.grpc_reconnect_max_seconds * 1000)),
     ]
 
 

@@ -61,6 +61,9 @@ class Settings:
     grpc_max_message_bytes: int = _setting(4 * 1024 * 1024, "Largest gRPC message, each way.")
     grpc_grace_seconds: float = _setting(10.0, "On SIGTERM, time given to calls in flight.")
     grpc_deadline_seconds: float = _setting(10.0, "Deadline on calls to another service.")
+    grpc_reconnect_max_seconds: float = _setting(
+        1.0, "Longest wait before a channel tries a copy that was gone again."
+    )
     grpc_retry_attempts: int = _setting(
         3, "Tries of an idempotent call when a copy is gone or stopping (1: none; at most 5)."
     )
