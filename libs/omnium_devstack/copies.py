@@ -35,6 +35,14 @@ _HTTP = {
     "admin": ("ADMIN_PORT", "/health"),
 }
 _BACKEND = {"gateway": "gateway", "imports": "doorbell", "admin": "admin"}
+# What HAProxy sends again to the other copy. The gateway's reads and the scorers' syncs (client
+# ids) and the doorbell (run ids) are safe to send twice; the console's forms are not, so admin
+# retries only a connection that was never made.
+_RETRY_ON = {
+    "gateway": "conn-failure empty-response response-timeout",
+    "imports": "conn-failure empty-response response-timeout",
+    "admin": "conn-failure",
+}
 
 
 def _settings_port(settings: Settings, name: str) -> int:
@@ -107,9 +115,13 @@ def haproxy_config(settings: Settings) -> str:
         # Live push streams stay open: a keepalive every live_heartbeat_seconds keeps them so.
         "  timeout server 60s",
         "  timeout http-keep-alive 10s",
-        # A copy that refuses the connection is tried once more on the other one.
+        # A copy that refuses the connection, or dies before it answers, is tried again on the
+        # other one (a kill -9 cuts the requests it had in flight).
         "  option redispatch",
         "  retries 2",
+        "  timeout check 3s",
+        # A request is sent again only if HAProxy still has it whole: keep the (small) bodies.
+        "  option http-buffer-request",
     ]
     for service, (setting, check) in _HTTP.items():
         name = _BACKEND[service]
@@ -121,7 +133,9 @@ def haproxy_config(settings: Settings) -> str:
             "  balance roundrobin",
             f"  option httpchk GET {check}",
             "  http-check expect status 200",
-            "  default-server inter 1s fall 2 rise 1",
+            # Imports runs at nice +10: a check may be slow on a busy machine, not down.
+            "  default-server inter 1s fall 3 rise 1",
+            f"  retry-on {_RETRY_ON[service]}",
         ]
         lines += [
             f"  server {name}-{n} {host}:{http_port(settings, service, n)} check"

@@ -38,13 +38,20 @@ def _settings() -> Settings:
 
 
 @asynccontextmanager
-async def _copy(name: str, port: int, check: str) -> AsyncIterator[web.AppRunner]:
+async def _copy(
+    name: str, port: int, check: str, *, dies_on_post: bool = False
+) -> AsyncIterator[web.AppRunner]:
     async def answer(request: web.Request) -> web.Response:
-        return web.json_response({"copy": name})
+        if request.method == "POST" and dies_on_post:
+            # As a copy killed with the request in flight: the connection ends, no answer.
+            assert request.transport is not None
+            request.transport.abort()
+        return web.json_response({"copy": name, "body": (await request.text())})
 
     app = web.Application()
     app.router.add_get(check, answer)
     app.router.add_get("/who", answer)
+    app.router.add_post("/who", answer)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port).start()
@@ -96,6 +103,38 @@ async def test_haproxy_spreads_over_both_copies_and_skips_one_that_stops(tmp_pat
             finally:
                 proc.terminate()
                 await asyncio.wait_for(proc.wait(), 10)
+
+
+async def test_a_copy_that_dies_mid_request_is_retried_on_the_other(tmp_path: Path) -> None:
+    """The scorers' syncs are POSTs that are safe to send twice (client ids): a gateway copy
+    killed with one in flight costs the scorer nothing."""
+    settings = _settings()
+    spec = haproxy_spec(settings, tmp_path)
+    check = _HTTP["gateway"][1]
+    async with (
+        _copy("gateway-1", http_port(settings, "gateway", 1), check, dies_on_post=True),
+        _copy("gateway-2", http_port(settings, "gateway", 2), check),
+    ):
+        proc = await asyncio.create_subprocess_exec(
+            *spec.program, stdout=asyncio.subprocess.DEVNULL
+        )
+        try:
+            front = f"http://127.0.0.1:{settings.gateway_port}"
+            async with httpx.AsyncClient(base_url=front, timeout=5) as http:
+
+                async def both_up() -> bool:
+                    seen = {(await http.get("/who")).json()["copy"] for _ in range(8)}
+                    return len(seen) == 2
+
+                await _until(both_up)
+                answers = [await http.post("/who", content=f"tap {n}") for n in range(10)]
+        finally:
+            proc.terminate()
+            await asyncio.wait_for(proc.wait(), 10)
+    assert [a.status_code for a in answers] == [200] * 10
+    assert [a.json() for a in answers] == [
+        {"copy": "gateway-2", "body": f"tap {n}"} for n in range(10)
+    ]
 
 
 def test_every_service_runs_twice_and_callers_are_given_both(tmp_path: Path) -> None:
