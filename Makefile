@@ -98,6 +98,10 @@ run-ha: install system-ha ## The HA profile: etcd, two PostgreSQL nodes under Pa
 drill-failover: install system-ha ## Drill: kill -9 the database leader under load; print what was lost (must be 0) and how long writes paused
 	$(PY) -m bench.drill_failover $(DRILL_ARGS)
 
+.PHONY: drill-copies
+drill-copies: install system-ha ## Drill: kill -9 and roll each service's copies under load; print what was lost (must be 0)
+	$(PY) -m bench.drill_copies $(DRILL_ARGS)
+
 .PHONY: account
 account: install system ## Make an account: make account LOGIN=ana ROLE=admin (asks the password)
 	@test -n "$(LOGIN)" -a -n "$(ROLE)" || { echo "usage: make account LOGIN=<login> ROLE=<admin|operator|scorer|viewer> [NAME='Full Name']"; exit 2; }
