@@ -9,11 +9,13 @@ the time, and what the database holds is split by when it happened (`Load.phase_
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import csv
 import io
 import json
+import logging
 import os
 import random
 import shutil
@@ -22,7 +24,7 @@ import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -758,3 +760,63 @@ def print_figures(runs: Sequence[Mapping[str, float | str]]) -> None:
         print("# median of the runs")
     for name in runs[0]:
         print(show(name, median([r[name] for r in runs])))
+
+
+def add_load_options(
+    parser: argparse.ArgumentParser, *, seconds: float, seconds_help: str, steady: float
+) -> None:
+    """The options every drill's load takes (the drill adds its own after these)."""
+    parser.add_argument("--runs", type=int, default=1, help="whole drills, one after another")
+    parser.add_argument("--seconds", type=float, default=seconds, help=seconds_help)
+    parser.add_argument("--scorers", type=int, default=20)
+    parser.add_argument("--readers", type=int, default=4, help="public API readers at once")
+    parser.add_argument("--think-ms", type=float, default=1000.0, help="mean pause between taps")
+    parser.add_argument(
+        "--steady-seconds", type=float, default=steady, help="load before the first fault"
+    )
+    parser.add_argument(
+        "--run-wait", type=float, default=25.0, help="longest wait for a Scout run in flight"
+    )
+    parser.add_argument(
+        "--replay-seconds-per-hour", type=float, default=20.0, help="the Scout replay's clock"
+    )
+
+
+def add_run_options(
+    parser: argparse.ArgumentParser, *, settle: float, seed: int, data_dir: Path
+) -> None:
+    parser.add_argument(
+        "--settle-seconds",
+        type=float,
+        default=settle,
+        help="longest wait after the load for runs and deliveries to settle",
+    )
+    parser.add_argument("--seed", type=int, default=seed)
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=data_dir,
+        help="removed at the start of each run; logs under logs/ (%(default)s)",
+    )
+
+
+def run_drills(
+    name: str,
+    args: argparse.Namespace,
+    one_run: Callable[[argparse.Namespace, int], Coroutine[Any, Any, dict[str, float | str]]],
+) -> int:
+    """Each run in turn, then the figures (each run's, and medians); 130 on Ctrl-C."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    runs: list[dict[str, float | str]] = []
+    try:
+        for n in range(1, args.runs + 1):
+            say(f"--- run {n} of {args.runs}")
+            runs.append(asyncio.run(one_run(args, n)))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print(f"{name}: stopped; everything it started is stopped", flush=True)
+        return 130
+    except BenchError as exc:
+        print(f"{name}: {exc}", file=sys.stderr, flush=True)
+        return 1
+    print_figures(runs)
+    return 0

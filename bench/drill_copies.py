@@ -60,6 +60,8 @@ from bench._drill import (
     TOKEN,
     Load,
     Service,
+    add_load_options,
+    add_run_options,
     child_env,
     command_line,
     connect,
@@ -70,9 +72,9 @@ from bench._drill import (
     first_save_after,
     import_checks,
     noisy_lines,
-    print_figures,
     reader,
     receivers_app,
+    run_drills,
     run_in_flight,
     scorer,
     seed_scorers,
@@ -834,18 +836,8 @@ async def _load_and_faults(
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.drill_copies", description=__doc__)
-    parser.add_argument("--runs", type=int, default=1, help="whole drills, one after another")
-    parser.add_argument(
-        "--seconds", type=float, default=8.0, help="load kept going after each phase's faults"
-    )
-    parser.add_argument("--scorers", type=int, default=20)
-    parser.add_argument("--readers", type=int, default=4, help="public API readers at once")
-    parser.add_argument("--think-ms", type=float, default=1000.0, help="mean pause between taps")
-    parser.add_argument(
-        "--steady-seconds", type=float, default=10.0, help="load before the first fault"
-    )
-    parser.add_argument(
-        "--run-wait", type=float, default=25.0, help="longest wait for a Scout run in flight"
+    add_load_options(
+        parser, seconds=8.0, seconds_help="load kept going after each phase's faults", steady=10.0
     )
     parser.add_argument(
         "--lease-wait",
@@ -868,41 +860,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=30.0,
         help="seconds a copy has to exit after SIGTERM before it is killed",
     )
-    parser.add_argument(
-        "--settle-seconds",
-        type=float,
-        default=60.0,
-        help="longest wait after the load for runs and deliveries to settle",
-    )
-    parser.add_argument(
-        "--replay-seconds-per-hour", type=float, default=20.0, help="the Scout replay's clock"
-    )
-    parser.add_argument("--seed", type=int, default=20261201)
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=ROOT / ".omnium" / "drill-copies",
-        help="removed at the start of each run; logs under logs/ (%(default)s)",
-    )
+    add_run_options(parser, settle=60.0, seed=20261201, data_dir=ROOT / ".omnium" / "drill-copies")
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    runs: list[dict[str, float | str]] = []
-    try:
-        for n in range(1, args.runs + 1):
-            say(f"--- run {n} of {args.runs}")
-            runs.append(asyncio.run(one_run(args, n)))
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        print("drill_copies: stopped; everything it started is stopped", flush=True)
-        return 130
-    except BenchError as exc:
-        print(f"drill_copies: {exc}", file=sys.stderr, flush=True)
-        return 1
-    print_figures(runs)
-    return 0
+    return run_drills("drill_copies", parse_args(argv), one_run)
 
 
 if __name__ == "__main__":

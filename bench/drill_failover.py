@@ -31,7 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
-from bench._common import BenchError, free_port, say, wait_for_port
+from bench._common import free_port, say, wait_for_port
 from bench._drill import (
     EVENT,
     IN_FLIGHT,
@@ -40,6 +40,8 @@ from bench._drill import (
     TOKEN,
     Load,
     Service,
+    add_load_options,
+    add_run_options,
     child_env,
     command_line,
     connect,
@@ -50,9 +52,9 @@ from bench._drill import (
     import_checks,
     job_status,
     noisy_lines,
-    print_figures,
     reader,
     receivers_app,
+    run_drills,
     run_in_flight,
     run_status,
     scorer,
@@ -431,55 +433,20 @@ async def _settle_and_check(
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.drill_failover", description=__doc__)
-    parser.add_argument("--runs", type=int, default=1, help="whole drills, one after another")
-    parser.add_argument(
-        "--seconds",
-        type=float,
-        default=30.0,
-        help="load kept going after writes came back (the second case: half)",
+    add_load_options(
+        parser,
+        seconds=30.0,
+        seconds_help="load kept going after writes came back (the second case: half)",
+        steady=15.0,
     )
-    parser.add_argument("--scorers", type=int, default=20)
-    parser.add_argument("--readers", type=int, default=4, help="public API readers at once")
-    parser.add_argument("--think-ms", type=float, default=1000.0, help="mean pause between taps")
-    parser.add_argument("--steady-seconds", type=float, default=15.0, help="load before a fault")
-    parser.add_argument(
-        "--run-wait", type=float, default=25.0, help="longest wait for a Scout run in flight"
-    )
-    parser.add_argument(
-        "--settle-seconds",
-        type=float,
-        default=90.0,
-        help="longest wait after the load for runs and deliveries to settle",
-    )
-    parser.add_argument(
-        "--replay-seconds-per-hour", type=float, default=20.0, help="the Scout replay's clock"
-    )
-    parser.add_argument("--seed", type=int, default=20261130)
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=ROOT / ".omnium" / "drill-failover",
-        help="removed at the start of each run; logs under logs/ (%(default)s)",
+    add_run_options(
+        parser, settle=90.0, seed=20261130, data_dir=ROOT / ".omnium" / "drill-failover"
     )
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    runs: list[dict[str, float | str]] = []
-    try:
-        for n in range(1, args.runs + 1):
-            say(f"--- run {n} of {args.runs}")
-            runs.append(asyncio.run(one_run(args, n)))
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        print("drill_failover: stopped; everything it started is stopped", flush=True)
-        return 130
-    except BenchError as exc:
-        print(f"drill_failover: {exc}", file=sys.stderr, flush=True)
-        return 1
-    print_figures(runs)
-    return 0
+    return run_drills("drill_failover", parse_args(argv), one_run)
 
 
 if __name__ == "__main__":
