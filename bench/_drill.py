@@ -820,3 +820,26 @@ def run_drills(
         return 1
     print_figures(runs)
     return 0
+
+
+def start_load(
+    load: Load, base: str, units: Sequence[tuple[str, str]], args: argparse.Namespace
+) -> list[asyncio.Task[None]]:
+    """A scorer on each unit and `--readers` public readers, each a task (cancel to stop)."""
+    rng = random.Random(args.seed)
+    paths = [
+        "/v1/events",
+        f"/v1/events/{EVENT}/schedule",
+        f"/v1/events/{EVENT}/units/{units[0][1]}",
+        f"/v1/events/{EVENT}/medals",
+    ]
+    tasks = [
+        asyncio.create_task(
+            scorer(load, base, n, unit, args.think_ms / 1000, random.Random(rng.random()))
+        )
+        for n, (unit, _) in enumerate(units)
+    ]
+    tasks += [
+        asyncio.create_task(reader(load, base, paths[n:] + paths[:n])) for n in range(args.readers)
+    ]
+    return tasks

@@ -34,7 +34,6 @@ import contextlib
 import logging
 import math
 import os
-import random
 import re
 import shutil
 import signal
@@ -52,7 +51,6 @@ from aiohttp import web
 
 from bench._common import BenchError, free_port, say, wait_for_port
 from bench._drill import (
-    EVENT,
     IN_FLIGHT,
     READER_KEY,
     ROOT,
@@ -72,12 +70,11 @@ from bench._drill import (
     first_save_after,
     import_checks,
     noisy_lines,
-    reader,
     receivers_app,
     run_drills,
     run_in_flight,
-    scorer,
     seed_scorers,
+    start_load,
     start_service,
     steady,
     tap_checks,
@@ -785,22 +782,7 @@ async def _load_and_faults(
 ) -> dict[str, float | str]:
     base = f"http://127.0.0.1:{settings.gateway_port}"  # HAProxy
     scout = f"http://127.0.0.1:{settings.scout_simulator_port}"
-    rng = random.Random(args.seed)
-    paths = [
-        "/v1/events",
-        f"/v1/events/{EVENT}/schedule",
-        f"/v1/events/{EVENT}/units/{units[0][1]}",
-        f"/v1/events/{EVENT}/medals",
-    ]
-    tasks = [
-        asyncio.create_task(
-            scorer(load, base, n, unit, args.think_ms / 1000, random.Random(rng.random()))
-        )
-        for n, (unit, _) in enumerate(units)
-    ]
-    tasks += [
-        asyncio.create_task(reader(load, base, paths[n:] + paths[:n])) for n in range(args.readers)
-    ]
+    tasks = start_load(load, base, units, args)
     faults = Faults()
     load.begin("kill_copy")
     began = time.monotonic()

@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import logging
 import os
-import random
 import shutil
 import signal
 import sys
@@ -33,7 +32,6 @@ from aiohttp import web
 
 from bench._common import free_port, say, wait_for_port
 from bench._drill import (
-    EVENT,
     IN_FLIGHT,
     READER_KEY,
     ROOT,
@@ -52,13 +50,12 @@ from bench._drill import (
     import_checks,
     job_status,
     noisy_lines,
-    reader,
     receivers_app,
     run_drills,
     run_in_flight,
     run_status,
-    scorer,
     seed_scorers,
+    start_load,
     start_service,
     steady,
     stop_service,
@@ -285,22 +282,7 @@ async def _load_and_faults(
 ) -> dict[str, float | str]:
     base = f"http://127.0.0.1:{ports['gateway']}"
     scout = f"http://127.0.0.1:{ports['scout_simulator']}"
-    rng = random.Random(args.seed)
-    paths = [
-        "/v1/events",
-        f"/v1/events/{EVENT}/schedule",
-        f"/v1/events/{EVENT}/units/{units[0][1]}",
-        f"/v1/events/{EVENT}/medals",
-    ]
-    load = [
-        asyncio.create_task(
-            scorer(drill, base, n, unit, args.think_ms / 1000, random.Random(rng.random()))
-        )
-        for n, (unit, _) in enumerate(units)
-    ]
-    load += [
-        asyncio.create_task(reader(drill, base, paths[n:] + paths[:n])) for n in range(args.readers)
-    ]
+    load = start_load(drill, base, units, args)
     began = time.monotonic()
     failover, restart = drill.cases["failover"], drill.cases["restart"]
     failover.began, failover.began_wall = began, drill.begin("failover")
