@@ -29,7 +29,7 @@ from tests.support.delivery import eventually, running_delivery
 from tests.support.games import EVENT, make_games
 from tests.support.gateway import running_gateway
 from tests.support.imports import games_day
-from tests.support.outage import CrashablePostgres, crashable_postgres
+from tests.support.outage import CONNECT_RACE, CrashablePostgres, crashable_postgres
 from tests.support.scoring import running_scoring
 from tests.support.servers import Servers
 
@@ -38,6 +38,8 @@ CHANNEL = "omnium_test_channel"
 # time, never its poll.
 LONG_POLL = 30.0
 WITHIN = 10.0
+
+pytestmark = CONNECT_RACE
 
 
 async def notify(database_url: str, channel: str, payload: str) -> None:

@@ -30,10 +30,12 @@ from tests.support.command import CommandClient, running_command
 from tests.support.delivery import running_delivery
 from tests.support.games import EVENT, Games, make_games
 from tests.support.gateway import gateway_settings, running_gateway
-from tests.support.outage import crashable_redis
+from tests.support.outage import CONNECT_RACE, crashable_redis
 from tests.support.receiver import webhook_receiver
 
 UNIT = "ATHM100M--------------FNL-000100--"
+
+pytestmark = CONNECT_RACE
 
 
 @dataclass(slots=True)

@@ -17,8 +17,10 @@ from omnium_gateway import ScorerRoutes
 from tests.support.games import EVENT, make_games
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.imports import SCHEDULE, games_day, sign
-from tests.support.outage import crashable_postgres
+from tests.support.outage import CONNECT_RACE, crashable_postgres
 from tests.support.servers import Servers
+
+pytestmark = CONNECT_RACE
 
 
 def _ring_body(run_id: str) -> bytes:

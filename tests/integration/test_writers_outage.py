@@ -18,11 +18,13 @@ from omnium_db import init_connection
 from tests.support.command import CommandClient, running_command
 from tests.support.games import make_games
 from tests.support.imports import GamesDay, games_day
-from tests.support.outage import crashable_postgres
+from tests.support.outage import CONNECT_RACE, crashable_postgres
 from tests.support.scoring import ScoringClient, running_console
 
 OUT = command_pb2
 SET_STATUS = {"code": "results.set_status", "payload": {"status": "RUNNING"}}
+
+pytestmark = CONNECT_RACE
 
 
 def _no_incidents(caplog: pytest.LogCaptureFixture) -> None:
