@@ -87,11 +87,11 @@ run: install system ## Start PostgreSQL, Redis and every service; print where ea
 	$(PY) -m omnium_devstack run
 
 .PHONY: system-ha
-system-ha: $(STAMP) ## Check PostgreSQL, Redis, Patroni and etcd; apt-get install them when missing (as root)
+system-ha: $(STAMP) ## Check PostgreSQL, Redis, Patroni, etcd and HAProxy; apt-get install them when missing (as root)
 	@$(PY) -m omnium_devstack ensure --ha >/dev/null
 
 .PHONY: run-ha
-run-ha: install system-ha ## The HA profile: etcd, two PostgreSQL nodes under Patroni (a synchronous standby), Redis, every service
+run-ha: install system-ha ## The HA profile: two PostgreSQL nodes under Patroni (a synchronous standby), two copies of every service behind HAProxy
 	$(PY) -m omnium_devstack run --ha
 
 .PHONY: drill-failover
