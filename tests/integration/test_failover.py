@@ -30,7 +30,7 @@ from omnium_db import apply_migrations, init_connection
 from omnium_devstack.ha import HaTimings, PatroniCluster
 from omnium_live import stream_key
 from tests.support.command import CommandClient, command
-from tests.support.delivery import running_delivery
+from tests.support.delivery import LOCK_WAIT, query_until, running_delivery
 from tests.support.gateway import running_gateway
 from tests.support.imports import games_day
 from tests.support.outage import crashable_redis
@@ -176,7 +176,7 @@ async def _switch(cluster: PatroniCluster, redis_url: str, hook: Receiver) -> Sw
         await holder.execute("SELECT 1 FROM unit WHERE id = $1::uuid FOR UPDATE", units[10])
         in_flight = _status("in-flight", units[10], "INTERRUPTED")
         pending = asyncio.ensure_future(day.command.stub.Submit(in_flight, timeout=60))
-        await _until_waiting_on_lock(holder)
+        await query_until(holder, LOCK_WAIT, within=20)
 
         await asyncio.to_thread(cluster.kill_node, old)
         switch.in_flight_answer = await pending
@@ -235,14 +235,6 @@ async def _alerts(hook: Receiver, count: int, seconds: float = 30) -> list[str]:
 async def _code(conn: asyncpg.Connection, unit_id: str) -> str:
     code: str = await conn.fetchval("SELECT code FROM unit WHERE id = $1::uuid", unit_id)
     return code
-
-
-async def _until_waiting_on_lock(holder: asyncpg.Connection) -> None:
-    deadline = time.monotonic() + 20
-    query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-    while not await holder.fetchval(query):
-        assert time.monotonic() < deadline, "the command never waited on the lock"
-        await asyncio.sleep(0.02)
 
 
 async def _live_ids(redis_url: str, expected: int, seconds: float = 60) -> list[int]:

@@ -4,27 +4,17 @@ written twice."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import asyncpg
 
 from omnium_imports import ImportsApp
+from tests.support.delivery import query_until
 from tests.support.imports import games_day
 from tests.support.imports import import_settings as imports_settings
 
 LEASE = 60.0  # the real lease: only a hand-over can explain a continuation within seconds
 HANDED_OVER_WITHIN = 10.0
-
-
-async def _until(db: asyncpg.Connection, query: str, *args: object, seconds: float) -> object:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = await db.fetchval(query, *args)
-        if value:
-            return value
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"not within {seconds} s: {query}")
 
 
 async def test_a_stopping_copy_hands_its_run_to_the_other(database_url: str) -> None:
@@ -57,17 +47,17 @@ async def test_a_stopping_copy_hands_its_run_to_the_other(database_url: str) -> 
                 "SELECT 1 FROM unit WHERE id = $1 FOR UPDATE", codes[len(codes) // 2]["id"]
             )
             second = await day.sim.make_run("schedule", wait_doorbell=True)
-            run_id = await _until(
+            run_id = await query_until(
                 day.db,
                 "SELECT id::text FROM integration_run WHERE scout_run_id = $1",
                 second.id,
-                seconds=30,
+                within=30,
             )
-            await _until(
+            await query_until(
                 day.db,
                 "SELECT batch_done >= 20 FROM integration_run WHERE id = $1",
                 run_id,
-                seconds=30,
+                within=30,
             )
             job_id = await day.db.fetchval(
                 "SELECT id FROM integration_job WHERE run_id = $1 AND status = 'running'", run_id
@@ -77,13 +67,13 @@ async def test_a_stopping_copy_hands_its_run_to_the_other(database_url: str) -> 
             await copy_a.stop()
             stop_took = time.monotonic() - stopped_at
             # B claims the job A gave back (B's worker name on it), well inside A's lease.
-            taken = await _until(
+            taken = await query_until(
                 day.db,
                 "SELECT worker FROM integration_job "
                 "WHERE id = $1 AND status = 'running' AND worker = $2",
                 job_id,
                 copy_b.workers[0].name,
-                seconds=HANDED_OVER_WITHIN,
+                within=HANDED_OVER_WITHIN,
             )
             taken_after = time.monotonic() - stopped_at
             # Counted while the lock is still held: the blocked batch cannot have landed yet.

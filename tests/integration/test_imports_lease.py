@@ -16,6 +16,7 @@ from omnium.command.v1 import command_pb2_grpc
 from omnium_imports import Pipeline, ScoutClient
 from omnium_imports._worker import Worker
 from tests.support.command import TOKEN
+from tests.support.delivery import query_until
 from tests.support.imports import GamesDay, games_day
 
 LEASE = 3.0
@@ -54,15 +55,6 @@ async def _start_worker_process(day: GamesDay) -> asyncio.subprocess.Process:
     )
 
 
-async def _until(db: asyncpg.Connection, query: str, *args: object, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if await db.fetchval(query, *args):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never true: {query}")
-
-
 async def test_a_killed_worker_s_run_is_finished_by_another(database_url: str) -> None:
     async with games_day(
         database_url, workers=0, command_settings={"import_lock_timeout_seconds": 60.0}
@@ -70,7 +62,7 @@ async def test_a_killed_worker_s_run_is_finished_by_another(database_url: str) -
         process = await _start_worker_process(day)
         try:
             first = await day.sim.make_run("schedule", wait_doorbell=True)
-            await _until(
+            await query_until(
                 day.db,
                 "SELECT status = 'done' FROM integration_run WHERE scout_run_id = $1",
                 first.id,
@@ -90,7 +82,7 @@ async def test_a_killed_worker_s_run_is_finished_by_another(database_url: str) -
             await blocker.execute("SELECT 1 FROM unit WHERE id = $1 FOR UPDATE", held)
             second = await day.sim.make_run("schedule", wait_doorbell=True)
             run_id = await _wait_run_id(day, second.id)
-            await _until(
+            await query_until(
                 day.db, "SELECT batch_done >= 20 FROM integration_run WHERE id = $1", run_id
             )
             await asyncio.sleep(0.5)

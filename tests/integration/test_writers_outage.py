@@ -16,6 +16,7 @@ from omnium.command.v1 import command_pb2
 from omnium.scoring.v1 import scoring_pb2
 from omnium_db import init_connection
 from tests.support.command import CommandClient, running_command
+from tests.support.delivery import LOCK_WAIT, query_until
 from tests.support.games import make_games
 from tests.support.imports import GamesDay, games_day
 from tests.support.outage import CONNECT_RACE, crashable_postgres
@@ -115,12 +116,7 @@ async def test_a_command_in_flight_when_the_database_crashes_is_saved_once(
             await holder.start()
             await db.execute("SELECT 1 FROM unit WHERE id = $1 FOR UPDATE", unit)
             flight = asyncio.create_task(client.submit(command_id="c1", unit_id=unit, **SET_STATUS))
-            deadline = time.monotonic() + 10
-            while not await db.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            ):
-                assert time.monotonic() < deadline, "the command never waited on the lock"
-                await asyncio.sleep(0.05)
+            await query_until(db, LOCK_WAIT, within=10)
             await pg.crash()
             lost = await asyncio.wait_for(flight, 20)
             await pg.start()

@@ -56,6 +56,17 @@ async def eventually(
         await asyncio.sleep(0.05)
 
 
+async def query_until(
+    db: asyncpg.Connection, query: str, *args: object, within: float = 60.0
+) -> Any:
+    """The first truthy value `query` reads (polled, as `eventually` does); fail after
+    `within` seconds."""
+    return await eventually(lambda: db.fetchval(query, *args), within=within, what=query)
+
+
+LOCK_WAIT = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+
+
 async def sends(db: asyncpg.Connection, client: str) -> list[asyncpg.Record]:
     return await db.fetch(
         "SELECT a.*, f.kind, f.format FROM delivery_attempt a "
