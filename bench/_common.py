@@ -11,6 +11,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -148,3 +149,41 @@ def percentile(values: Sequence[float], p: float) -> float:
     ordered = sorted(values)
     rank = max(1, math.ceil(p / 100 * len(ordered)))
     return ordered[rank - 1]
+
+
+async def add_scored_match(
+    conn: asyncpg.Connection,
+    n: int,
+    *,
+    event: Any,
+    discipline: Any,
+    teams: Sequence[Any],
+    code: str,
+    name: str,
+    password_hash: str,
+    starts_now: bool = False,
+) -> str:
+    """Match `n` for a scoring load: a football unit with its two teams, and the account
+    `scorer<n>` that scores it. Returns the unit's id."""
+    unit: str = await conn.fetchval(
+        "INSERT INTO unit (event_id, discipline_id, code, name, start_at) "
+        "VALUES ($1, $2, $3, $4, CASE WHEN $5 THEN now() END) RETURNING id::text",
+        event,
+        discipline,
+        code,
+        name,
+        starts_now,
+    )
+    await conn.execute(
+        "INSERT INTO unit_competitor (unit_id, sort_order, competitor_id) "
+        "VALUES ($1, 1, $2), ($1, 2, $3)",
+        unit,
+        *teams,
+    )
+    await conn.execute(
+        "INSERT INTO account (login, name, role, password_hash) VALUES ($1, $2, 'scorer', $3)",
+        f"scorer{n}",
+        f"Scorer {n}",
+        password_hash,
+    )
+    return unit

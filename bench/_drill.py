@@ -34,7 +34,7 @@ import aiohttp
 import asyncpg
 from aiohttp import web
 
-from bench._common import BenchError, percentile, say
+from bench._common import BenchError, add_scored_match, percentile, say
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENT = "AG2026"
@@ -229,23 +229,16 @@ async def seed_scorers(url: str, scorers: int) -> list[tuple[str, str]]:
         units = []
         for n in range(scorers):
             code = f"FBLMDRILL-------------FNL-{n + 1:0>8}"
-            unit = await conn.fetchval(
-                "INSERT INTO unit (event_id, discipline_id, code, name, start_at) "
-                "VALUES ($1, $2, $3, $4, now()) RETURNING id::text",
-                event, discipline, code, f"Drill match {n + 1}",
-            )  # fmt: skip
-            await conn.execute(
-                "INSERT INTO unit_competitor (unit_id, sort_order, competitor_id) "
-                "VALUES ($1, 1, $2), ($1, 2, $3)",
-                unit,
-                *teams,
-            )
-            await conn.execute(
-                "INSERT INTO account (login, name, role, password_hash) "
-                "VALUES ($1, $2, 'scorer', $3)",
-                f"scorer{n}",
-                f"Scorer {n}",
-                hashed,
+            unit = await add_scored_match(
+                conn,
+                n,
+                event=event,
+                discipline=discipline,
+                teams=teams,
+                code=code,
+                name=f"Drill match {n + 1}",
+                password_hash=hashed,
+                starts_now=True,
             )
             units.append((unit, code))
         return units

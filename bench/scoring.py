@@ -29,6 +29,7 @@ import asyncpg
 
 from bench._common import (
     BenchError,
+    add_scored_match,
     cpu_seconds,
     database_server,
     database_url_for,
@@ -82,26 +83,15 @@ async def seed(db_url: str, scorers: int) -> list[str]:
         units = []
         for n in range(scorers):
             code = f"FBLMEVENT-------------FNL-{n + 1:0>8}"[:34].ljust(34, "-")
-            unit = await conn.fetchval(
-                "INSERT INTO unit (event_id, discipline_id, code, name) VALUES ($1, $2, $3, $4) "
-                "RETURNING id::text",
-                event,
-                discipline,
-                code,
-                f"Bench match {n + 1}",
-            )
-            await conn.execute(
-                "INSERT INTO unit_competitor (unit_id, sort_order, competitor_id) "
-                "VALUES ($1, 1, $2), ($1, 2, $3)",
-                unit,
-                *teams,
-            )
-            await conn.execute(
-                "INSERT INTO account (login, name, role, password_hash) "
-                "VALUES ($1, $2, 'scorer', $3)",
-                f"scorer{n}",
-                f"Scorer {n}",
-                hashed,
+            unit = await add_scored_match(
+                conn,
+                n,
+                event=event,
+                discipline=discipline,
+                teams=teams,
+                code=code,
+                name=f"Bench match {n + 1}",
+                password_hash=hashed,
             )
             units.append(unit)
         return units
