@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 
 import asyncpg
 
+from omnium_db._outage import DATABASE_ERRORS
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class NotifyListener:
                 else:
                     try:
                         await conn.close(timeout=self.settings.listen_probe_timeout_seconds)
-                    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                    except DATABASE_ERRORS:
                         conn.terminate()
 
     async def _connect(self) -> asyncpg.Connection:
@@ -149,7 +150,7 @@ class NotifyListener:
                     await conn.fetchval("SELECT 1")
             except TimeoutError:
                 return f"no answer to a probe within {settings.listen_probe_timeout_seconds} s"
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except DATABASE_ERRORS as exc:
                 return str(exc) or type(exc).__name__
 
     async def _reconnect(self) -> asyncpg.Connection:
