@@ -13,7 +13,6 @@ etcd runs as whoever we are.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -38,7 +37,9 @@ from omnium_devstack.stack import (
     _run,
     _RunAs,
     _wait_until_gone,
+    fallback_folder,
     free_port,
+    make_fallback,
     pid_alive,
     tail,
 )
@@ -284,11 +285,7 @@ class PatroniCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self.who.can_reach(self.data_dir):
             return self.data_dir
-        digest = hashlib.sha1(str(self.data_dir).encode(), usedforsecurity=False).hexdigest()
-        home = Path("/var/tmp") / f"omnium-ha-{digest[:12]}"
-        home.mkdir(mode=0o755, exist_ok=True)
-        home.chmod(0o755)
-        return home
+        return make_fallback(fallback_folder(self.data_dir, "omnium-ha"))
 
     # -- addresses
 

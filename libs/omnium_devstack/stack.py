@@ -201,6 +201,22 @@ def _accepts(port: int, timeout: float = 0.5) -> bool:
         return False
 
 
+def fallback_folder(data_dir: Path, prefix: str = "omnium") -> Path:
+    """Where PostgreSQL's files go, as root, when its OS user cannot reach `data_dir`."""
+    digest = hashlib.sha1(str(data_dir).encode(), usedforsecurity=False).hexdigest()
+    return Path("/var/tmp") / f"{prefix}-{digest[:12]}"
+
+
+def make_fallback(folder: Path) -> Path:
+    folder.mkdir(mode=0o755, exist_ok=True)
+    st = folder.stat()
+    if st.st_uid != os.geteuid():
+        # /var/tmp is world-writable: someone else's folder here must not hold our cluster.
+        raise StackError(f"{folder} exists but belongs to uid {st.st_uid}; remove it.")
+    folder.chmod(0o755)
+    return folder
+
+
 # --- running PostgreSQL as a non-root user --------------------------------------------------
 
 
@@ -370,8 +386,7 @@ class PostgresServer:
 
     @property
     def fallback_home(self) -> Path:
-        digest = hashlib.sha1(str(self.data_dir).encode(), usedforsecurity=False).hexdigest()
-        return Path("/var/tmp") / f"omnium-{digest[:12]}"
+        return fallback_folder(self.data_dir)
 
     @property
     def home(self) -> Path:
@@ -459,13 +474,7 @@ class PostgresServer:
             self.data_dir,
             fallback,
         )
-        fallback.mkdir(mode=0o755, exist_ok=True)
-        st = fallback.stat()
-        if st.st_uid != os.geteuid():
-            # /var/tmp is world-writable: someone else's folder here must not hold our cluster.
-            raise StackError(f"{fallback} exists but belongs to uid {st.st_uid}; remove it.")
-        fallback.chmod(0o755)
-        return fallback, who
+        return make_fallback(fallback), who
 
     def start(self) -> None:
         found = self.running()
