@@ -24,7 +24,8 @@ _REDIS_KEY: web.AppKey[aioredis.Redis] = web.AppKey("omnium_live_redis", aioredi
 _HEARTBEAT: web.AppKey[float] = web.AppKey("omnium_live_heartbeat", float)
 _RETRY: web.AppKey[float] = web.AppKey("omnium_live_retry", float)
 _STOPPING: web.AppKey[asyncio.Event] = web.AppKey("omnium_live_stopping", asyncio.Event)
-_REDIS_ERRORS = (aioredis.RedisError, OSError)
+# What Redis raises when it, not the caller, is the trouble (timeouts are OSErrors).
+REDIS_ERRORS: tuple[type[BaseException], ...] = (aioredis.RedisError, OSError)
 _GAP = (
     b'event: gap\ndata: {"message": "some updates may be missing from this stream; '
     b'read the data again from the API"}\n\n'
@@ -144,7 +145,7 @@ async def _unless_stopping(stopping: asyncio.Event, work: Awaitable[_T]) -> _T:
         stopped.cancel()
         if not task.done():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, *_REDIS_ERRORS):
+            with contextlib.suppress(asyncio.CancelledError, *REDIS_ERRORS):
                 await task
     if task.cancelled():
         raise _Stopping
@@ -187,7 +188,7 @@ async def _live(request: web.Request) -> web.StreamResponse:
     paused = False
     try:
         cursor, gap = await _start_id(redis, key, last)
-    except _REDIS_ERRORS:
+    except REDIS_ERRORS:
         # Open the stream anyway, paused: a browser's EventSource gives up for good on a 503.
         start, gap, paused = last, False, True
     else:
@@ -221,7 +222,7 @@ async def _live(request: web.Request) -> web.StreamResponse:
                     found: Any = await _unless_stopping(
                         stopping, redis.xread({key: cursor}, count=100, block=heartbeat_ms)
                     )
-                except _REDIS_ERRORS:
+                except REDIS_ERRORS:
                     # Said once per outage; comments meanwhile keep proxies from closing it.
                     await response.write(b": waiting for redis\n\n" if paused else _PAUSED)
                     if not paused:

@@ -14,13 +14,12 @@ from typing import Any
 import asyncpg
 import redis.asyncio as aioredis
 
-from omnium_live import LivePublisher
+from omnium_live import REDIS_ERRORS, LivePublisher
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
 
 _CHUNK = 500  # changes per XADD pipeline: one round trip, and the loop stays responsive
-_REDIS_ERRORS = (aioredis.RedisError, OSError)
 
 
 def live_item(row: asyncpg.Record) -> dict[str, Any]:
@@ -84,7 +83,7 @@ class LivePush:
                 continue
             try:
                 await self.publish_waiting()
-            except _REDIS_ERRORS as exc:
+            except REDIS_ERRORS as exc:
                 if self._down_since is None:
                     self._down_since = time.monotonic()
                     log.warning(
