@@ -38,6 +38,17 @@ async def phone(site: ConsoleSite, unit: str) -> AsyncIterator[tuple[BrowserCont
             await browser.close()
 
 
+async def go_offline(site: ConsoleSite, context: BrowserContext) -> None:
+    """The venue's Wi-Fi goes: the network for real, and the browser told so (navigator.onLine)."""
+    site.wifi.cut()
+    await context.set_offline(True)
+
+
+async def go_online(site: ConsoleSite, context: BrowserContext) -> None:
+    site.wifi.restore()
+    await context.set_offline(False)
+
+
 async def tap(page: Page, action: str, side: int | None = None) -> None:
     selector = f'#buttons button[data-action="{action}"]'
     if side is not None:
@@ -59,7 +70,7 @@ async def test_scoring_goes_on_offline_and_every_action_is_saved_once_in_order(
         await expect(page.locator("#storage-warning")).to_be_visible()
         await page.wait_for_function("navigator.serviceWorker.controller !== null")
 
-        await context.set_offline(True)
+        await go_offline(site, context)
         for side in (1, 1, 2, 1, 2, 2, 1):
             await tap(page, "goal", side)
         await expect(page.locator("#score-1")).to_have_text("5")  # shown at once
@@ -77,17 +88,17 @@ async def test_scoring_goes_on_offline_and_every_action_is_saved_once_in_order(
         await expect(page.locator("#score-2")).to_have_text("4")
         assert await db.fetchval("SELECT count(*) FROM match_action") == 2
 
-        await context.set_offline(False)
+        await go_online(site, context)
         await expect(page.locator("#waiting")).to_have_attribute("data-count", "0", timeout=20_000)
         await expect(page.locator("#status")).to_contain_text("action 12")
 
         # A tap the rules refuse: the console says so at once, the server with its reason.
-        await context.set_offline(True)
+        await go_offline(site, context)
         await tap(page, "end_match")
         await expect(page.locator("#log li.waiting-item").first).to_contain_text(
             "will be refused: period 2 is still running: end it first"
         )
-        await context.set_offline(False)
+        await go_online(site, context)
         await expect(page.locator("#refused")).to_contain_text(
             "Not saved: End match — period 2 is still running: end it first"
         )
@@ -121,7 +132,7 @@ async def test_an_undo_tapped_offline_shows_at_once_and_the_server_agrees(
         # The console has read the standing actions of this seq (the read after the sync).
         await expect(page.locator("#undo")).to_have_attribute("data-predicted", "true")
 
-        await context.set_offline(True)
+        await go_offline(site, context)
         await page.click("#undo")  # takes back the saved goal of side 2
         await expect(page.locator("#score-2")).to_have_text("0")
         await expect(page.locator("#log li.waiting-item").first).to_contain_text(
@@ -134,7 +145,7 @@ async def test_an_undo_tapped_offline_shows_at_once_and_the_server_agrees(
         await expect(page.locator("#waiting")).to_have_attribute("data-count", "3")
         assert await db.fetchval("SELECT count(*) FROM match_action") == 4
 
-        await context.set_offline(False)
+        await go_online(site, context)
         await expect(page.locator("#waiting")).to_have_attribute("data-count", "0", timeout=20_000)
         await expect(page.locator("#status")).to_contain_text("action 7")
         await expect(page.locator("#score-1")).to_have_text("1")

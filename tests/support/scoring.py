@@ -19,6 +19,7 @@ from omnium_scoring import ScoringApp
 from omnium_settings import Settings
 from tests.support.command import CommandClient, running_command, settings_for
 from tests.support.games import EVENT, Games, unit_code
+from tests.support.venue import VenueWifi, venue_wifi
 
 PROVIDERS = Path(__file__).resolve().parent.parent / "data" / "providers"
 
@@ -153,6 +154,7 @@ class ConsoleSite:
     url: str
     scoring: ScoringClient
     accounts: Any
+    wifi: VenueWifi  # the browser reaches `url` through it: `wifi.cut()` takes the network away
 
 
 @asynccontextmanager
@@ -182,7 +184,10 @@ async def running_console(
         await site.start()
         port = runner.addresses[0][1]
         try:
-            yield ConsoleSite(f"http://127.0.0.1:{port}", scoring, Accounts(pool, settings))
+            async with venue_wifi("127.0.0.1", port) as wifi:
+                yield ConsoleSite(
+                    f"http://127.0.0.1:{wifi.port}", scoring, Accounts(pool, settings), wifi
+                )
         finally:
             await runner.cleanup()
             await pool.close()
