@@ -99,6 +99,37 @@ def test_batch_rows_with_bad_values_are_refused_one_by_one() -> None:
     assert not request.pins
 
 
+def test_a_batch_row_clears_the_fields_it_names_and_refuses_what_cannot_be_cleared() -> None:
+    def row(position: int, unit: command_pb2.UnitValues) -> command_pb2.BatchRow:
+        return command_pb2.BatchRow(
+            position=position, key=f"k{position}", subject=command_pb2.Subject(code="X"), unit=unit
+        )
+
+    rows = [
+        row(
+            0,
+            command_pb2.UnitValues(
+                status="OFFICIAL",
+                clear=["venue"],
+                sides=[command_pb2.SideValues(order=1, result="DSQ", clear=["rank", "medal"])],
+            ),
+        ),
+        row(1, command_pb2.UnitValues(clear=["status"])),
+        row(2, command_pb2.UnitValues(venue="Hall A", clear=["venue"])),
+        row(3, command_pb2.UnitValues(clear=["colour"])),
+        row(4, command_pb2.UnitValues(sides=[command_pb2.SideValues(order=1, clear=["name"])])),
+    ]
+    request = parse_batch(_batch(rows), max_units=25)
+    (intent,) = request.intents
+    assert intent.fields == {"status": "OFFICIAL", "venue": None}
+    assert intent.sides == {1: {"result": "DSQ", "rank": None, "medal": None}}
+    reasons = {pos: reason for pos, (_, _, reason) in request.refused_rows.items()}
+    assert reasons[1] == "status cannot be cleared: a unit always has one"
+    assert reasons[2] == "venue is both set and cleared; send one or the other"
+    assert "colour is not a field of a unit" in reasons[3]
+    assert "sides[1].name is not a field of a side" in reasons[4]
+
+
 # -- the keys the road reads with before the parse ------------------------------------------
 
 COMPETITOR = "6f1c2d7e-0000-4000-8000-0000000000cc"

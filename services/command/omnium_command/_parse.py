@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from google.protobuf import json_format
@@ -268,6 +268,8 @@ def _unit_values(
     values: command_pb2.UnitValues,
 ) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
     fields = UNIT.clean(_present(values, UNIT))
+    if values.clear:
+        fields.update(_cleared(values.clear, fields, UNIT, prefix=""))
     sides: dict[int, dict[str, Any]] = {}
     for side in values.sides:
         order = side.order
@@ -275,8 +277,31 @@ def _unit_values(
             raise BadValue(f"a side has order {order}; orders start at 1")
         if order in sides:
             raise BadValue(f"side {order} is listed twice")
-        sides[order] = SIDE.clean(_present(side, SIDE), prefix=f"sides[{order}].")
+        prefix = f"sides[{order}]."
+        sides[order] = SIDE.clean(_present(side, SIDE), prefix=prefix)
+        if side.clear:
+            sides[order].update(_cleared(side.clear, sides[order], SIDE, prefix=prefix))
     return fields, sides
+
+
+def _cleared(
+    names: Sequence[str], given: Mapping[str, Any], kind: Kind, *, prefix: str
+) -> dict[str, None]:
+    """A row's `clear` list as fields set to nothing: the diff then compares them like any
+    other, so a value we hold is cleared, one we do not is unchanged, and a pin keeps it."""
+    kind.check_names(names, prefix=prefix)
+    cleared: dict[str, None] = {}
+    for name in names:
+        if name in given:
+            raise BadValue(f"{prefix}{name} is both set and cleared; send one or the other")
+        try:
+            kind.clean({name: None}, prefix=prefix)
+        except BadValue:
+            raise BadValue(
+                f"{prefix}{name} cannot be cleared: a {kind.name} always has one"
+            ) from None
+        cleared[name] = None
+    return cleared
 
 
 def parse_batch(batch: command_pb2.ImportBatch, *, max_units: int) -> Request:

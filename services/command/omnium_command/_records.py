@@ -179,6 +179,9 @@ KINDS = {kind.name: kind for kind in (UNIT, SIDE, MEDAL_ROW, COMPETITOR)}
 
 
 def same(old: Any, new: Any) -> bool:
+    if new is None:
+        # Cleared text is kept as "" in some columns (a unit's phase): that is nothing too.
+        return old is None or old == ""
     if isinstance(new, datetime):
         if isinstance(old, str):
             old = datetime.fromisoformat(old)

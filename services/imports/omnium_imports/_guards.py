@@ -7,13 +7,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from omnium_imports._batches import Clearing
 from omnium_imports.mapping import MappedRow
 from omnium_settings import Settings
 
 FINISHED_STATUSES = frozenset({"OFFICIAL", "UNOFFICIAL"})
-# Fields whose value going from something to nothing counts as "cleared" (I12).
-_CLEARABLE_UNIT = ("start_at", "venue")
-_CLEARABLE_SIDE = ("result", "rank", "medal")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +82,14 @@ def cleared_and_reopened(
     rows: Sequence[MappedRow],
     current: Mapping[str, Mapping[str, Any]],
     unit_ids: Mapping[str, str],
+    clearing: Clearing,
     limits: Limits,
 ) -> str | None:
     """I12: a run that would clear many records or reopen finished units is held for a person.
 
-    `current` is our data for the run's units by id: status, the clearable fields and sides.
+    `current` is our data for the run's units by id: status, the clearable fields, their pins
+    and sides. A clear counts when it would be written: the mapping owns the field, we hold a
+    value, and no person pinned it (the same rule the batches follow, `Clearing`).
     """
     cleared = 0
     reopened: list[str] = []
@@ -101,15 +102,12 @@ def cleared_and_reopened(
         status = value.get("status")
         if ours["status"] in FINISHED_STATUSES and status and status not in FINISHED_STATUSES:
             reopened.append(str(value.get("code") or unit_id))
-        cleared += sum(
-            1 for f in _CLEARABLE_UNIT if f in value and value[f] is None and ours.get(f)
-        )
+        cleared += _written_clears(clearing.unit_fields(value), ours)
         sides = {side["order"]: side for side in ours.get("sides") or ()}
         for side in value.get("sides") or ():
-            mine = sides.get(side.get("order"), {})
-            cleared += sum(
-                1 for f in _CLEARABLE_SIDE if f in side and side[f] is None and mine.get(f)
-            )
+            mine = sides.get(side.get("order"))
+            if mine is not None:
+                cleared += _written_clears(clearing.side_fields(side), mine)
     if len(reopened) > limits.max_reopened:
         return (
             f"This run would reopen {len(reopened)} finished units (at most "
@@ -122,6 +120,11 @@ def cleared_and_reopened(
             f"at most {limits.max_cleared} may). Nothing from this run was written."
         )
     return None
+
+
+def _written_clears(names: Sequence[str], ours: Mapping[str, Any]) -> int:
+    pinned = ours.get("pinned") or ()
+    return sum(1 for name in names if ours.get(name) not in (None, "") and name not in pinned)
 
 
 def _first_reason(mapped: Sequence[MappedRow]) -> str:

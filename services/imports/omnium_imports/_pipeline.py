@@ -237,8 +237,11 @@ class Pipeline:
         groups = _batches.chunks(
             _batches.ordered(ready, integration.target, unit_ids), self.settings.batch_max_units
         )
+        clearing = _batches.Clearing.of(version)
         for batch_no, group in enumerate(groups):
-            rows = [_batches.batch_row(row, integration.target, uid) for row, uid in group]
+            rows = [
+                _batches.batch_row(row, integration.target, uid, clearing) for row, uid in group
+            ]
             answer, problem = await self._send(integration, pretend, batch_no, rows, dry_run=True)
             if answer is None:
                 raise ScoutError(f"the command service would not say: {problem}")
@@ -350,10 +353,11 @@ class Pipeline:
         # Scout's rows are not needed once mapped (mapping copies what it keeps): let them go
         # before the batches, the biggest part of a large run's memory.
         items.clear()
+        clearing = _batches.Clearing.of(version)
         if not job.past_guards:
             stop = await self._outlast(
                 f"run {scout_run.id}: checks",
-                lambda: self._guards(integration, scout_run, mapped, ready, unit_ids),
+                lambda: self._guards(integration, scout_run, mapped, ready, unit_ids, clearing),
             )
             if stop is not None:
                 await self._finish(run_id, "paused_by_guard", stop, Counter())
@@ -421,7 +425,10 @@ class Pipeline:
                     # The batches in flight finish; this one and the rest are another copy's.
                     handed_over = True
                     return
-                rows = [_batches.batch_row(row, integration.target, uid) for row, uid in group]
+                rows = [
+                    _batches.batch_row(row, integration.target, uid, clearing)
+                    for row, uid in group
+                ]
                 answer, problem = await self._send(integration, run_id, batch_no, rows)
                 account(batch_no, rows, answer, problem)
 
@@ -484,6 +491,7 @@ class Pipeline:
         mapped: list[MappedRow],
         ready: list[MappedRow],
         unit_ids: dict[str, str],
+        clearing: _batches.Clearing,
     ) -> str | None:
         """The first guard that stops this run, in plain words; None when all pass."""
         limits = guards.Limits.of(self.settings, integration.settings)
@@ -522,7 +530,7 @@ class Pipeline:
             else None,
             guards.unusable(mapped, limits),
             guards.not_placed_or_held(mapped, unplaceable, limits),
-            guards.cleared_and_reopened(ready, current, unit_ids, limits),
+            guards.cleared_and_reopened(ready, current, unit_ids, clearing, limits),
         )
         return next((reason for reason in checks if reason is not None), None)
 

@@ -46,7 +46,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 Target: TypeAlias = Literal["unit", "medal_row"]
 Outcome: TypeAlias = Literal["ok", "problem", "held", "skipped"]
 
+Absent: TypeAlias = Literal["keep", "clear"]
+
 TARGETS: tuple[Target, ...] = ("unit", "medal_row")
+ABSENT: tuple[Absent, ...] = ("keep", "clear")
 LOOKUP_KINDS = ("competitor", "unit")
 DEFAULT_KEY_FIELDS = ("externalId",)
 DEFAULT_SOURCE = "Scout"
@@ -654,6 +657,11 @@ class MappingVersion:
     key_fields: tuple[str, ...]
     steps: tuple[Step, ...]
     source: str = DEFAULT_SOURCE
+    # The fields this integration answers for ("venue", "sides.medal"): None, every field its
+    # steps write. An owned field that maps to null is cleared in our data (see README-mapping).
+    owns: frozenset[str] | None = None
+    # "clear": an owned field the row leaves out is cleared too; "keep": it is not compared.
+    absent: Absent = "keep"
     _key_paths: tuple[tuple[str, _Path], ...] = field(init=False, repr=False, compare=False)
     _applies: tuple[_Apply, ...] = field(init=False, repr=False, compare=False)
 
@@ -662,6 +670,11 @@ class MappingVersion:
         object.__setattr__(self, "_key_paths", keys)
         object.__setattr__(self, "_applies", tuple(step.apply for step in self.steps))
 
+    @property
+    def owned(self) -> frozenset[str]:
+        """The output fields this mapping answers for: `owns`, else all its steps write."""
+        return self.owns if self.owns is not None else written(self.steps)
+
     @classmethod
     def parse(cls, obj: Mapping[str, Any]) -> MappingVersion:
         """Check a mapping version's JSON; raises MappingSpecError saying what to fix."""
@@ -669,7 +682,7 @@ class MappingVersion:
             raise MappingSpecError(
                 f"a mapping is an object with target and steps, not {_json_kind(obj)}"
             )
-        allowed = ("target", "key_fields", "source", "steps")
+        allowed = ("target", "key_fields", "source", "steps", "owns", "absent")
         unknown = [name for name in obj if name not in allowed]
         if unknown:
             raise MappingSpecError(
@@ -698,11 +711,19 @@ class MappingVersion:
                 f"it is {_shown(source)}"
             )
         steps = _parse_steps(obj.get("steps"), "")
+        absent = obj.get("absent", "keep")
+        if absent not in ABSENT:
+            raise MappingSpecError(
+                f"the mapping's absent says what a field the row leaves out means: "
+                f'"keep" (not compared) or "clear" (cleared like a null), not {_shown(absent)}'
+            )
         return cls(
             target=target,
             key_fields=tuple(key_fields),
             steps=steps,
             source=source.strip(),
+            owns=_owns(obj["owns"], steps) if "owns" in obj else None,
+            absent=absent,
         )
 
     def key_of(self, row: Any) -> str | None:
@@ -775,6 +796,36 @@ class MappingVersion:
     def map_rows(self, rows: Sequence[Any], context: MappingContext) -> list[MappedRow]:
         run = _Run(context, self.source)
         return [self._map_row_safely(position, row, run) for position, row in enumerate(rows)]
+
+
+def written(steps: Sequence[Step], prefix: str = "") -> frozenset[str]:
+    """The output fields the steps write: "venue", and "sides.medal" inside an each."""
+    names: set[str] = set()
+    for step in steps:
+        if isinstance(step, Each):
+            names.add(prefix + step.to)
+            names |= written(step.steps, f"{prefix}{step.to}.")
+            continue
+        name = getattr(step, "to", None) or getattr(step, "field", None)
+        if isinstance(name, str):
+            names.add(prefix + name)
+    return frozenset(names)
+
+
+def _owns(raw: Any, steps: tuple[Step, ...]) -> frozenset[str]:
+    if not isinstance(raw, list) or not all(isinstance(name, str) for name in raw):
+        raise MappingSpecError(
+            'the mapping\'s owns lists the fields it answers for, like ["venue", "sides.medal"], '
+            f"not {_shown(raw)}"
+        )
+    writes = written(steps)
+    for name in raw:
+        if name not in writes:
+            raise MappingSpecError(
+                f"the mapping owns {_shown(name)}, but no step writes it; its steps write "
+                f"{', '.join(sorted(writes))}"
+            )
+    return frozenset(raw)
 
 
 def _fault(exc: Exception) -> str:

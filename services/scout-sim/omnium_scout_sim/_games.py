@@ -579,6 +579,23 @@ class Games:
         self._touch(unit, medals=had_medals)
         return self.row(external_id)
 
+    def disqualify(self, external_id: str, competitor_id: str) -> Row:
+        """A protest upheld after the fact: the competitor's rank and medal are withdrawn and
+        the site shows them as null, its result as DSQ. The unit keeps its status."""
+        unit = self.unit(external_id)
+        slot = next(
+            (c for c in unit.contestants if c.competitor.external_id == competitor_id), None
+        )
+        if slot is None:
+            listed = ", ".join(c.competitor.external_id for c in unit.contestants)
+            raise SimulatorError(
+                f"unit {external_id} has no competitor {competitor_id!r}; it has {listed}"
+            )
+        had_medal = slot.medal is not None
+        slot.result, slot.rank, slot.medal = "DSQ", None, None
+        self._touch(unit, medals=had_medal)
+        return self.row(external_id)
+
     def drop(self, external_id: str) -> Row:
         """Take the unit off the site's listing: later runs leave it out."""
         self.unit(external_id).listed = False

@@ -299,6 +299,9 @@ class ScoutSimulator:
             self.games.reschedule(external_id, start_local=start_local, venue=venue)
         )
 
+    def disqualify(self, external_id: str, competitor_id: str) -> Row:
+        return copy.deepcopy(self.games.disqualify(external_id, competitor_id))
+
     def cancel(self, external_id: str) -> Row:
         return copy.deepcopy(self.games.cancel(external_id))
 

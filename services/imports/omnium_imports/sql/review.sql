@@ -38,9 +38,11 @@ SELECT row_count FROM integration_run
  LIMIT $3;
 
 -- name: current_units
-SELECT u.id::text AS id, u.status, u.start_at, u.venue,
-       coalesce((SELECT jsonb_agg(jsonb_build_object('order', s.sort_order, 'result', s.result,
-                                                     'rank', s.rank, 'medal', s.medal))
+SELECT u.id::text AS id, u.status, u.phase, u.start_at, u.venue, u.pinned,
+       coalesce((SELECT jsonb_agg(jsonb_build_object(
+                          'order', s.sort_order, 'competitor_id', s.competitor_id,
+                          'score', s.score, 'result', s.result, 'rank', s.rank,
+                          'medal', s.medal, 'pinned', s.pinned))
                    FROM unit_competitor s WHERE s.unit_id = u.id), '[]') AS sides
   FROM unit u
  WHERE u.id = ANY($1::uuid[]);
