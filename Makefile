@@ -143,6 +143,10 @@ bench-admin: install system tools ## Benchmark: the console's pages under wrk, s
 bench-delivery: install system ## Benchmark: 300 changes over 60 s to 3 SFTP, 3 webhook clients and 50 SSE listeners
 	$(PY) -m bench.delivery $(BENCH_ARGS)
 
+.PHONY: bench-push
+bench-push: install system ## Benchmark: live push to 1,000 SSE listeners on the real gateway, 5 changes a second for 30 s (--listeners N)
+	$(PY) -m bench.push $(BENCH_ARGS)
+
 .PHONY: bench-api
 bench-api: install system tools ## Benchmark: the public API gateway under wrk (1,240 units, warm cache) vs a bare aiohttp ceiling
 	$(PY) -m bench.gateway_api $(BENCH_ARGS)

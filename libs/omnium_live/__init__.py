@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+from omnium_live._hub import LiveCounters, LiveHub
 from omnium_live._publisher import LivePublisher, stream_key
-from omnium_live._routes import REDIS_ERRORS, add_live_routes, live_redis
+from omnium_live._routes import REDIS_ERRORS, add_live_routes, live_hub, live_redis
 
-__all__ = ["REDIS_ERRORS", "LivePublisher", "add_live_routes", "live_redis", "stream_key"]
+__all__ = [
+    "REDIS_ERRORS",
+    "LiveCounters",
+    "LiveHub",
+    "LivePublisher",
+    "add_live_routes",
+    "live_hub",
+    "live_redis",
+    "stream_key",
+]

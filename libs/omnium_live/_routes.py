@@ -6,8 +6,9 @@ import asyncio
 import contextlib
 import random
 import re
+import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import redis.asyncio as aioredis
 from aiohttp import web
@@ -15,22 +16,38 @@ from aiohttp.typedefs import Handler
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from omnium_live._publisher import stream_key
+from omnium_live._hub import (
+    REDIS_ERRORS,
+    Full,
+    Listener,
+    LiveCounters,
+    LiveHub,
+    Signal,
+    decode,
+    id_number,
+    render,
+)
+
+__all__ = ["REDIS_ERRORS", "add_live_routes", "live_redis"]
 
 _EVENT = re.compile(r"^[A-Z0-9_-]{2,32}$")
 _UNIT = re.compile(r"^[A-Z0-9-]{34}$")
 _STREAM_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
-_REDIS_KEY: web.AppKey[aioredis.Redis] = web.AppKey("omnium_live_redis", aioredis.Redis)
-_HEARTBEAT: web.AppKey[float] = web.AppKey("omnium_live_heartbeat", float)
-_RETRY: web.AppKey[float] = web.AppKey("omnium_live_retry", float)
+_HUB: web.AppKey[LiveHub] = web.AppKey("omnium_live_hub", LiveHub)
 _STOPPING: web.AppKey[asyncio.Event] = web.AppKey("omnium_live_stopping", asyncio.Event)
-# What Redis raises when it, not the caller, is the trouble (timeouts are OSErrors).
-REDIS_ERRORS: tuple[type[BaseException], ...] = (aioredis.RedisError, OSError)
 _GAP = (
     b'event: gap\ndata: {"message": "some updates may be missing from this stream; '
     b'read the data again from the API"}\n\n'
 )
+# No `id:` line: the client's Last-Event-ID stays the last event it was sent, so reconnecting
+# replays what it fell behind on (or says gap, when the stream no longer keeps it).
+_TOO_SLOW = (
+    b'event: gap\ndata: {"message": "this client fell too far behind the live stream and '
+    b'was disconnected; reconnect with Last-Event-ID to catch up", "reason": "too slow"}\n\n'
+)
 _PAUSED = b'event: error\ndata: {"message": "live updates paused; they resume by themselves"}\n\n'
+_KEEPALIVE = b": keepalive\n\n"
+_WAITING = b": waiting for redis\n\n"
 Admit = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
 _T = TypeVar("_T")
 
@@ -61,9 +78,16 @@ def add_live_routes(
     heartbeat_seconds: float = 15.0,
     retry_seconds: float = 1.0,
     admit: Admit | None = None,
+    max_streams: int = 5000,
+    listener_queue: int = 500,
+    counters: LiveCounters | None = None,
 ) -> None:
     """Add both live routes to `app`; `redis` is the one the delivery publisher writes to
     (made with `live_redis`, or any client whose reads outlast a heartbeat).
+
+    The app reads each Games' stream once, however many listen (see LiveHub): at most
+    `max_streams` listeners (past it, 503 with Retry-After), each with up to `listener_queue`
+    events waiting to be written before it counts as too slow.
 
     `admit`, when given, runs first (the gateway's API key and rate limit): an answer from it
     is sent instead of the stream.
@@ -79,18 +103,30 @@ def add_live_routes(
             f"quiet stream's read waits {heartbeat_seconds} s (the heartbeat), so every quiet "
             "stream would report an error; make the client with live_redis()"
         )
-    app[_REDIS_KEY] = redis
-    app[_HEARTBEAT] = heartbeat_seconds
-    app[_RETRY] = retry_seconds
+    hub = LiveHub(
+        redis,
+        heartbeat_seconds=heartbeat_seconds,
+        retry_seconds=retry_seconds,
+        max_streams=max_streams,
+        listener_queue=listener_queue,
+        counters=counters,
+    )
+    app[_HUB] = hub
     app[_STOPPING] = asyncio.Event()
 
     async def end_streams(app: web.Application) -> None:
         app[_STOPPING].set()
+        await hub.close()
 
     app.on_shutdown.append(end_streams)
     handler: Handler = _live if admit is None else _admitted(admit)
     app.router.add_get("/v1/events/{event}/live", handler)
     app.router.add_get("/v1/events/{event}/units/{unit_code}/live", handler)
+
+
+def live_hub(app: web.Application) -> LiveHub:
+    """The app's hub (what it serves and has dropped), for tests and probes."""
+    return app[_HUB]
 
 
 def _admitted(admit: Admit) -> Handler:
@@ -103,32 +139,6 @@ def _admitted(admit: Admit) -> Handler:
 
 def _problem(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
-
-
-async def _start_id(redis: aioredis.Redis, key: str, last: str | None) -> tuple[str, bool]:
-    """Where to read from, and whether the client may have missed something."""
-    if last is None:
-        newest: Any = await redis.xrevrange(key, count=1)
-        return (_decode(newest[0][0]) if newest else "0-0"), False
-    if last == "0-0":
-        return last, False  # "everything still kept", asked for on purpose
-    return await _resume_id(redis, key, last)
-
-
-async def _resume_id(redis: aioredis.Redis, key: str, cursor: str | None) -> tuple[str, bool]:
-    """Carry on after `cursor` when the stream still holds that entry: trimming only drops the
-    oldest, so everything after it is there too. Otherwise continuity is lost (trimmed past it,
-    or Redis restarted with an empty stream whose ids start again, maybe below the cursor): a
-    gap, then everything still kept. None: the client asked for "from now" while Redis was
-    down, so what was saved meanwhile is unknown to it."""
-    if cursor is None:
-        newest, _ = await _start_id(redis, key, None)
-        return newest, True
-    if cursor != "0-0":
-        kept: Any = await redis.xrange(key, min=cursor, max=cursor, count=1)
-        if kept:
-            return cursor, False
-    return "0-0", True
 
 
 async def _unless_stopping(stopping: asyncio.Event, work: Awaitable[_T]) -> _T:
@@ -161,16 +171,6 @@ def _goodbye() -> bytes:
     )
 
 
-def _decode(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _field(fields: Any, name: str, default: str) -> str:
-    """A stream entry's field, from a client that decodes responses or one that does not."""
-    value = fields.get(name.encode(), fields.get(name, default))
-    return _decode(value)
-
-
 async def _live(request: web.Request) -> web.StreamResponse:
     event = request.match_info["event"]
     unit = request.match_info.get("unit_code")
@@ -183,16 +183,132 @@ async def _live(request: web.Request) -> web.StreamResponse:
         return _problem(
             400, f"Last-Event-ID {last[:40]!r} is not an id this stream sent; reconnect without it"
         )
-    redis = request.app[_REDIS_KEY]
-    key = stream_key(event)
-    paused = False
+    hub = request.app[_HUB]
     try:
-        cursor, gap = await _start_id(redis, key, last)
-    except REDIS_ERRORS:
-        # Open the stream anyway, paused: a browser's EventSource gives up for good on a 503.
-        start, gap, paused = last, False, True
-    else:
-        start = cursor
+        listener = hub.join(event, unit)
+    except Full:
+        # A plain refusal, not a stream of errors: the balancer or the client tries another
+        # copy, or this one a little later, each client at its own moment.
+        answer = _problem(
+            503,
+            f"this server already carries its most live streams ({hub.max_streams}); "
+            "try again after Retry-After seconds",
+        )
+        answer.headers["Retry-After"] = str(random.randint(2, 10))
+        return answer
+    try:
+        return await _stream(request, hub, listener, last)
+    finally:
+        listener.transport = None  # the connection may serve other requests now
+        hub.leave(listener)
+
+
+class _Follow:
+    """One listener's side of the stream: what it has written, and what it still owes."""
+
+    def __init__(
+        self,
+        response: web.StreamResponse,
+        hub: LiveHub,
+        listener: Listener,
+        last: str | None,
+        stopping: asyncio.Event,
+    ) -> None:
+        self.response = response
+        self.hub = hub
+        self.listener = listener
+        self.stopping = stopping
+        # Entries at or before this one were sent already (a replay and the fan-out overlap).
+        self.last_number: tuple[int, int] | None = None
+        # The Last-Event-ID still to replay from, once Redis answers.
+        self.pending = last
+        self.paused = False
+
+    async def run(self) -> None:
+        listener = self.listener
+        # Nothing published from now on is missed: the reader knows where the stream is.
+        await _unless_stopping(self.stopping, listener.reader.tried.wait())
+        if listener.reader.paused:
+            self.paused = True
+            await self.response.write(_PAUSED)
+        await self._catch_up()
+        written_since_tick = False
+        while True:
+            items = await listener.take()
+            if listener.dropped:
+                await self.response.write(_TOO_SLOW)
+                return
+            if listener.stopping:
+                raise _Stopping
+            chunks: list[bytes] = []
+            newest: tuple[int, int] | None = None
+            for item in items:
+                if isinstance(item, tuple):
+                    number, lines = item
+                    if self.last_number is not None and number <= self.last_number:
+                        continue
+                    self.last_number = newest = number
+                    chunks.append(lines)
+                    written_since_tick = True
+                elif item is Signal.TICK:
+                    if not written_since_tick:
+                        chunks.append(_KEEPALIVE)
+                    written_since_tick = False
+                elif item is Signal.PAUSED:
+                    if not self.paused:
+                        self.paused = True
+                        chunks.append(_PAUSED)
+                elif item is Signal.WAITING:
+                    chunks.append(_WAITING)
+                elif item is Signal.GAP:
+                    # Redis lost the stream: ids start again, and nobody knows what was missed.
+                    self.paused, self.pending, self.last_number = False, None, None
+                    chunks.append(_GAP)
+                elif item is Signal.RESUMED:
+                    self.paused = False
+                    if self.pending is not None:
+                        if chunks:
+                            await self.response.write(b"".join(chunks))
+                            chunks = []
+                        await self._catch_up()
+            if chunks:
+                await self.response.write(b"".join(chunks))
+            if newest is not None:
+                self.hub.counters.live_lag(time.time() - newest[0] / 1000)
+
+    async def _catch_up(self) -> None:
+        """The replay a reconnecting client asked for, from the stream; tried again while
+        only the replay fails, left for the reader's "resumed" while Redis is down."""
+        while self.pending is not None and not self.listener.reader.paused:
+            try:
+                gap, entries = await _unless_stopping(
+                    self.stopping, self.hub.replay(self.listener.reader.key, self.pending)
+                )
+            except REDIS_ERRORS:
+                if not self.paused:
+                    self.paused = True
+                    await self.response.write(_PAUSED)
+                await _unless_stopping(self.stopping, asyncio.sleep(self.hub.retry_seconds))
+                continue
+            since, self.pending, self.paused = self.pending, None, False
+            chunks = [_GAP] if gap else []
+            last = None if gap or since == "0-0" else id_number(since)
+            unit = self.listener.unit
+            for raw_id, fields in entries:
+                entry_id = decode(raw_id)
+                kind, entry_unit, lines = render(entry_id, fields)
+                last = id_number(entry_id)
+                # A gap the publisher wrote (it had to drop changes) concerns every unit.
+                if unit is None or kind == "gap" or entry_unit == unit:
+                    chunks.append(lines)
+            self.last_number = last
+            if chunks:
+                await self.response.write(b"".join(chunks))
+
+
+async def _stream(
+    request: web.Request, hub: LiveHub, listener: Listener, last: str | None
+) -> web.StreamResponse:
     response = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",
@@ -201,53 +317,12 @@ async def _live(request: web.Request) -> web.StreamResponse:
         }
     )
     await response.prepare(request)
-    heartbeat_ms = max(1, int(request.app[_HEARTBEAT] * 1000))
-    retry_seconds = request.app[_RETRY]
-    stopping = request.app[_STOPPING]
+    listener.transport = request.transport
+    follow = _Follow(response, hub, listener, last, request.app[_STOPPING])
     with contextlib.suppress(ConnectionError, asyncio.CancelledError):
         await response.write(b"retry: 1000\n\n")
-        if paused or gap:
-            await response.write(_PAUSED if paused else _GAP)
         try:
-            while True:
-                try:
-                    if paused:
-                        # Redis answers again, but it may have restarted empty meanwhile.
-                        cursor, gap = await _unless_stopping(
-                            stopping, _resume_id(redis, key, start)
-                        )
-                        paused = False
-                        if gap:
-                            await response.write(_GAP)
-                    found: Any = await _unless_stopping(
-                        stopping, redis.xread({key: cursor}, count=100, block=heartbeat_ms)
-                    )
-                except REDIS_ERRORS:
-                    # Said once per outage; comments meanwhile keep proxies from closing it.
-                    await response.write(b": waiting for redis\n\n" if paused else _PAUSED)
-                    if not paused:
-                        start, paused = cursor, True
-                    await _unless_stopping(stopping, asyncio.sleep(retry_seconds))
-                    continue
-                if not found:
-                    await response.write(b": keepalive\n\n")
-                    continue
-                chunks: list[bytes] = []
-                for _key, entries in found:
-                    for entry_id, fields in entries:
-                        cursor = _decode(entry_id)
-                        kind = _field(fields, "kind", "change")
-                        # A gap the publisher wrote (it had to drop changes) concerns every unit.
-                        if (
-                            unit is not None
-                            and kind != "gap"
-                            and _field(fields, "unit", "") != unit
-                        ):
-                            continue
-                        data = _field(fields, "data", "{}")
-                        chunks.append(f"id: {cursor}\nevent: {kind}\ndata: {data}\n\n".encode())
-                if chunks:
-                    await response.write(b"".join(chunks))
+            await follow.run()
         except _Stopping:
             # The handler returns, so aiohttp ends the chunked body properly: the client sees
             # the stream end, not a reset, and reconnects after the hint.

@@ -245,6 +245,16 @@ class Settings:
     live_backlog_length: int = _setting(
         10_000, "Live push: changes per Games delivery holds while Redis is down; then a gap."
     )
+    live_max_streams: int = _setting(
+        5000,
+        "Live push: most SSE streams one gateway worker serves; past it, 503 with Retry-After "
+        "(the worker's CPU, not Redis, is the limit).",
+    )
+    live_listener_queue: int = _setting(
+        500,
+        "Live push: events waiting for one listener before it is too slow: sent a gap and "
+        "closed (it resumes with Last-Event-ID).",
+    )
     sftp_sink_port: int = _setting(8022, "Dev stack: the local SFTP server clients' files go to.")
     webhook_sink_port: int = _setting(8092, "Dev stack: the local webhook receiver.")
 

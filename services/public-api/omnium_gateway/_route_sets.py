@@ -29,7 +29,8 @@ def _stream_operation(summary: str, parameters: list[dict[str, Any]]) -> dict[st
                 "stream position), a comment line when quiet. Reconnect with `Last-Event-ID` "
                 "(or `?last_event_id=`) to get what was missed from a short replay buffer; a "
                 "`gap` event says when some of it is no longer kept or may be lost (Redis "
-                "restarted): read the data again. An `error` event says live updates paused; "
+                "restarted), or that this client fell too far behind and is disconnected "
+                "(reconnect with `Last-Event-ID`). An `error` event says live updates paused; "
                 "they resume by themselves."
             ),
             "parameters": [
@@ -59,7 +60,9 @@ def _stream_operation(summary: str, parameters: list[dict[str, Any]]) -> dict[st
                     "content": {"application/json": {"schema": _ERROR}},
                 },
                 "503": {
-                    "description": "Live updates are not available right now.",
+                    "description": (
+                        "This copy carries its most live streams; try again after Retry-After."
+                    ),
                     "content": {"application/json": {"schema": _ERROR}},
                 },
             },
@@ -98,6 +101,9 @@ class LiveRoutes:
             heartbeat_seconds=self.settings.live_heartbeat_seconds,
             retry_seconds=self.settings.live_retry_seconds,
             admit=gateway.admit,
+            max_streams=self.settings.live_max_streams,
+            listener_queue=self.settings.live_listener_queue,
+            counters=gateway.metrics,
         )
 
         async def close(app: web.Application) -> None:
