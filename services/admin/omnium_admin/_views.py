@@ -254,6 +254,9 @@ async def waiting_page(request: web.Request) -> web.Response:
                 "question": w.question,
                 "run_id": w.run_id,
                 "ago": _present.ago(_present.when(w.created_at)),
+                # Only a question about Scout's id is answered by a lookup; the others (a NOC
+                # we do not know, say) say themselves what to do.
+                "lookup": held is not None,
                 "lookup_kind": held.group(1) if held else "competitor",
                 "external_id": held.group(2) if held else "",
             }

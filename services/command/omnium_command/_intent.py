@@ -87,6 +87,9 @@ class ReadKeys:
                 ("competitors", self.competitor_ids or self.competitor_codes),
                 ("medal_rows", self.medal_refs),
                 ("known_competitors", self.referenced_competitors),
+                # Asked by import batches only: an import's medal row naming a NOC we do not
+                # know is held; a person's command is theirs to make.
+                ("known_nocs", bool(self.medal_refs) and self.integration_code is not None),
                 ("disciplines", self.disciplines),
                 ("batch", self.integration_code is not None),
             )

@@ -148,6 +148,7 @@ class Planner:
             m[0]: dict(zip(_MEDAL_ROW, m, strict=True)) for m in state["medal_rows"] or ()
         }
         self.known_competitors = set(state["known_competitors"] or ())
+        self.known_nocs = set(state["known_nocs"] or ())
         self.event_id: str | None = state["event_id"]
         self.disciplines: dict[str, str] = dict(state["disciplines"] or ())
         self.writes = Writes()
@@ -490,6 +491,15 @@ class Planner:
         code = intent.ref_code or ""
         if self.event_id is None:
             raise Refusal(f"there is no event {request.event_code}")
+        if intent.row is not None and noc not in self.known_nocs:
+            # As an unknown team is: held with a question, never written and served.
+            reason = (
+                f"the medal table names NOC {noc}, and no competitor of {request.event_code} is "
+                f"from {noc}. If {noc} takes part, add its competitors; if the code is wrong, "
+                "ask the source to correct it. Once it is right, the row goes through on the "
+                "next run."
+            )
+            return Outcome(medal_id, [], [], None, command_pb2.ROW_OUTCOME_HELD, reason)
         if medal_id is None:
             discipline_id = self.disciplines.get(scope) if scope else None
             if scope and discipline_id is None:

@@ -75,6 +75,7 @@ _NOTHING_READ: dict[str, Any] = dict.fromkeys(
         "competitors",
         "medal_rows",
         "known_competitors",
+        "known_nocs",
         "disciplines",
         "integration_id",
         "run_integration_id",

@@ -70,6 +70,13 @@ SELECT
   (SELECT array_agg(k.id::text) FROM competitor k WHERE k.id = ANY($8::uuid[]))
     AS known_competitors,
 -- end part
+-- part: known_nocs
+-- The NOCs the medal rows name ($7) that the event knows: some competitor of it is from one.
+  (SELECT array_agg(DISTINCT k.noc) FROM competitor k
+    WHERE k.event_id = e.id
+      AND k.noc = ANY(SELECT split_part(m.ref, ':', 2) FROM unnest($7::text[]) AS m(ref)))
+    AS known_nocs,
+-- end part
 -- part: disciplines
   (SELECT array_agg(ROW(d.code, d.id::text)) FROM discipline d WHERE d.event_id = e.id)
     AS disciplines,
