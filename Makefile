@@ -79,7 +79,7 @@ system: $(STAMP) ## Check PostgreSQL and Redis binaries; apt-get install them wh
 	@$(PY) -m omnium_devstack ensure
 
 .PHONY: tools
-tools: $(STAMP) ## Check the browser, sshd and wrk the tests and benchmarks drive; apt-get them (as root)
+tools: $(STAMP) ## Check the browser, sshd, wrk and Varnish the tests and benchmarks drive; apt-get them (as root)
 	@$(PY) -m omnium_devstack ensure --tools >/dev/null
 
 .PHONY: run
@@ -148,7 +148,7 @@ bench-push: install system ## Benchmark: live push to 1,000 SSE listeners on the
 	$(PY) -m bench.push $(BENCH_ARGS)
 
 .PHONY: bench-api
-bench-api: install system tools ## Benchmark: the public API gateway under wrk (1,240 units, warm cache) vs a bare aiohttp ceiling
+bench-api: install system tools ## Benchmark: the public API gateway under wrk (1,240 units, warm cache; plain, gzip/br, behind Varnish) vs a bare aiohttp ceiling
 	$(PY) -m bench.gateway_api $(BENCH_ARGS)
 
 .PHONY: stack-up

@@ -1,4 +1,5 @@
-"""The public API under load: the gateway against a bare aiohttp constant body, with wrk."""
+"""The public API under load: the gateway against a bare aiohttp constant body, with wrk; the
+same mix compressed (Accept-Encoding: gzip, br), and through Varnish in front of the gateway."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import httpx
 from bench._common import BenchError, database_url_for, require, servers
 from omnium_db import apply_migrations
 from omnium_devstack.stack import free_port
+from omnium_devstack.varnish import running_varnish
 
 ROOT = Path(__file__).resolve().parents[1]
 DB_NAME = "omnium_bench_api"
@@ -46,6 +48,7 @@ local schedule = {%(schedule)s}
 local units = {%(units)s}
 local medals = {%(medals)s}
 wrk.headers["X-API-Key"] = "%(key)s"
+%(encoding)s
 math.randomseed(%(seed)d)
 request = function()
   local r = math.random()
@@ -55,11 +58,14 @@ request = function()
 end
 done = function(summary, latency, requests)
   local e = summary.errors
-  io.write(string.format("WRK_RESULT %%d %%d %%.1f %%.1f %%d %%d\\n", summary.requests,
+  io.write(string.format("WRK_RESULT %%d %%d %%.1f %%.1f %%d %%d %%d\\n", summary.requests,
     summary.duration, latency:percentile(50), latency:percentile(99), e.status,
-    e.connect + e.read + e.write + e.timeout))
+    e.connect + e.read + e.write + e.timeout, summary.bytes))
 end
 """
+
+# The compressed run: what a browser sends.
+COMPRESSED = 'wrk.headers["Accept-Encoding"] = "gzip, br"'
 
 log = logging.getLogger("bench.gateway_api")
 
@@ -83,12 +89,18 @@ class WrkRun:
     p50_ms: float
     p99_ms: float
     bad: int
+    # Bytes read per response, headers included.
+    bytes_per_response: float = 0.0
 
 
 @dataclass(slots=True)
 class Results:
     api: list[WrkRun] = field(default_factory=list)
+    api_compressed: list[WrkRun] = field(default_factory=list)
     bare: list[WrkRun] = field(default_factory=list)
+    varnish: list[WrkRun] = field(default_factory=list)
+    # The full schedule (every unit of the Games), by Content-Encoding.
+    schedule_bytes: dict[str, int] = field(default_factory=dict)
     reads_per_key_per_ttl: list[float] = field(default_factory=list)
     live_keys: int = 0
     body_bytes: int = 0
@@ -261,7 +273,7 @@ async def warm(url: str, mix: Mix, live_ttl: int) -> None:
 def wrk(url: str, script: Path, seconds: int, connections: int, threads: int) -> WrkRun:
     cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "-s", str(script), url]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    found = re.search(r"WRK_RESULT (\d+) (\d+) ([\d.]+) ([\d.]+) (\d+) (\d+)", done.stdout)
+    found = re.search(r"WRK_RESULT (\d+) (\d+) ([\d.]+) ([\d.]+) (\d+) (\d+) (\d+)", done.stdout)
     if found is None:
         raise BenchError(f"wrk gave no result: {done.stdout[-500:]} {done.stderr[-500:]}")
     requests, duration_us = int(found[1]), int(found[2])
@@ -270,6 +282,7 @@ def wrk(url: str, script: Path, seconds: int, connections: int, threads: int) ->
         p50_ms=float(found[3]) / 1000,
         p99_ms=float(found[4]) / 1000,
         bad=int(found[5]) + int(found[6]),
+        bytes_per_response=int(found[7]) / max(1, requests),
     )
 
 
@@ -297,21 +310,24 @@ async def run(database_url: str, redis_url: str, args: argparse.Namespace) -> Re
     results = Results()
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "mix.lua"
+        compressed = Path(tmp) / "mix-compressed.lua"
 
         def quoted(paths: list[str]) -> str:
             return ",".join(f'"{p}"' for p in paths)
 
-        script.write_text(
-            WRK_SCRIPT
-            % {
-                "schedule": quoted(mix.schedule),
-                "units": quoted(mix.units),
-                "medals": quoted(mix.medals),
-                "key": API_KEY,
-                "seed": args.seed,
-            }
-        )
-        api_port, bare_port = free_port(), free_port()
+        for path, encoding in ((script, ""), (compressed, COMPRESSED)):
+            path.write_text(
+                WRK_SCRIPT
+                % {
+                    "schedule": quoted(mix.schedule),
+                    "units": quoted(mix.units),
+                    "medals": quoted(mix.medals),
+                    "key": API_KEY,
+                    "seed": args.seed,
+                    "encoding": encoding,
+                }
+            )
+        api_port, bare_port, varnish_port = free_port(), free_port(), free_port()
         api_url, bare_url = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{bare_port}"
         env = gateway_env(url, redis_url, api_port, args.workers)
         with process([sys.executable, "-m", "omnium_gateway"], env):
@@ -319,37 +335,80 @@ async def run(database_url: str, redis_url: str, args: argparse.Namespace) -> Re
             await warm(api_url, mix, live_ttl)
             results.live_keys = mix.live_keys
             results.body_bytes = round(mix.mean_body)
+            results.schedule_bytes = await schedule_sizes(api_url)
             say(
                 f"gateway warm: {len(mix.schedule) + len(mix.units) + len(mix.medals)} keys, "
-                f"{mix.live_keys} live, mean body {results.body_bytes} bytes"
+                f"{mix.live_keys} live, mean body {results.body_bytes} bytes; full schedule "
+                + ", ".join(f"{k} {v:,} bytes" for k, v in results.schedule_bytes.items())
             )
             bare_cmd = [
                 sys.executable, "-m", "bench.bare_aiohttp", "--port", str(bare_port),
                 "--workers", str(args.workers), "--body-bytes", str(results.body_bytes),
             ]  # fmt: skip
             with process(bare_cmd, dict(os.environ)):
-                await wait_ready_bare(bare_url)
-                for n in range(args.runs):
-                    before = await db_reads(api_url)
-                    started = time.monotonic()
-                    api = wrk(api_url, script, args.seconds, args.connections, args.threads)
-                    elapsed = time.monotonic() - started
-                    after = await db_reads(api_url)
-                    live_reads = after["live"] - before["live"]
-                    expected = mix.live_keys * elapsed / live_ttl
-                    results.reads_per_key_per_ttl.append(live_reads / expected)
-                    bare = wrk(bare_url, script, args.seconds, args.connections, args.threads)
-                    results.api.append(api)
-                    results.bare.append(bare)
-                    say(
-                        f"run {n + 1}: gateway {api.rps:,.0f} req/s p99 {api.p99_ms:.1f} ms "
-                        f"({api.bad} bad), bare {bare.rps:,.0f} req/s, "
-                        f"live reads {live_reads:.0f} of {expected:.0f} expected, "
-                        f"other reads {sum(after.values()) - sum(before.values()) - live_reads:.0f}"
-                    )
-                    if api.bad:
-                        raise BenchError(f"the gateway gave {api.bad} bad answers under load")
+                async with running_varnish(varnish_port, api_port) as varnish:
+                    await wait_ready_bare(bare_url)
+                    await warm(varnish.url, mix, live_ttl)
+                    for n in range(args.runs):
+                        await one_run(n, args, results, mix, live_ttl, api_url, bare_url,
+                                      varnish.url, script, compressed)  # fmt: skip
     return results
+
+
+async def one_run(
+    n: int,
+    args: argparse.Namespace,
+    results: Results,
+    mix: Mix,
+    live_ttl: int,
+    api_url: str,
+    bare_url: str,
+    varnish_url: str,
+    script: Path,
+    compressed: Path,
+) -> None:
+    """The gateway (plain, then compressed), the bare app, then Varnish before the gateway."""
+    before = await db_reads(api_url)
+    started = time.monotonic()
+    api = wrk(api_url, script, args.seconds, args.connections, args.threads)
+    elapsed = time.monotonic() - started
+    after = await db_reads(api_url)
+    live_reads = after["live"] - before["live"]
+    expected = mix.live_keys * elapsed / live_ttl
+    results.reads_per_key_per_ttl.append(live_reads / expected)
+    packed = wrk(api_url, compressed, args.seconds, args.connections, args.threads)
+    bare = wrk(bare_url, script, args.seconds, args.connections, args.threads)
+    varnish = wrk(varnish_url, script, args.seconds, args.connections, args.threads)
+    results.api.append(api)
+    results.api_compressed.append(packed)
+    results.bare.append(bare)
+    results.varnish.append(varnish)
+    say(
+        f"run {n + 1}: gateway {api.rps:,.0f} req/s p99 {api.p99_ms:.1f} ms "
+        f"({api.bad} bad, {api.bytes_per_response:,.0f} B/response), "
+        f"gzip/br {packed.rps:,.0f} req/s ({packed.bytes_per_response:,.0f} B/response), "
+        f"bare {bare.rps:,.0f} req/s, through Varnish {varnish.rps:,.0f} req/s, "
+        f"live reads {live_reads:.0f} of {expected:.0f} expected, "
+        f"other reads {sum(after.values()) - sum(before.values()) - live_reads:.0f}"
+    )
+    for name, done in (("the gateway", api), ("the gateway (gzip, br)", packed)):
+        if done.bad:
+            raise BenchError(f"{name} gave {done.bad} bad answers under load")
+    if varnish.bad:
+        raise BenchError(f"Varnish gave {varnish.bad} bad answers under load")
+
+
+async def schedule_sizes(url: str) -> dict[str, int]:
+    """The full schedule's bytes on the wire, plain and in each coding the gateway serves."""
+    sizes = {}
+    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        for coding in ("identity", "gzip", "br"):
+            headers = {"X-API-Key": API_KEY, "Accept-Encoding": coding}
+            async with http.stream("GET", f"/v1/events/{EVENT}/schedule", headers=headers) as r:
+                if r.status_code != 200 or r.headers.get("Content-Encoding", "identity") != coding:
+                    raise BenchError(f"the full schedule as {coding} answered {r.status_code}")
+                sizes[coding] = sum([len(chunk) async for chunk in r.aiter_raw()])
+    return sizes
 
 
 async def wait_ready_bare(url: str) -> None:
@@ -366,6 +425,7 @@ def report(args: argparse.Namespace, results: Results) -> list[str]:
     api_rps = statistics.median(r.rps for r in results.api)
     bare_rps = statistics.median(r.rps for r in results.bare)
     ratios = [a.rps / b.rps for a, b in zip(results.api, results.bare, strict=True)]
+    varnish_ratios = [v.rps / a.rps for v, a in zip(results.varnish, results.api, strict=True)]
     return [
         f"# {args.runs} run(s) of wrk -t{args.threads} -c{args.connections} -d{args.seconds}s, "
         f"{args.workers} workers each; medians (ratio: of each run's pair). "
@@ -374,11 +434,22 @@ def report(args: argparse.Namespace, results: Results) -> list[str]:
         f"api_p50_ms {statistics.median(r.p50_ms for r in results.api):.2f}",
         f"bare_aiohttp_p99_ms {statistics.median(r.p99_ms for r in results.bare):.2f}",
         f"api_rps {api_rps:.0f}",
+        "api_bytes_per_response "
+        f"{statistics.median(r.bytes_per_response for r in results.api):.0f}",
+        f"api_gzip_br_rps {statistics.median(r.rps for r in results.api_compressed):.0f}",
+        "api_gzip_br_bytes_per_response "
+        f"{statistics.median(r.bytes_per_response for r in results.api_compressed):.0f}",
         f"api_p99_ms {statistics.median(r.p99_ms for r in results.api):.2f}",
         f"bare_aiohttp_rps {bare_rps:.0f}",
         # Each run against the bare app run right after it, so a busy machine moves both.
         f"api_vs_bare_ratio {statistics.median(ratios):.2f}",
         f"db_reads_per_key_per_ttl {statistics.median(results.reads_per_key_per_ttl):.2f}",
+        f"varnish_rps {statistics.median(r.rps for r in results.varnish):.0f}",
+        f"varnish_p99_ms {statistics.median(r.p99_ms for r in results.varnish):.2f}",
+        f"varnish_vs_api_ratio {statistics.median(varnish_ratios):.2f}",
+        *(f"schedule_bytes_{k} {v}" for k, v in results.schedule_bytes.items()),
+        "schedule_br_vs_plain_ratio "
+        f"{results.schedule_bytes['br'] / results.schedule_bytes['identity']:.3f}",
     ]
 
 

@@ -338,6 +338,16 @@ class Settings:
     scoring_sports_dir: str = _setting("", "Folder of sport files; empty: the repo's sports/.")
     scoring_providers_dir: str = _setting(
         "", "Folder of provider files; empty: the repo's providers/."
+    gateway_purge_urls: tuple[str, ...] = _setting(
+        (),
+        "Shared caches (Varnish) the outbox relay sends PURGE with xkey-purge to (comma list).",
+    )
+    gateway_purge_timeout_seconds: float = _setting(
+        2.0, "Gateway: longest wait for one shared-cache purge before it is tried again."
+    )
+    gateway_purge_repeat_seconds: float = _setting(
+        2.0, "Gateway: a purge is sent again this long after, past any worker's late drop."
+    )
     )
     scoring_attempts: int = _setting(5, "Times an action is re-checked when the match moved on.")
     scoring_finished_status: str = _setting(

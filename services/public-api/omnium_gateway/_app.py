@@ -27,8 +27,10 @@ from omnium_gateway._cache import (
     STALE,
     Cache,
     CacheKey,
+    Entry,
     Unavailable,
 )
+from omnium_gateway._encoding import BROTLI, GZIP, IDENTITY, acceptable, variant_etag
 from omnium_gateway._limits import (
     Client,
     RateLimiter,
@@ -45,6 +47,7 @@ from omnium_gateway._openapi import (
     document,
 )
 from omnium_gateway._outbox import OutboxRelay
+from omnium_gateway._purge import SharedCachePurge
 from omnium_settings import Settings
 from omnium_telemetry import aiohttp_middlewares
 
@@ -93,6 +96,10 @@ def _error(status: int, message: str, **extra: str) -> web.Response:
     )
 
 
+# A 304 describes the copy the client holds: no body, so no body headers.
+_NOT_ON_304 = frozenset({"Content-Type", "Content-Encoding"})
+
+
 def _etag_matches(header: str, etag: str) -> bool:
     if header.strip() == "*":
         return True
@@ -133,7 +140,11 @@ class Gateway:
             )
         self.cache = Cache(settings, self.redis, metrics, lambda: self.pool)
         self.limiter = RateLimiter(settings, self.redis, self.cache)
-        self.relay = OutboxRelay(settings, self.redis, self.cache) if self.redis else None
+        # Only the worker leading the relay sends purges; the others' stays idle.
+        self.purge = SharedCachePurge(settings, metrics) if settings.gateway_purge_urls else None
+        self.relay = (
+            OutboxRelay(settings, self.redis, self.cache, self.purge) if self.redis else None
+        )
         self.keys = parse_api_keys(settings)
         # Keys made on the console, read every gateway_keys_reload_seconds; the last set read
         # stays while the database is down.
@@ -146,6 +157,9 @@ class Gateway:
         self.openapi_body = json.dumps(
             document([rs.openapi() for rs in self.route_sets], settings.gateway_anonymous_reads)
         ).encode()
+        # A shared cache (Varnish, a CDN) may keep a copy as long as the gateway does: the
+        # relay purges it when its data changes. Reads behind API keys are not for sharing.
+        self._cache_scope = "public" if settings.gateway_anonymous_reads else "private"
         self._cache_control = (
             f", stale-while-revalidate={settings.cache_stale_window}"
             f", stale-if-error={settings.cache_stale_if_error_seconds}"
@@ -165,6 +179,8 @@ class Gateway:
             self.tasks.append(asyncio.create_task(self._listen()))
         if self.relay is not None:
             self.tasks.append(asyncio.create_task(self.relay.run()))
+            if self.purge is not None:
+                self.tasks.append(asyncio.create_task(self.purge.run()))
 
     async def stop(self) -> None:
         for task in self.tasks:
@@ -318,21 +334,51 @@ class Gateway:
             now = time.time()
         self.metrics.cache(how)
         max_age = max(0, round(entry.fresh_until - now)) if how != STALE else 0
-        headers = entry.headers
-        if headers is None or entry.headers_for != (how, max_age):
-            headers = {
-                "Content-Type": _JSON,
-                "ETag": entry.etag,
-                "Cache-Control": f"public, max-age={max_age}{self._cache_control}",
-                "X-Cache": how,
-            }
-            entry.headers, entry.headers_for = headers, (how, max_age)
+        coding = IDENTITY
+        for wanted in acceptable(request.headers.get("Accept-Encoding")):
+            if wanted == IDENTITY or (entry.br if wanted == BROTLI else entry.gzip) is not None:
+                coding = wanted
+                break
+        built = entry.headers
+        if built is None or entry.headers_for != (how, max_age):
+            built = {}
+            entry.headers, entry.headers_for = built, (how, max_age)
+        headers = built.get(coding)
+        if headers is None:
+            headers = self._headers(entry, coding, group, how, max_age)
+            built[coding] = headers
         match = request.headers.get("If-None-Match")
-        if match is not None and entry.status == 200 and _etag_matches(match, entry.etag):
+        if match is not None and entry.status == 200 and _etag_matches(match, headers["ETag"]):
             return web.Response(
-                status=304, headers={k: v for k, v in headers.items() if k != "Content-Type"}
+                status=304, headers={k: v for k, v in headers.items() if k not in _NOT_ON_304}
             )
-        return web.Response(body=entry.body, status=entry.status, headers=headers)
+        body = entry.body
+        if coding == BROTLI and entry.br is not None:
+            body = entry.br
+        elif coding == GZIP and entry.gzip is not None:
+            body = entry.gzip
+        return web.Response(body=body, status=entry.status, headers=headers)
+
+    def _headers(
+        self, entry: Entry, coding: str, group: str, how: str, max_age: int
+    ) -> dict[str, str]:
+        headers = {
+            "Content-Type": _JSON,
+            "ETag": variant_etag(entry.etag, coding),
+            "Cache-Control": (
+                f"{self._cache_scope}, max-age={max_age}, s-maxage={max_age}{self._cache_control}"
+            ),
+            # Every copy is one of several by Accept-Encoding, the plain one too.
+            "Vary": "Accept-Encoding",
+            # The group the relay invalidates, named for a shared cache to purge by: Fastly's
+            # and Akamai's Surrogate-Key, Varnish's xkey.
+            "Surrogate-Key": group,
+            "xkey": group,
+            "X-Cache": how,
+        }
+        if coding != IDENTITY:
+            headers["Content-Encoding"] = coding
+        return headers
 
     # -- readiness ---------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from omnium_db import DATABASE_ERRORS
+from omnium_gateway._encoding import compress
 from omnium_gateway._metrics import Metrics
 from omnium_gateway._reads import (
     FINAL,
@@ -45,11 +46,18 @@ STALE = "STALE"
 
 
 # Store a filled response only if its group's generation is still the one read before the
-# database read began: a change saved meanwhile must not be overwritten by older data.
+# database read began: a change saved meanwhile must not be overwritten by older data. Its
+# compressed copies go beside it, under their own key, so a worker of the release before
+# (which knows only the plain key) still reads the plain one during a rolling deploy.
 _FILL = """
 local current = redis.call('GET', KEYS[2]) or '0'
 if current == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  if ARGV[4] == '' then
+    redis.call('DEL', KEYS[3])
+  else
+    redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[3])
+  end
   return 1
 end
 return 0
@@ -82,8 +90,12 @@ class Entry:
     stale_until: float
     keep_until: float
     gen: int
-    # The last response headers built for this copy, and for which (X-Cache, max-age).
-    headers: dict[str, str] | None = None
+    # The body compressed once, when it was filled; None when that would not be smaller.
+    gzip: bytes | None = None
+    br: bytes | None = None
+    # The last response headers built for this copy, per content coding, and for which
+    # (X-Cache, max-age).
+    headers: dict[str, dict[str, str]] | None = None
     headers_for: tuple[str, int] = ("", -1)
 
     def pack(self) -> bytes:
@@ -100,6 +112,33 @@ class Entry:
         return cls(
             int(status), body, etag, ttl_class, float(fresh), float(stale), float(keep), int(gen)
         )
+
+    def pack_variants(self) -> bytes:
+        """The compressed copies, stored beside the plain body; empty when there are none."""
+        if self.gzip is None and self.br is None:
+            return b""
+        gz, br = self.gzip or b"", self.br or b""
+        return f"{self.etag} {len(gz)} {len(br)}\n".encode() + gz + br
+
+    def unpack_variants(self, raw: object) -> bool:
+        """Take the compressed copies stored for this body; False if none are (or they are of
+        another body, filled by a worker that stored no copies)."""
+        if not isinstance(raw, bytes) or not raw:
+            return False
+        head, _, rest = raw.partition(b"\n")
+        try:
+            etag, gz_len, br_len = head.decode().split(" ")
+            if etag != self.etag or len(rest) != int(gz_len) + int(br_len):
+                return False
+        except ValueError:
+            return False
+        split = int(gz_len)
+        self.gzip = rest[:split] or None
+        self.br = rest[split:] or None
+        return True
+
+    async def compress(self) -> None:
+        self.gzip, self.br = await compress(self.body)
 
 
 def etag_of(body: bytes) -> str:
@@ -276,6 +315,7 @@ class Cache:
         if isinstance(loaded, Entry):
             return loaded, STALE
         entry = self._entry(loaded, 0, cap=self.settings.gateway_local_seconds_without_redis)
+        await entry.compress()
         self._keep(key, entry, snapshot)
         return entry, MISS
 
@@ -284,22 +324,26 @@ class Cache:
     ) -> tuple[Entry, str]:
         assert self.redis is not None and self._fill is not None and self._release is not None
         redis = self.redis
-        entry_key, gen_key, lock_key = self._keys(key)
+        entry_key, gen_key, lock_key, variants_key = self._keys(key)
         deadline = time.monotonic() + self.settings.gateway_fill_lock_seconds
         waited = False
         delay = 0.002
         while True:
-            raw, gen_raw = await redis.mget(entry_key, gen_key)
+            raw, gen_raw, variants = await redis.mget(entry_key, gen_key, variants_key)
             self.redis_failures = 0
             gen = int(gen_raw or 0)
             found = Entry.unpack(raw) if isinstance(raw, bytes) else None
             now = time.time()
             if found is not None and found.gen == gen:
                 newer = known is None or found.fresh_until > known.fresh_until
-                if now < found.fresh_until and (newer or not refresh):
+                fresh = now < found.fresh_until and (newer or not refresh)
+                stale = now < found.stale_until and not refresh and not waited
+                if (fresh or stale) and not found.unpack_variants(variants):
+                    await found.compress()
+                if fresh:
                     self._keep(key, found, snapshot)
                     return found, MISS if waited else HIT
-                if now < found.stale_until and not refresh and not waited:
+                if stale:
                     self._keep(key, found, snapshot)
                     self._refresh_soon(key, found)
                     return found, STALE
@@ -312,9 +356,11 @@ class Cache:
                     if isinstance(loaded, Entry):
                         return loaded, STALE
                     entry = self._entry(loaded, gen)
+                    await entry.compress()
                     px = max(1, int((entry.keep_until - time.time()) * 1000))
                     stored = await self._fill(
-                        keys=[entry_key, gen_key], args=[gen, entry.pack(), px]
+                        keys=[entry_key, gen_key, variants_key],
+                        args=[gen, entry.pack(), px, entry.pack_variants()],
                     )
                     if stored:
                         self._keep(key, entry, snapshot)
@@ -338,7 +384,9 @@ class Cache:
                 loaded = await self._read(key, best)
                 if isinstance(loaded, Entry):
                     return loaded, STALE
-                return self._entry(loaded, gen), MISS
+                entry = self._entry(loaded, gen)
+                await entry.compress()
+                return entry, MISS
             waited = True
             # Watch the small lock key, not the entry (a schedule is tens of kilobytes): read
             # the entry again once the reader has let go of the lock.
@@ -387,9 +435,14 @@ class Cache:
             gen,
         )
 
-    def _keys(self, key: CacheKey) -> tuple[str, str, str]:
+    def _keys(self, key: CacheKey) -> tuple[str, str, str, str]:
         prefix = self.prefix
-        return prefix + "e:" + key.name, self.gen_key(key.group), prefix + "lock:" + key.name
+        return (
+            prefix + "e:" + key.name,
+            self.gen_key(key.group),
+            prefix + "lock:" + key.name,
+            prefix + "z:" + key.name,
+        )
 
     def gen_key(self, group: str) -> str:
         return self.prefix + "gen:" + group

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from multiprocessing.sharedctypes import RawArray
 from typing import Any
@@ -31,7 +32,6 @@ SINGLE = (
         "omnium_gateway_outbox_rows_total",
         "Outbox rows the elected relay turned into invalidations.",
     ),
-)
     ("omnium_gateway_purges_total", "Groups a shared cache (Varnish, a CDN) was told to drop."),
     (
         "omnium_gateway_purge_errors_total",
@@ -45,11 +45,12 @@ SINGLE = (
         "omnium_gateway_live_refused_total",
         "Live streams answered 503: the worker already carried live_max_streams.",
     ),
-
+)
 LIVE_LISTENERS = "omnium_gateway_live_listeners"
 LIVE_LAG = "omnium_gateway_live_lag_seconds"
 # Seconds from an entry's XADD (its stream id) to its write to a listener.
 LIVE_LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
 
 class Metrics:
     """Fixed slots (no labels invented at run time), one slice per worker: no locks needed."""
@@ -65,11 +66,11 @@ class Metrics:
             self._slot("db_reads", f'ttl_class="{ttl_class}"')
         for name, _ in SINGLE:
             self._slot(name, "")
-        self.width = len(self.slots)
         self._slot(LIVE_LISTENERS, "")
         for bucket in (*LIVE_LAG_BUCKETS, "+Inf"):
             self._slot(LIVE_LAG, f'le="{bucket}"')
         self._slot(LIVE_LAG, "sum")
+        self.width = len(self.slots)
         self.workers = workers
         self.values: Any = shared if shared is not None else RawArray("d", self.width * workers)
         self.base = 0
@@ -79,8 +80,8 @@ class Metrics:
             for code in CODES
         }
         self._cache = {r: self.slots[("cache", f'result="{r}"')] for r in CACHE_RESULTS}
-
         self._lag = [self.slots[(LIVE_LAG, f'le="{b}"')] for b in (*LIVE_LAG_BUCKETS, "+Inf")]
+
     def _slot(self, name: str, labels: str) -> None:
         self.slots[(name, labels)] = len(self.slots)
 
@@ -104,7 +105,6 @@ class Metrics:
     def add(self, name: str, amount: float = 1) -> None:
         self.values[self.base + self.slots[(name, "")]] += amount
 
-    def total(self, name: str, labels: str = "") -> float:
     # -- live push (omnium_live.LiveCounters) ------------------------------------------------
 
     def live_listeners(self, count: int) -> None:
@@ -120,6 +120,7 @@ class Metrics:
         self.values[self.base + self._lag[bisect_left(LIVE_LAG_BUCKETS, seconds)]] += 1
         self.values[self.base + self.slots[(LIVE_LAG, "sum")]] += seconds
 
+    def total(self, name: str, labels: str = "") -> float:
         slot = self.slots[(name, labels)]
         return float(sum(self.values[w * self.width + slot] for w in range(self.workers)))
 
@@ -155,7 +156,6 @@ class Metrics:
         for name, doc in SINGLE:
             lines += [f"# HELP {name} {doc}", f"# TYPE {name} counter"]
             lines.append(f"{name} {self.total(name):.0f}")
-        for name, doc, value in gauges:
         lines += [
             f"# HELP {LIVE_LISTENERS} Live SSE streams open now, every worker.",
             f"# TYPE {LIVE_LISTENERS} gauge",
@@ -170,5 +170,6 @@ class Metrics:
             lines.append(f'{LIVE_LAG}_bucket{{le="{bucket}"}} {count:.0f}')
         lines.append(f"{LIVE_LAG}_sum {self.total(LIVE_LAG, 'sum'):.3f}")
         lines.append(f"{LIVE_LAG}_count {count:.0f}")
+        for name, doc, value in gauges:
             lines += [f"# HELP {name} {doc}", f"# TYPE {name} gauge", f"{name} {value:g}"]
         return "\n".join(lines) + "\n"

@@ -21,6 +21,7 @@ import redis.asyncio as aioredis
 
 from omnium_db import DATABASE_ERRORS, NotifyListener
 from omnium_gateway._cache import REDIS_ERRORS, Cache
+from omnium_gateway._purge import SharedCachePurge
 from omnium_gateway._reads import QUERIES
 from omnium_settings import Settings
 
@@ -63,10 +64,17 @@ async def publish(redis: aioredis.Redis, cache: Cache, groups: Iterable[str]) ->
 class OutboxRelay:
     """Run in every worker; only the one holding the lease reads the outbox."""
 
-    def __init__(self, settings: Settings, redis: aioredis.Redis, cache: Cache) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        redis: aioredis.Redis,
+        cache: Cache,
+        purge: SharedCachePurge | None = None,
+    ) -> None:
         self.settings = settings
         self.redis = redis
         self.cache = cache
+        self.purge = purge
         self.token = secrets.token_hex(8)
         self.leading = False
         self.failing = False
@@ -206,6 +214,9 @@ class OutboxRelay:
                 for unit in await conn.fetch(QUERIES["units_of_competitors"], competitors):
                     groups.add(f"unit:{unit['event']}:{unit['code']}")
             await publish(self.redis, self.cache, groups)
+            if self.purge is not None:
+                # After the generations moved: a shared cache that fetches again gets new data.
+                self.purge.request(groups)
             watermark = max(watermark, top)
             await self.redis.set(self.watermark_key, watermark)
             self.cache.metrics.add("omnium_gateway_outbox_rows_total", len(rows))

@@ -1,0 +1,122 @@
+"""A real Varnish (deploy/varnish/omnium.vcl) in front of the gateway: hits, variants, purges."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import re
+import time
+
+import asyncpg
+import brotli
+import httpx
+
+from omnium_devstack.stack import free_port
+from omnium_devstack.varnish import running_varnish
+from tests.support.command import running_command
+from tests.support.games import EVENT, make_games
+from tests.support.gateway import RunningGateway, running_gateway
+from tests.support.servers import Servers
+
+
+def gateway_requests(gw: RunningGateway, route: str) -> float:
+    metrics = gw.gateway.metrics
+    return sum(metrics.total("requests", f'route="{route}",code="{c}"') for c in (200, 304))
+
+
+async def test_varnish_keeps_reads_and_drops_them_when_a_change_is_saved(
+    database_url: str, servers: Servers, db: asyncpg.Connection
+) -> None:
+    games = await make_games(db, units=2)
+    unit = games.units[0]
+    path = f"/v1/events/{EVENT}/units/{games.unit_codes[unit]}"
+    varnish_port = free_port()
+    async with (
+        running_command(database_url) as command,
+        running_gateway(
+            database_url,
+            servers.redis_url,
+            gateway_purge_urls=(f"http://127.0.0.1:{varnish_port}/",),
+        ) as gw,
+        running_varnish(varnish_port, int(gw.url.rsplit(":", 1)[1])) as varnish,
+        httpx.AsyncClient(base_url=varnish.url, timeout=10) as http,
+    ):
+        answer = await command.submit(
+            command_id="shared-1",
+            code="units.set_fields",
+            unit_id=unit,
+            payload={"fields": {"status": "OFFICIAL"}, "sides": [{"order": 1, "score": "2"}]},
+        )
+        assert answer.reason == ""
+        await asyncio.sleep(0.3)  # the first change's own purge, before anything is kept
+        plain = await http.get(path, headers={"Accept-Encoding": "identity"})
+        assert plain.status_code == 200 and plain.headers["X-Cache"] == "MISS"
+        assert plain.json()["sides"][0]["score"] == "2"
+        found = re.search(r"s-maxage=(\d+)", plain.headers["Cache-Control"])
+        assert found is not None and int(found[1]) > 21_000  # final: kept for hours
+        # The groups are for the cache, not passed on to browsers.
+        assert "xkey" not in plain.headers and "Surrogate-Key" not in plain.headers
+
+        hits = varnish.counter("MAIN.cache_hit")
+        seen = gateway_requests(gw, "unit")
+        warm = await http.get(path, headers={"Accept-Encoding": "identity"})
+        assert warm.headers["X-Cache"] == "HIT"
+        assert "Age" in warm.headers
+        assert warm.content == plain.content
+        assert await varnish.counter_reaches("MAIN.cache_hit", hits + 1) == hits + 1
+        assert gateway_requests(gw, "unit") == seen, "the gateway saw a request Varnish had"
+
+        # One copy per coding, each kept: the fetches reach the gateway once each.
+        async with http.stream("GET", path, headers={"Accept-Encoding": "gzip"}) as gz:
+            gz_raw = b"".join([chunk async for chunk in gz.aiter_raw()])
+        async with http.stream("GET", path, headers={"Accept-Encoding": "br, gzip"}) as br:
+            br_raw = b"".join([chunk async for chunk in br.aiter_raw()])
+        assert gz.headers["Content-Encoding"] == "gzip" and gz.headers["X-Cache"] == "MISS"
+        assert br.headers["Content-Encoding"] == "br" and br.headers["X-Cache"] == "MISS"
+        assert gzip.decompress(gz_raw) == plain.content
+        assert brotli.decompress(br_raw) == plain.content
+        again = await http.get(path, headers={"Accept-Encoding": "gzip;q=0.8, br"})
+        assert again.headers["X-Cache"] == "HIT" and again.headers["Content-Encoding"] == "br"
+        assert gateway_requests(gw, "unit") == seen + 2
+
+        saved_at = time.monotonic()
+        await command.submit(
+            command_id="shared-2",
+            code="results.set_sides",
+            unit_id=unit,
+            payload={"sides": [{"order": 1, "score": "3"}]},
+        )
+        shown = None
+        while time.monotonic() - saved_at < 1.0:
+            now = await http.get(path, headers={"Accept-Encoding": "gzip"})
+            if now.json()["sides"][0]["score"] == "3":
+                shown = time.monotonic() - saved_at
+                break
+            await asyncio.sleep(0.02)
+        assert shown is not None, "Varnish still served the old score 1 s after the save"
+        assert gw.gateway.metrics.total("omnium_gateway_purges_total", "") >= 1
+        # The new copy is kept again, and the other codings were dropped too.
+        assert (await http.get(path, headers={"Accept-Encoding": "gzip"})).headers[
+            "X-Cache"
+        ] == "HIT"
+        brotli_now = await http.get(path, headers={"Accept-Encoding": "br"})
+        assert brotli_now.json()["sides"][0]["score"] == "3"
+
+
+async def test_live_streams_and_probes_pass_through_varnish(
+    database_url: str, servers: Servers, db: asyncpg.Connection
+) -> None:
+    await make_games(db, units=1)
+    varnish_port = free_port()
+    async with (
+        running_gateway(database_url, servers.redis_url) as gw,
+        running_varnish(varnish_port, int(gw.url.rsplit(":", 1)[1])) as varnish,
+        httpx.AsyncClient(base_url=varnish.url, timeout=10) as http,
+    ):
+        seen = gateway_requests(gw, "readyz")
+        for _ in range(3):
+            assert (await http.get("/readyz")).status_code == 200
+        assert gateway_requests(gw, "readyz") == seen + 3
+        # Only the relay's own address may purge; a purge must name its groups.
+        refused = await http.request("PURGE", "/")
+        assert refused.status_code == 400
