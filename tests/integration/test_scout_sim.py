@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 import re
 import signal
 import sys
@@ -14,7 +15,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,17 @@ import httpx
 import pytest
 from aiohttp import web
 
+from omnium_devstack.stack import free_port
 from omnium_scout_sim import (
     DoorbellTarget,
     Games,
+    Limits,
     Replay,
     ReplaySettings,
+    RingAgain,
     ScoutSimulator,
     SimulatorConfig,
+    SimulatorError,
 )
 from tests.support.delivery import eventually
 
@@ -107,9 +112,17 @@ class Doorbells:
     url: str = ""
     calls: list[tuple[str, bytes, bool]] = field(default_factory=list)
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    unavailable: int = 0  # the next rings answered 503 with Retry-After, as omnium does
 
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.read()
+        if self.unavailable:
+            self.unavailable -= 1
+            return web.json_response(
+                {"queued": False, "error": "the database did not answer"},
+                status=503,
+                headers={"Retry-After": "0"},
+            )
         expected = "sha256=" + hmac.new(self.secret.encode(), body, hashlib.sha256).hexdigest()
         given = request.headers.get("X-Scout-Signature", "")
         good = hmac.compare_digest(given.encode(), expected.encode())
@@ -128,13 +141,13 @@ class Doorbells:
 
 
 @asynccontextmanager
-async def doorbell_receiver(secret: str = SECRET) -> AsyncIterator[Doorbells]:
+async def doorbell_receiver(secret: str = SECRET, port: int = 0) -> AsyncIterator[Doorbells]:
     doorbells = Doorbells(secret)
     app = web.Application()
     app.router.add_post("/doorbell/{code}", doorbells.handle)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
     doorbells.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
     try:
         yield doorbells
@@ -142,13 +155,20 @@ async def doorbell_receiver(secret: str = SECRET) -> AsyncIterator[Doorbells]:
         await runner.cleanup()
 
 
-def with_doorbells(url: str, secret: str = SECRET) -> SimulatorConfig:
+# Rings again quickly, so the tests of ringing again are quick.
+QUICK_RINGS = RingAgain(tries=30, first_seconds=0.05, max_seconds=0.2)
+
+
+def with_doorbells(
+    url: str, secret: str = SECRET, again: RingAgain = QUICK_RINGS
+) -> SimulatorConfig:
     return SimulatorConfig(
         seed=SEED,
         doorbells={
             "schedule": DoorbellTarget(url, "scout-schedule", secret),
             "medals": DoorbellTarget(url, "scout-medals", secret),
         },
+        limits=Limits(doorbell_again=again),
     )
 
 
@@ -537,12 +557,14 @@ async def test_the_doorbell_is_signed_with_the_jobs_secret() -> None:
             assert (code, good) == ("scout-medals", True)
             assert json.loads(body)["sample"] == sim.medal_table()[:10]
 
-            # A wrong signature: omnium answers 401, and the simulator records it.
+            # A wrong signature: omnium answers 401, and the simulator records it. A 4xx is
+            # omnium's last word: it is not rung again.
             await http.post("/control/doorbell", json={"bad_signatures": 1})
             await sim.make_run("schedule", wait_doorbell=True)
             code, body, good = await doorbells.next_call()
             assert good is False
             assert sim.deliveries[-1].status == 401 and sim.deliveries[-1].signed_wrongly
+            assert sim.deliveries[-1].tries == 1 and doorbells.calls == []
 
             # The same run rung again; then a muted doorbell sends nothing.
             rung = await http.post("/control/doorbell/ring", json={"run_id": run["id"]})
@@ -557,16 +579,47 @@ async def test_the_doorbell_is_signed_with_the_jobs_secret() -> None:
 async def test_a_doorbell_nobody_answers_does_not_stop_the_simulator() -> None:
     async with doorbell_receiver() as doorbells:
         url = doorbells.url
-    sim = ScoutSimulator(with_doorbells(url))  # nothing listens there any more
+    # Nothing listens there any more: each doorbell is rung three times, then given up.
+    sim = ScoutSimulator(with_doorbells(url, again=RingAgain(3, 0.01, 0.02)))
     async with running(sim) as http:
         made = await http.post("/control/runs", json={"wait_doorbell": True})
         assert made.status_code == 200
         assert made.json()["doorbell"]["status"] is None
         assert made.json()["doorbell"]["error"]
+        assert made.json()["doorbell"]["tries"] == 3
         await new_run(http)
         await sim.wait_for_doorbells()
         assert len(sim.deliveries) == 2
         assert (await http.get("/v1/jobs/schedule/runs")).status_code == 200
+
+
+async def test_a_doorbell_rung_before_omnium_listens_lands_once_it_does(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`make run` starts Scout and omnium at once; Scout's first run must not be missed."""
+    caplog.set_level(logging.INFO, logger="omnium_scout_sim")
+    port = free_port()
+    sim = ScoutSimulator(with_doorbells(f"http://127.0.0.1:{port}"))
+    async with running(sim) as http:
+        run = await new_run(http)  # rings in the background; nothing listens yet
+
+        async def rung_in_vain() -> bool:
+            return any("ringing again" in r.getMessage() for r in caplog.records)
+
+        await eventually(rung_in_vain, within=10, what="a ring nobody answered")
+        async with doorbell_receiver(port=port) as doorbells:
+            code, body, good = await doorbells.next_call()
+            await sim.wait_for_doorbells()
+            landed = sim.deliveries[-1]
+            # omnium's database is away for one ring: a 503 with Retry-After is rung again.
+            doorbells.unavailable = 1
+            await sim.make_run("schedule", wait_doorbell=True)
+            again = sim.deliveries[-1]
+            assert len(doorbells.calls) == 1
+    assert (code, good) == ("scout-schedule", True)
+    assert json.loads(body)["run"]["id"] == run["id"]
+    assert landed.status == 200 and landed.tries > 1
+    assert (again.status, again.tries) == (200, 2)
 
 
 # -- the replay ------------------------------------------------------------------------
@@ -590,6 +643,36 @@ async def test_the_replay_plays_the_same_day_the_same_way() -> None:
         for row in rows
         if datetime.fromisoformat(row["startLocal"]) > moment
     )
+
+
+async def test_a_change_set_for_later_happens_on_the_replay_clock() -> None:
+    sim = ScoutSimulator(SimulatorConfig(seed=SEED))
+    final = sim.games.units[finals(sim.games, "SWM")[0]]
+    official = final.start + timedelta(minutes=final.duration_minutes + 15)
+    replay = Replay(sim, ReplaySettings(start_local=official))
+    replay.advance_to(official)
+    gold = next(c for c in sim.unit(final.external_id)["competitors"] if c["medal"] == "GOLD")
+    made: list[datetime] = []
+
+    def protest() -> None:
+        made.append(replay.clock)
+        sim.disqualify(final.external_id, gold["externalId"])
+
+    replay.at(official + timedelta(hours=30), "a protest upheld", protest)
+    replay.advance_to(official + timedelta(hours=29, minutes=59))
+    before = next(
+        c for c in sim.unit(final.external_id)["competitors"] if c["order"] == gold["order"]
+    )
+    replay.advance_to(official + timedelta(hours=30, minutes=30))
+    after = next(
+        c for c in sim.unit(final.external_id)["competitors"] if c["order"] == gold["order"]
+    )
+    replay.advance_to(official + timedelta(hours=50))
+    assert (before["result"], before["medal"]) == (gold["result"], "GOLD")
+    assert (after["result"], after["rank"], after["medal"]) == ("DSQ", None, None)
+    assert made == [official + timedelta(hours=30, minutes=30)]  # once, on the step it fell in
+    with pytest.raises(SimulatorError):
+        replay.at(datetime(2026, 9, 25, 12, 0, tzinfo=UTC), "with an offset", protest)
 
 
 async def test_the_replay_makes_runs_and_stops() -> None:

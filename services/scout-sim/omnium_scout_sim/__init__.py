@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from omnium_scout_sim._doorbell import SIGNATURE_HEADER, Delivery, DoorbellTarget, sign
+from omnium_scout_sim._doorbell import SIGNATURE_HEADER, Delivery, DoorbellTarget, RingAgain, sign
 from omnium_scout_sim._faults import MALFORMED_PAGES
 from omnium_scout_sim._games import Games, NotFound, SimulatorError
 from omnium_scout_sim._replay import Replay, ReplaySettings
@@ -20,6 +20,7 @@ __all__ = [
     "NotFound",
     "Replay",
     "ReplaySettings",
+    "RingAgain",
     "Run",
     "ScoutSimulator",
     "SimulatorConfig",

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 
 from omnium_scout_sim._catalog import DISCIPLINES, FIRST_DAY, LAST_DAY
-from omnium_scout_sim._games import CANCELLED, RUNNING, SCHEDULED, UNOFFICIAL, Unit
+from omnium_scout_sim._games import (
+    CANCELLED,
+    RUNNING,
+    SCHEDULED,
+    UNOFFICIAL,
+    SimulatorError,
+    Unit,
+)
 
 if TYPE_CHECKING:
     from omnium_scout_sim._simulator import ScoutSimulator
@@ -57,12 +67,16 @@ class Replay:
         self.clock = GAMES_OPEN
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # Changes the site makes later, on this clock: (moment, order added, what, change).
+        self._later: list[tuple[datetime, int, str, Callable[[], object]]] = []
+        self._added = itertools.count()
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:
         self.clock = GAMES_OPEN
         self.finished = False
+        self._later.clear()
         self.advance_to(self.settings.start_local)
         if self._task is None or self._task.done():
             self._stopping.clear()
@@ -93,6 +107,14 @@ class Replay:
 
     # -- the clock -----------------------------------------------------------------------
 
+    def at(self, moment: datetime, what: str, change: Callable[[], object]) -> None:
+        """A change the site makes when this clock reaches `moment` (local time), such as a
+        protest decided a day after the result was official: `change` is called then, once,
+        after the units of that step are played. `what` names it in the log."""
+        if moment.tzinfo is not None:
+            raise SimulatorError("the replay clock is local wall-clock time: give no offset")
+        heapq.heappush(self._later, (moment, next(self._added), what, change))
+
     def advance_to(self, moment: datetime) -> None:
         """Move the clock forward and play everything due by then, in one pass."""
         moment = min(moment, GAMES_CLOSE)
@@ -104,6 +126,17 @@ class Replay:
             self._maybe_change(hour)
         for unit in list(self.sim.games.units.values()):
             self._play(unit, moment)
+        self._play_later(moment)
+
+    def _play_later(self, now: datetime) -> None:
+        while self._later and self._later[0][0] <= now:
+            due, _, what, change = heapq.heappop(self._later)
+            try:
+                change()
+            except SimulatorError as exc:  # the unit changed meanwhile: said, and skipped
+                log.warning("replay: %s, due %s, could not be made: %s", what, due, exc)
+            else:
+                log.info("replay: %s (due %s)", what, due.isoformat(timespec="minutes"))
 
     @staticmethod
     def _hour(moment: datetime) -> int:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from omnium_scout_sim._catalog import FIRST_DAY, LAST_DAY
-from omnium_scout_sim._doorbell import Delivery, DoorbellSender, DoorbellTarget
+from omnium_scout_sim._doorbell import Delivery, DoorbellSender, DoorbellTarget, RingAgain
 from omnium_scout_sim._faults import Faults
 from omnium_scout_sim._games import Games, NotFound, Row, SimulatorError
 from omnium_scout_sim._runs import BUILDS, Build, Run, RunBook
@@ -39,6 +39,7 @@ class Limits:
     runs_kept_per_job: int = 200  # older runs are forgotten, so memory stays bounded
     deliveries_kept: int = 100
     doorbell_timeout_seconds: float = 5.0
+    doorbell_again: RingAgain = field(default_factory=RingAgain)  # not answered: rung again
     stop_grace_seconds: float = 2.0  # on stop, time given to doorbells in flight
 
 
@@ -75,6 +76,7 @@ class ScoutSimulator:
             timeout_seconds=self.limits.doorbell_timeout_seconds,
             keep=self.limits.deliveries_kept,
             clock=self._clock,
+            again=self.limits.doorbell_again,
         )
         self.replay: Replay | None = None
         self._runner: web.AppRunner | None = None
@@ -138,7 +140,8 @@ class ScoutSimulator:
 
     async def reset(self) -> None:
         """Back to the seeded start: units, runs, faults; the replay clock starts again."""
-        await self.sender.drain(self.limits.stop_grace_seconds)
+        # Doorbells still ringing for the runs forgotten here are stopped.
+        await self.sender.cancel(self.limits.stop_grace_seconds)
         self.sender.deliveries.clear()
         self._seed_state()
         if self.replay is not None:
