@@ -542,6 +542,9 @@ async def timed_run(
         )
     counters = {k: int(v) for k, v in (state["outcomes"] or {}).items() if v}
     outcomes = {k: v for k, v in counters.items() if k in ROW_OUTCOMES}
+    # A row the fast path skipped is counted once, as fast_path (shown too): it is unchanged.
+    if counters.get("fast_path"):
+        outcomes["unchanged"] = outcomes.get("unchanged", 0) + counters["fast_path"]
     if outcomes != dict(expect):
         raise BenchError(
             f"{integration.code}: Scout run {run.id} is done but its outcomes are {outcomes}, "

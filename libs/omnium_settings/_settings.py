@@ -161,7 +161,18 @@ class Settings:
     settle_hourly_until_hours: float = _setting(6.0, "Settle window: hourly reads until then.")
     settle_six_hourly_until_hours: float = _setting(24.0, "Then every 6 h until then.")
     settle_until_hours: float = _setting(72.0, "Then daily until then.")
+    settle_hourly_step_hours: float = _setting(1.0, "Settle window: the 'hourly' step.")
+    settle_six_hourly_step_hours: float = _setting(6.0, "Settle window: the 'every 6 h' step.")
+    settle_daily_step_hours: float = _setting(24.0, "Settle window: the 'daily' step.")
     followup_keys_per_run: int = _setting(250, "Most keys in one Scout page run.")
+    followup_seconds: float = _setting(
+        60.0, "How often imports asks Scout for page runs of the keys due in their settle window."
+    )
+    followup_asked_wait_seconds: float = _setting(
+        900.0,
+        "A key asked for in a page run is asked for again after this if no page run has read it "
+        "(Scout's 900 s run limit).",
+    )
     alert_scout_failed_in_row: int = _setting(2, "Scout runs failed in a row before an alert.")
     batch_retry_seconds: float = _setting(
         90.0, "One batch is tried again this long (a failover) before the run is partly done."
@@ -327,6 +338,16 @@ class Settings:
     gateway_rate_lease_share: float = _setting(
         0.05, "Share of a bucket one worker takes from Redis at once (fewer Redis calls)."
     )
+    gateway_purge_urls: tuple[str, ...] = _setting(
+        (),
+        "Shared caches (Varnish) the outbox relay sends PURGE with xkey-purge to (comma list).",
+    )
+    gateway_purge_timeout_seconds: float = _setting(
+        2.0, "Gateway: longest wait for one shared-cache purge before it is tried again."
+    )
+    gateway_purge_repeat_seconds: float = _setting(
+        2.0, "Gateway: a purge is sent again this long after, past any worker's late drop."
+    )
 
     # -- Scoring (Section 1 seed) ----------------------------------------------------------
     scoring_nice: int = _setting(0, "CPU priority step of the scoring process.")
@@ -338,16 +359,6 @@ class Settings:
     scoring_sports_dir: str = _setting("", "Folder of sport files; empty: the repo's sports/.")
     scoring_providers_dir: str = _setting(
         "", "Folder of provider files; empty: the repo's providers/."
-    gateway_purge_urls: tuple[str, ...] = _setting(
-        (),
-        "Shared caches (Varnish) the outbox relay sends PURGE with xkey-purge to (comma list).",
-    )
-    gateway_purge_timeout_seconds: float = _setting(
-        2.0, "Gateway: longest wait for one shared-cache purge before it is tried again."
-    )
-    gateway_purge_repeat_seconds: float = _setting(
-        2.0, "Gateway: a purge is sent again this long after, past any worker's late drop."
-    )
     )
     scoring_attempts: int = _setting(5, "Times an action is re-checked when the match moved on.")
     scoring_finished_status: str = _setting(

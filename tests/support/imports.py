@@ -101,12 +101,16 @@ async def games_day(
     command_settings: dict[str, Any] | None = None,
     import_overrides: dict[str, Any] | None = None,
     workers: int = 1,
+    followups: bool = False,
 ) -> AsyncIterator[GamesDay]:
+    """`followups`: the settle window's timer runs too (OMNIUM_FOLLOWUP_SECONDS)."""
     async with running_command(database_url, **(command_settings or {})) as command:
         imports = ImportsApp(
             import_settings(database_url, command.port, **(import_overrides or {}))
         )
-        port = await imports.start(0, workers=workers, scheduler=False, grpc_port=0)
+        port = await imports.start(
+            0, workers=workers, scheduler=False, followups=followups, grpc_port=0
+        )
         url = f"http://127.0.0.1:{port}"
         sim = ScoutSimulator(
             SimulatorConfig(

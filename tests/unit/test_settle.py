@@ -31,3 +31,29 @@ def test_settings_change_it() -> None:
     assert next_read(OFFICIAL, OFFICIAL + timedelta(hours=5, minutes=30), short) == (
         OFFICIAL + timedelta(hours=6)
     )
+
+
+def test_every_hour_of_it_is_a_setting() -> None:
+    """Each number of the schedule scaled (a test's 'hour' of 0.2 s) scales the reads alike."""
+    scale = 0.2 / 3600
+    fast = Settings.from_env(
+        {},
+        **{
+            name: getattr(SETTINGS, name) * scale
+            for name in (
+                "settle_first_hours",
+                "settle_hourly_until_hours",
+                "settle_six_hourly_until_hours",
+                "settle_until_hours",
+                "settle_hourly_step_hours",
+                "settle_six_hourly_step_hours",
+                "settle_daily_step_hours",
+            )
+        },
+    )
+    reads: list[float] = []
+    at: datetime | None = first_read(OFFICIAL, fast)
+    while at is not None:
+        reads.append(round((at - OFFICIAL) / timedelta(seconds=0.2), 6))
+        at = next_read(OFFICIAL, at, fast)
+    assert reads == _reads()

@@ -31,7 +31,11 @@ OUTCOME_WORDS = {
     "not_placed": "not placed",
     "problem": "problem",
     "duplicate": "sent twice",
+    # One word per outcome, so a run's figures add up to its rows: a row the fast path skipped
+    # is counted here only, not also as "unchanged".
     "fast_path": "unchanged, skipped early",
+    "not_sent": "not written yet",
+    "skipped": "skipped by the mapping",
 }
 
 
@@ -81,7 +85,14 @@ def value_text(value: struct_pb2.Value | None) -> str:
 
 def health(h: imports_pb2.Health) -> dict[str, Any]:
     at = when(h.at)
-    return {"word": h.word, "ok": h.ok, "detail": h.detail, "at": clock(at), "ago": ago(at)}
+    return {
+        "word": h.word,
+        "ok": h.ok,
+        "waiting": False,
+        "detail": h.detail,
+        "at": clock(at),
+        "ago": ago(at),
+    }
 
 
 def run(r: imports_pb2.Run) -> dict[str, Any]:
@@ -109,8 +120,22 @@ def run(r: imports_pb2.Run) -> dict[str, Any]:
     }
 
 
+# The imports service's word for an integration added less than a check interval ago, with no
+# run yet: nothing is wrong with it, and nothing is in yet either.
+NOT_DUE = "Not due yet"
+
+
 def card(i: imports_pb2.Integration) -> dict[str, Any]:
     scout, ours = health(i.scout), health(i.omnium)
+    # Nothing green unless both lines are fine (Section 3 seed, "Screens").
+    green = bool(scout["ok"] and ours["ok"])
+    starting = not green and ours["word"] == NOT_DUE and not i.open_alerts
+    verdict = "All fine" if green else "Needs a look"
+    if starting:
+        verdict = "Waiting for its first run"
+        # Neither line is wrong: shown as waiting, not in red.
+        scout["waiting"] = not scout["ok"]
+        ours["waiting"] = True
     return {
         "code": i.code,
         "name": i.name,
@@ -118,8 +143,9 @@ def card(i: imports_pb2.Integration) -> dict[str, Any]:
         "target": i.target,
         "scout": scout,
         "omnium": ours,
-        # Nothing green unless both lines are fine (Section 3 seed, "Screens").
-        "green": bool(scout["ok"] and ours["ok"]),
+        "green": green,
+        "starting": starting,
+        "verdict": verdict,
         "alerts": [
             {"kind": a.kind, "message": a.message, "ago": ago(when(a.raised_at))}
             for a in i.open_alerts
@@ -133,6 +159,7 @@ def changes(entries: Iterable[command_pb2.FieldChange]) -> list[dict[str, str]]:
     return [
         {
             "kind": c.subject_kind,
+            "id": c.subject_id,
             "field": c.field,
             "old": value_text(c.old if c.HasField("old") else None),
             "new": value_text(c.new if c.HasField("new") else None),
@@ -144,14 +171,20 @@ def changes(entries: Iterable[command_pb2.FieldChange]) -> list[dict[str, str]]:
 def rows(entries: Iterable[imports_pb2.RowEntry], limit: int) -> list[dict[str, Any]]:
     out = []
     for e in entries:
+        changed, kept = changes(e.changes), changes(e.kept_by_hand)
         out.append(
             {
                 "position": e.position,
                 "key": e.key,
                 "outcome": OUTCOME_WORDS.get(e.outcome, e.outcome),
                 "reason": e.reason,
-                "changes": changes(e.changes),
-                "kept": changes(e.kept_by_hand),
+                "changes": changed,
+                "kept": kept,
+                # The unit the row was written to, for a link to its page: Scout's key alone
+                # leaves an operator searching for it.
+                "unit_id": next(
+                    (c["id"] for c in (*changed, *kept) if c["kind"] == "unit" and c["id"]), ""
+                ),
             }
         )
         if len(out) >= limit:

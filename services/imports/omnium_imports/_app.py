@@ -1,4 +1,4 @@
-"""The imports process: the doorbell, the workers, the scheduler, and a clean stop."""
+"""The imports process: the doorbell, the workers, the timers, and a clean stop."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from omnium_db import NotifyListener, Road, create_pool
 from omnium_grpc import GrpcServer, open_channel
 from omnium_imports import _queue
 from omnium_imports._doorbell import doorbell_app
+from omnium_imports._followups import FollowUps
 from omnium_imports._pipeline import Pipeline
 from omnium_imports._scout import ScoutClient
 from omnium_imports._service import SERVICE_NAME as IMPORTS_SERVICE
@@ -33,6 +34,7 @@ class ImportsApp:
         self.settings = settings
         self.stopping = asyncio.Event()
         self.workers: list[Worker] = []
+        self.followups: FollowUps | None = None
         self.tasks: list[asyncio.Task[None]] = []
         self.pool: asyncpg.Pool | None = None
         self.listener: NotifyListener | None = None
@@ -50,8 +52,10 @@ class ImportsApp:
         *,
         workers: int | None = None,
         scheduler: bool = True,
+        followups: bool | None = None,
         grpc_port: int | None = None,
     ) -> int:
+        """`followups` (the settle window's timer) goes with `scheduler` unless it is given."""
         settings = self.settings
         self.pool = await create_pool(settings, Road.IMPORTS, application_name="imports")
         self.scout = ScoutClient(settings)
@@ -83,6 +87,11 @@ class ImportsApp:
                     run_scheduler(settings, self.pool, self.stopping, pipeline.alerts)
                 )
             )
+        if followups is None:
+            followups = scheduler
+        if followups:
+            self.followups = FollowUps(settings, self.pool, self.scout)
+            self.tasks.append(asyncio.create_task(self.followups.run(self.stopping)))
         self.grpc = GrpcServer(settings, name="imports")
         self.grpc.add(
             imports_pb2_grpc.add_ImportsServiceServicer_to_server,

@@ -50,10 +50,14 @@ class KeyStateCache:
         await conn.execute(QUERIES["fill_from_row_log"], self.integration_id)
         self.keys = {}
         self.subject_keys = {}
+        # Read too, so a key missing before this load is reset when a run lists it again.
+        self.missing = {}
         for row in await conn.fetch(QUERIES["load_key_state"], self.integration_id):
             self._set(
                 row["subject_key"], _Key(row["last_hash"], row["subject_id"], row["applied_seq"])
             )
+            if row["missing_runs"]:
+                self.missing[row["subject_key"]] = row["missing_runs"]
         look = await conn.fetchrow(QUERIES["look_now"])
         touched = "touched_medal_rows" if self.target == "medal_row" else "touched_units"
         self.touched = {

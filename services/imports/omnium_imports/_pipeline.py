@@ -54,6 +54,9 @@ _ALERTS = {
     "partly_done": ("batch_failed", "Run partly done"),
     "paused_by_guard": ("guard", "Run paused by a check"),
 }
+# A run ending so settles the guard pauses it overtook: its own (written, or older), and
+# those of older runs (Start would end them older).
+_NO_LONGER_PAUSED = frozenset({"done", "partly_done", "older"})
 # A done run means none of these causes holds any more.
 _CLEARED_BY_DONE = ("run_failed", "batch_failed", "guard", "scout_failed", "quiet")
 _MAPPING_OUTCOMES = {
@@ -208,16 +211,25 @@ class Pipeline:
         return await self._apply(integration, version, run_id, items, scout_run, job)
 
     async def dry_run(
-        self, integration_id: str, scout_run_id: str
+        self,
+        integration_id: str,
+        scout_run_id: str,
+        *,
+        version: MappingVersion | None = None,
+        items: list[Any] | None = None,
     ) -> tuple[list[command_pb2.RowAnswer], dict[str, int]]:
         """A stored Scout run against today's data: what each row would do. Writes nothing.
 
         Every row is compared (no fast path), through the command service's own diff.
+        `version` tries a mapping before it is published (`mapping check`); `items` are the
+        run's rows when the caller read them already.
         """
         integration = await self._integration(integration_id)
-        scout_run = await self.scout.run(integration.base_url, scout_run_id)
-        items = await self.scout.items(integration.base_url, scout_run)
-        version = MappingVersion.parse(integration.spec or {})
+        if items is None:
+            scout_run = await self.scout.run(integration.base_url, scout_run_id)
+            items = await self.scout.items(integration.base_url, scout_run)
+        if version is None:
+            version = MappingVersion.parse(integration.spec or {})
         async with self.pool.acquire() as conn:
             mapped = await _map(conn, integration, version, items)
             ready = [row for row in mapped if row.outcome == "ok"]
@@ -346,7 +358,7 @@ class Pipeline:
         scout_run: ScoutRun,
         job: Job,
     ) -> RunResult:
-        mapped, key_state, ready, skipped, unit_ids = await self._outlast(
+        mapped, key_state, ready, _skipped, unit_ids = await self._outlast(
             f"run {scout_run.id}: mapping",
             lambda: self._prepare(integration, version, items),
         )
@@ -371,10 +383,27 @@ class Pipeline:
 
                 await self._outlast(f"run {scout_run.id}: review", ask)
                 return RunResult("paused_by_guard", run_id, stop)
-        outcomes: Counter[str] = Counter(row.outcome for row in mapped if row.outcome != "ok")
-        if skipped:
-            outcomes["unchanged"] += skipped
-            outcomes["fast_path"] += skipped
+        # Only a full run that passed the size check by itself lists every key (seed: "Only
+        # runs that passed the size check count"). One a person started past the check may be
+        # a broken read: counting the keys it left out as missing would ask about them all.
+        complete = scout_run.build == "all" and (
+            not job.past_guards
+            or await self._outlast(
+                f"run {scout_run.id}: size", lambda: self._sized(integration, scout_run, mapped)
+            )
+        )
+        # Each row is counted once, by its position, whatever the attempts: a resumed run sends
+        # its saved batches again (they answer duplicate, with their rows' answers), and by then
+        # the fast path would skip those rows too. A row's answer replaces what it was before.
+        # The fast path's rows are "fast_path" (unchanged, skipped early) and nothing else.
+        sent = {row.position for row in ready}
+        counted: dict[int, str] = {
+            row.position: row.outcome
+            if row.outcome != "ok"
+            else ("not_sent" if row.position in sent else "fast_path")
+            for row in mapped
+        }
+        held_reasons: dict[int, str] = {}
         await self._outlast(
             f"run {scout_run.id}: row log",
             lambda: self._log_mapping(integration, run_id, mapped),
@@ -393,14 +422,16 @@ class Pipeline:
         ) -> None:
             if answer is None:
                 failures.append(f"batch {batch_no}: {problem}")
-                outcomes["not_sent"] += len(rows)
                 for row in rows:
+                    counted[row.position] = "not_sent"
                     key_state.forget(row.key)
                 return
             hashes = {row.key: row.hash for row in rows}
             for row_answer in answer.rows:
                 outcome = _ROW_OUTCOMES.get(row_answer.outcome, "problem")
-                outcomes[outcome] += 1
+                counted[row_answer.position] = outcome
+                if outcome == "held":
+                    held_reasons[row_answer.position] = row_answer.reason
                 if outcome in _PLACED:
                     key_state.written(
                         row_answer.key,
@@ -426,8 +457,7 @@ class Pipeline:
                     handed_over = True
                     return
                 rows = [
-                    _batches.batch_row(row, integration.target, uid, clearing)
-                    for row, uid in group
+                    _batches.batch_row(row, integration.target, uid, clearing) for row, uid in group
                 ]
                 answer, problem = await self._send(integration, run_id, batch_no, rows)
                 account(batch_no, rows, answer, problem)
@@ -436,32 +466,30 @@ class Pipeline:
         if handed_over:
             raise HandedOver(run_id)
         key_state.loaded_for_run = run_id
+        outcomes: Counter[str] = Counter(counted.values())
         await self._outlast(
             f"run {scout_run.id}: settle", lambda: self._settle(integration, scout_run, mapped)
         )
-        if not failures and scout_run.build == "all":
+        await self._outlast(
+            f"run {scout_run.id}: held rows",
+            lambda: self._held_reviews(
+                integration, run_id, mapped, counted, held_reasons, complete
+            ),
+        )
+        if not failures and complete:
             # Not tried again: it counts the runs a key has been missing, and a repeat after a
             # lost answer would count this one twice.
             await self._mark_missing(integration, run_id, mapped, key_state)
-        if job.past_guards:
-
-            async def close_reviews() -> None:
-                async with self.pool.acquire() as conn:
-                    await conn.execute(
-                        QUERIES["close_reviews"], integration.id, "guard", [scout_run.id], "start"
-                    )
-
-            await self._outlast(f"run {scout_run.id}: reviews", close_reviews)
         if failures:
             failures.sort(key=lambda text: int(text.split(":")[0].removeprefix("batch ")))
             reason = (
                 f"{len(failures)} of {len(groups)} batches could not be saved "
-                f"({'; '.join(failures[:3])}). Run it again to continue from them."
+                f"({'; '.join(failures[:3])}). The saved ones stay; the others are sent again "
+                "when the run resumes."
             )
             await self._finish(run_id, "partly_done", reason, outcomes)
             return RunResult("partly_done", run_id, reason, outcomes)
         await self._finish(run_id, "done", None, outcomes)
-        await self._outlast(f"run {scout_run.id}: follow-up", lambda: self._follow_up(integration))
         return RunResult("done", run_id, None, outcomes)
 
     async def _prepare(
@@ -483,6 +511,21 @@ class Pipeline:
                     ready.append(row)
             unit_ids = await _unit_ids(conn, integration, ready)
         return mapped, key_state, ready, skipped, unit_ids
+
+    async def _sized(
+        self, integration: Integration, scout_run: ScoutRun, mapped: list[MappedRow]
+    ) -> bool:
+        """Whether the run passes the size check (the too-few guard), asked again for a run a
+        person started past its guards."""
+        limits = guards.Limits.of(self.settings, integration.settings)
+        async with self.pool.acquire() as conn:
+            history = [
+                r["row_count"]
+                for r in await conn.fetch(
+                    QUERIES["usual_row_counts"], integration.id, scout_run.build, limits.usual_runs
+                )
+            ]
+        return guards.too_few(len(mapped), guards.usual_rows(history, limits), limits) is None
 
     async def _guards(
         self,
@@ -567,29 +610,6 @@ class Pipeline:
                         ],
                     )
 
-    async def _follow_up(self, integration: Integration) -> None:
-        """Ask Scout to read the results due in their settle window again, oldest first."""
-        async with self.pool.acquire() as conn:
-            due = [
-                row["subject_key"]
-                for row in await conn.fetch(
-                    QUERIES["due_reads"],
-                    integration.id,
-                    self.settings.followup_keys_per_run,
-                    self.settings.settle_first_hours * 3600,
-                )
-            ]
-        if not due:
-            return
-        try:
-            run = await self.scout.request_page_run(integration.base_url, integration.job, due)
-        except ScoutError as exc:
-            log.warning(
-                "%s: could not ask for a page run of %s keys: %s", integration.code, len(due), exc
-            )
-            return
-        log.info("%s: asked Scout for page run %s of %s keys", integration.code, run, len(due))
-
     async def _mark_missing(
         self,
         integration: Integration,
@@ -615,6 +635,11 @@ class Pipeline:
         )
         async with self.pool.acquire() as conn:
             rows = await conn.fetch(QUERIES["mark_missing"], integration.id, missing, back)
+            # A key listed again is not missing: its question closes by itself.
+            listed_again = [row["subject_key"] for row in rows if row["missing_runs"] == 0]
+            await conn.execute(
+                QUERIES["close_reviews"], integration.id, "missing", listed_again, "import"
+            )
             for row in rows:
                 key_state.missing[row["subject_key"]] = row["missing_runs"]
                 if row["missing_runs"] < needed:
@@ -791,19 +816,53 @@ class Pipeline:
                     [row.outcome for row in logged],
                     [row.reason for row in logged],
                 )
-            # Waiting for you: one open question per held key; answered ones close themselves.
-            for row in mapped:
-                if row.outcome == "held" and row.key:
-                    await open_review(conn, integration.id, "held", row.key, row.reason, run_id)
-            answered = [row.key for row in mapped if row.outcome == "ok" and row.key]
-            await conn.execute(QUERIES["close_reviews"], integration.id, "held", answered, "import")
+
+    async def _held_reviews(
+        self,
+        integration: Integration,
+        run_id: str,
+        mapped: list[MappedRow],
+        counted: dict[int, str],
+        held_reasons: dict[int, str],
+        complete: bool,
+    ) -> None:
+        """Waiting for you: one open question per key this run held, by the mapping or by the
+        command service; a key no longer held closes its own. So does one a complete run no
+        longer lists: its question is about a row Scout does not send any more."""
+        held: dict[str, str] = {}
+        answered: set[str] = set()
+        for row in mapped:
+            if not row.key:
+                continue
+            outcome = counted.get(row.position)
+            if outcome == "held":
+                held[row.key] = held_reasons.get(row.position) or row.reason
+            elif outcome != "not_sent":
+                answered.add(row.key)
+        async with self.pool.acquire() as conn, conn.transaction():
+            for key, question in held.items():
+                await open_review(conn, integration.id, "held", key, question, run_id)
+            await conn.execute(
+                QUERIES["close_reviews"],
+                integration.id,
+                "held",
+                sorted(answered.difference(held)),
+                "import",
+            )
+            listed = [row.key for row in mapped if row.key]
+            if complete and listed:
+                await conn.execute(
+                    QUERIES["close_unlisted_reviews"], integration.id, "held", listed, "import"
+                )
 
     async def _finish(
         self, run_id: str, status: str, reason: str | None, outcomes: Counter[str]
     ) -> None:
         async def close() -> None:
-            async with self.pool.acquire() as conn:
+            async with self.pool.acquire() as conn, conn.transaction():
                 await conn.execute(QUERIES["finish_run"], run_id, status, reason, dict(outcomes))
+                if status in _NO_LONGER_PAUSED:
+                    await conn.execute(QUERIES["close_outdated_guards"], run_id)
 
         await self._outlast(f"run {run_id}: close", close)
 

@@ -52,13 +52,19 @@ async def enqueue_resume(
 ) -> tuple[int, float] | None:
     """A partly done run, queued again after a growing wait: (job id, wait), or None when it
     has resumed `tries` times by itself already (or a job of it is queued)."""
-    done: int = await conn.fetchval(QUERIES["resumes_of_run"], run_id)
+    done = await resumes_of_run(conn, run_id)
     wait = min(first_seconds * 2**done, max_seconds)
     job_id: int | None = await conn.fetchval(
         QUERIES["enqueue_resume"], run_id, wait, tries, past_guards
     )
     # No NOTIFY: the job may not be claimed before its wait is over; the workers' poll finds it.
     return None if job_id is None else (job_id, wait)
+
+
+async def resumes_of_run(conn: asyncpg.Connection, run_id: str) -> int:
+    """How often the run has been queued again by itself."""
+    done: int = await conn.fetchval(QUERIES["resumes_of_run"], run_id)
+    return done
 
 
 async def enqueue_check(conn: asyncpg.Connection, integration_id: str, via: str) -> int | None:

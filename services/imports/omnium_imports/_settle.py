@@ -16,11 +16,11 @@ def next_read(official_at: datetime, now: datetime, settings: Settings) -> datet
     """When to read the key again after reading it `now`; None once the window has closed."""
     elapsed = now - official_at
     if elapsed < timedelta(hours=settings.settle_hourly_until_hours):
-        step = timedelta(hours=1)
+        step = timedelta(hours=settings.settle_hourly_step_hours)
     elif elapsed < timedelta(hours=settings.settle_six_hourly_until_hours):
-        step = timedelta(hours=6)
+        step = timedelta(hours=settings.settle_six_hourly_step_hours)
     else:
-        step = timedelta(hours=24)
+        step = timedelta(hours=settings.settle_daily_step_hours)
     end = official_at + timedelta(hours=settings.settle_until_hours)
     if now >= end:
         return None

@@ -140,7 +140,7 @@ class Worker:
                 return None
             # The batches not saved (a failover outlasting their retries, say) are sent again
             # into the same run; those saved answer duplicate, so nothing is written twice.
-            return await _queue.enqueue_resume(
+            resumed = await _queue.enqueue_resume(
                 conn,
                 result.run_id,
                 first_seconds=settings.resume_first_seconds,
@@ -148,6 +148,29 @@ class Worker:
                 tries=settings.resume_tries,
                 past_guards=job.past_guards,
             )
+            if resumed is None:
+                await self._stop_resuming(conn, job, result.run_id, result.reason or "")
+            return resumed
+
+    async def _stop_resuming(
+        self, conn: asyncpg.Connection, job: _queue.Job, run_id: str, reason: str
+    ) -> None:
+        """A run that has resumed by itself `resume_tries` times waits for a person: its reason
+        says so, and its alert is raised again with those words (so the webhook hears it)."""
+        resumes = await _queue.resumes_of_run(conn, run_id)
+        if resumes < self.settings.resume_tries:
+            return  # not given up: a resume of it is queued already
+        waiting = _waiting_reason(reason, resumes)
+        await conn.execute(QUERIES["stop_resuming"], run_id, waiting)
+        alerts = self.pipeline.alerts
+        await alerts.clear(conn, job.integration_id, "batch_failed")
+        await alerts.raise_(
+            conn,
+            job.integration_id,
+            "batch_failed",
+            f"Run partly done, waiting for you: {waiting}",
+            run_id,
+        )
 
     async def _hand_over(self, job: _queue.Job) -> None:
         """The job back to the queue with its run, so another copy continues it now rather
@@ -180,6 +203,18 @@ class Worker:
             if not held:
                 task.cancel()
                 raise LeaseLost(job.id)
+
+
+def _waiting_reason(reason: str, resumes: int) -> str:
+    tried = (
+        f"It resumed by itself {resumes} times and the batches still could not be saved"
+        if resumes
+        else "It does not resume by itself (OMNIUM_RESUME_TRIES is 0)"
+    )
+    return (
+        f"{reason} {tried}, so it waits for you: put right what stopped the batches, then "
+        "press Run now on this integration."
+    ).strip()
 
 
 async def _first(*waits: object) -> None:

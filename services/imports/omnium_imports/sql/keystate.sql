@@ -79,21 +79,5 @@ UPDATE integration_key_state AS k
 SELECT subject_key, official_at FROM integration_key_state
  WHERE integration_id = $1::uuid AND subject_key = ANY($2::text[]) AND official_at IS NOT NULL;
 
--- name: due_reads
--- The follow-up: keys due for a read, oldest first, at most one Scout page run's worth. Asking
--- moves them an hour on, so a page run Scout never makes is asked for again, not forgotten.
-WITH due AS (
-  SELECT subject_key FROM integration_key_state
-   WHERE integration_id = $1::uuid AND next_read_at <= now()
-   ORDER BY next_read_at
-   LIMIT $2
-     FOR UPDATE SKIP LOCKED
-)
-UPDATE integration_key_state k
-   SET next_read_at = now() + make_interval(secs => $3)
-  FROM due
- WHERE k.integration_id = $1::uuid AND k.subject_key = due.subject_key
-RETURNING k.subject_key;
-
 -- name: trim_row_log
 DELETE FROM integration_row WHERE created_at < now() - make_interval(days => $1);

@@ -33,6 +33,10 @@ RETURNING id;
 -- name: resumes_of_run
 SELECT count(*) FROM integration_job WHERE run_id = $1::uuid AND via = 'resume';
 
+-- name: stop_resuming
+-- The run resumed by itself as often as it may: its reason now says it waits for a person.
+UPDATE integration_run SET reason = $2 WHERE id = $1::uuid AND status = 'partly_done';
+
 -- name: enqueue_check
 INSERT INTO integration_job (integration_id, kind, via)
 VALUES ($1::uuid, 'check', $2)

@@ -24,6 +24,27 @@ UPDATE review_item SET status = 'done', resolved_at = now(), resolved_by = $4
  WHERE integration_id = $1::uuid AND kind = $2 AND subject_key = ANY($3::text[])
    AND status = 'open';
 
+-- name: close_unlisted_reviews
+-- After a complete run: items about keys it no longer lists are about rows Scout dropped.
+UPDATE review_item SET status = 'done', resolved_at = now(), resolved_by = $4
+ WHERE integration_id = $1::uuid AND kind = $2 AND subject_key <> ALL($3::text[])
+   AND status = 'open';
+
+-- name: close_outdated_guards
+-- After run $1 ends: guard pauses whose run can no longer be started. Its own (written after
+-- a Start, or ended older), and those of runs older than it when it was applied: Start would
+-- end them older (the same rule as newer_applied_run).
+UPDATE review_item w
+   SET status = 'done', resolved_at = now(),
+       resolved_by = CASE WHEN p.id = n.id AND n.status <> 'older' THEN 'start' ELSE 'import' END
+  FROM integration_run n, integration_run p
+ WHERE n.id = $1::uuid
+   AND w.integration_id = n.integration_id AND w.kind = 'guard' AND w.status = 'open'
+   AND p.id = w.run_id
+   AND (p.id = n.id
+        OR (n.status IN ('done', 'partly_done') AND p.scout_finished_at < n.scout_finished_at
+            AND (n.build = 'all' OR n.build = p.build)));
+
 -- name: recent_scout_statuses
 SELECT scout_status FROM integration_run
  WHERE integration_id = $1::uuid AND scout_status IS NOT NULL
