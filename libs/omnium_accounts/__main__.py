@@ -11,8 +11,6 @@ import asyncio
 import getpass
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import asyncpg
 
@@ -20,6 +18,7 @@ from omnium_accounts._accounts import ROLES, AccountError, Accounts, check_passw
 from omnium_db import apply_migrations, create_pool, init_connection
 from omnium_db._pool import Road
 from omnium_devstack.binaries import MissingBinaries
+from omnium_devstack.local import dev_database
 from omnium_devstack.stack import StackError
 from omnium_settings import Settings, SettingsError
 
@@ -58,23 +57,6 @@ def _read_password(from_stdin: bool, settings: Settings) -> str:
         if getpass.getpass("Again: ") == first:
             return first
         print("the two passwords differ; try again", file=sys.stderr)
-
-
-@contextmanager
-def _database(settings: Settings) -> Iterator[str]:
-    """OMNIUM_DATABASE_URL, or the dev stack's PostgreSQL (started for this call if it is down)."""
-    if settings.database_url:
-        yield settings.database_url
-        return
-    from omnium_devstack.__main__ import DEFAULT_DATA_DIR, DEFAULT_PG_PORT, DEFAULT_REDIS_PORT
-    from omnium_devstack.stack import Stack
-
-    stack = Stack(DEFAULT_DATA_DIR, DEFAULT_PG_PORT, DEFAULT_REDIS_PORT, True)
-    stack.start()
-    try:
-        yield stack.database_url
-    finally:
-        stack.stop(only_started=True)
 
 
 async def _run(args: argparse.Namespace, settings: Settings) -> None:
@@ -119,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = Settings.from_env()
-        with _database(settings) as url:
+        with dev_database(settings) as url:
             asyncio.run(_run(args, settings.replace(database_url=url)))
     except (AccountError, SettingsError, StackError, MissingBinaries) as exc:
         print(f"accounts: {exc}", file=sys.stderr)

@@ -11,9 +11,10 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from omnium_imports import mapping_file
+from omnium_imports import add_version, mapping_file
 from omnium_imports._queue import enqueue_start
-from omnium_imports._sql import QUERIES
+from omnium_scout_sim import Run
+from tests.support.delivery import eventually
 from tests.support.imports import GamesDay, games_day
 
 
@@ -134,7 +135,9 @@ async def test_scout_failing_twice_alerts_once_and_clears(database_url: str) -> 
 
 
 async def test_official_results_are_read_again_in_their_settle_window(database_url: str) -> None:
-    async with games_day(database_url) as day:
+    async with games_day(
+        database_url, followups=True, import_overrides={"followup_seconds": 0.1}
+    ) as day:
         unit = next(u for u in day.sim.reference()["units"] if u["disciplineCode"] == "SWM")
         day.sim.post_result(unit["externalId"], status="OFFICIAL")
         await _load(day)
@@ -144,22 +147,17 @@ async def test_official_results_are_read_again_in_their_settle_window(database_u
             unit["externalId"],
         )
         assert state["official_at"] is not None and state["wait"].total_seconds() == 3600
-        # An hour on: the next run asks Scout to read that page again, as a page run.
+        # An hour on: with no new run, the timer asks Scout to read that page again.
         await day.db.execute(
             "UPDATE integration_key_state SET official_at = official_at - interval '61 minutes',"
             " next_read_at = now() - interval '1 minute' WHERE subject_key = $1",
             unit["externalId"],
         )
-        pages_before = {
-            r.id for r in day.sim.runs.newest("schedule", limit=100) if r.build == "page"
-        }
-        run = await day.sim.make_run("schedule", wait_doorbell=True)
-        await day.wait_for_run(run.id)
-        pages = [
-            r
-            for r in day.sim.runs.newest("schedule", limit=100)
-            if r.build == "page" and r.id not in pages_before
-        ]
+
+        async def page_runs() -> list[Run]:
+            return [r for r in day.sim.runs.newest("schedule", limit=100) if r.build == "page"]
+
+        pages = await eventually(page_runs, within=10, what="a page run")
         assert len(pages) == 1 and pages[0].row_count == 1
         await day.sim.wait_for_doorbells()
         page = await day.wait_for_run(pages[0].id)
@@ -221,7 +219,7 @@ async def _new_version(day: GamesDay, change: Callable[[dict[str, Any]], None]) 
     """Give the schedule integration a new mapping version, changed by `change`."""
     spec = mapping_file("scout_units")
     change(spec)
-    await day.db.fetchval(QUERIES["add_version"], day.schedule_id, spec, "test")
+    await add_version(day.db, day.schedule_id, spec, "test")
 
 
 async def test_rows_that_cannot_be_read_pause(database_url: str) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
 from omnium_grpc import open_channel
-from tests.support.imports import SCHEDULE, GamesDay, games_day
+from tests.support.imports import MEDALS, SCHEDULE, GamesDay, games_day
 
 
 @asynccontextmanager
@@ -191,3 +191,34 @@ async def _card(ops: imports_pb2_grpc.ImportsServiceStub) -> imports_pb2.Integra
         await ops.ListIntegrations(imports_pb2.ListIntegrationsRequest(), timeout=10)
     ).integrations
     return next(c for c in cards if c.code == SCHEDULE)
+
+
+async def test_a_card_just_added_is_not_due_yet_until_its_interval_is_over(
+    database_url: str,
+) -> None:
+    """The demo's medal card said "Late" from the first minute: an integration with no run
+    yet is late only once a check interval since it was added is over."""
+    async with games_day(database_url) as day, operator(day) as ops:
+
+        async def cards() -> dict[str, imports_pb2.Integration]:
+            answer = await ops.ListIntegrations(imports_pb2.ListIntegrationsRequest(), timeout=10)
+            return {c.code: c for c in answer.integrations}
+
+        fresh = (await cards())[MEDALS]
+        run = await day.sim.make_run("medals", wait_doorbell=True)
+        await day.wait_for_run(run.id)
+        read = (await cards())[MEDALS]
+        # The same integration, added an interval ago and still without a run: late.
+        await day.db.execute(
+            "UPDATE integration SET created_at = now() - interval '11 minutes' WHERE code = $1",
+            SCHEDULE,
+        )
+        late = (await cards())[SCHEDULE]
+    assert (fresh.scout.word, fresh.omnium.word, fresh.omnium.ok) == (
+        "No run yet",
+        "Not due yet",
+        False,
+    )
+    assert "due within 600 s" in fresh.omnium.detail
+    assert (read.scout.word, read.omnium.word, read.omnium.ok) == ("Passed", "On time", True)
+    assert (late.omnium.word, late.omnium.detail) == ("Late", "no run yet")

@@ -150,6 +150,63 @@ def test_map_looks_up_numbers_by_their_json_text() -> None:
     assert one(steps, {"rank": 4}).value == {"medal": None}
 
 
+def test_map_with_case_any_takes_a_word_in_any_case() -> None:
+    steps: list[Step] = [
+        STATUS,
+        {"op": "map", "field": "status", "table": {"SCHEDULED": "SCHEDULED"}, "case": "any"},
+    ]
+    for sent in ("Scheduled", "scheduled", "SCHEDULED", "sCHEDULED"):
+        assert one(steps, {"status": sent}).value == {"status": "SCHEDULED"}, sent
+    mapped = one(steps, {"status": "Finished"})
+    assert mapped.outcome == "problem"
+    assert mapped.reason == (
+        "status 'Finished' is not in the mapping's table (it knows SCHEDULED, in any case); "
+        "add it to the table, or ask Scout what it means"
+    )
+    # Numbers are still looked up by their JSON text.
+    medal: list[Step] = [
+        {"op": "read", "path": "medal", "to": "medal"},
+        {"op": "map", "field": "medal", "table": {"g": "GOLD", "1": "GOLD"}, "case": "any"},
+    ]
+    assert [one(medal, {"medal": sent}).value["medal"] for sent in ("G", "g", 1, "1")] == [
+        "GOLD"
+    ] * 4
+
+
+def test_a_map_without_case_matches_exactly_as_versions_made_before_it_did() -> None:
+    table = {"SCHEDULED": "SCHEDULED"}
+    for step in (
+        {"op": "map", "field": "status", "table": table},
+        {"op": "map", "field": "status", "table": table, "case": "exact"},
+    ):
+        assert one([STATUS, step], {"status": "SCHEDULED"}).outcome == "ok"
+        mapped = one([STATUS, step], {"status": "Scheduled"})
+        assert mapped.outcome == "problem"
+        assert "(it knows SCHEDULED);" in mapped.reason
+
+
+@pytest.mark.parametrize(
+    ("step", "message"),
+    [
+        (
+            {"op": "map", "field": "s", "table": {"A": "B"}, "case": "lower"},
+            "step 1 (map): 'case' must be 'exact' or 'any', not 'lower'",
+        ),
+        (
+            {"op": "map", "field": "s", "table": {"Gold": "GOLD", "GOLD": "SILVER"}, "case": "any"},
+            "step 1 (map): with case 'any' the keys 'Gold' and 'GOLD' are one, but the table "
+            "gives 'GOLD' and 'SILVER'; keep one of them",
+        ),
+    ],
+)
+def test_a_map_case_that_cannot_work_is_refused(step: Step, message: str) -> None:
+    with pytest.raises(MappingSpecError) as refused:
+        version(step)
+    assert str(refused.value) == message
+    # Two spellings of one key that mean the same are fine.
+    version({"op": "map", "field": "s", "table": {"Gold": "GOLD", "GOLD": "GOLD"}, "case": "any"})
+
+
 # -- local_time -------------------------------------------------------------------------------
 
 
@@ -842,6 +899,32 @@ async def test_a_status_scout_never_sent_before_is_a_problem(
     mapped = load_default("scout_units").map_row(0, {**unit_rows[0], "status": "FINISHED"}, context)
     assert mapped.outcome == "problem"
     assert mapped.reason.startswith("status 'FINISHED' is not in the mapping's table")
+
+
+@pytest.mark.parametrize(
+    "spell", [str.upper, str.lower, str.title], ids=["UPPER", "lower", "Title"]
+)
+async def test_the_default_unit_mapping_takes_the_words_a_scout_commonly_sends(
+    unit_rows: list[dict[str, Any]], context: MappingContext, spell: Any
+) -> None:
+    """An external Scout sends "Scheduled", and medals as G/S/B or 1/2/3: none is a problem."""
+    units = load_default("scout_units")
+    sent = copy.deepcopy(unit_rows)
+    shorts = {"GOLD": ["G", 1], "SILVER": ["S", "2"], "BRONZE": ["B", 3]}
+    for n, row in enumerate(sent):
+        row["status"] = spell(row["status"])
+        for side in row["competitors"]:
+            if side["medal"] is not None:
+                word = [side["medal"], *shorts[side["medal"]]][n % 3]
+                side["medal"] = spell(word) if isinstance(word, str) else word
+    mapped = units.map_rows(sent, context)
+    expected = units.map_rows(unit_rows, context)
+    assert [m.reason for m in mapped if m.outcome != "ok"] == []
+    assert [m.value for m in mapped] == [m.value for m in expected]
+    # Every status we hold, in the site's own case, is in the table.
+    for status in UNIT_STATUSES:
+        row = {**unit_rows[0], "status": spell(status)}
+        assert units.map_row(0, row, context).value["status"] == status
 
 
 async def test_every_simulator_medal_row_maps(simulator: ScoutSimulator) -> None:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from omnium_imports._app import ImportsApp
+from omnium_imports._inputs import Problem, SetupError
 from omnium_imports._pipeline import Pipeline, RunResult
 from omnium_imports._queue import Job
 from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
 from omnium_imports._setup import (
     IntegrationSpec,
     add_lookups,
+    add_version,
     load_reference,
     mapping_file,
     register_integration,
+    set_state,
 )
 
 __all__ = [
@@ -19,12 +22,16 @@ __all__ = [
     "IntegrationSpec",
     "Job",
     "Pipeline",
+    "Problem",
     "RunResult",
     "ScoutClient",
     "ScoutError",
     "ScoutRun",
+    "SetupError",
     "add_lookups",
+    "add_version",
     "load_reference",
     "mapping_file",
     "register_integration",
+    "set_state",
 ]

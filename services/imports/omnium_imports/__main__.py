@@ -1,6 +1,12 @@
-"""Start the imports service: `python -m omnium_imports` (runs at a lower CPU priority)."""
+"""Start the imports service: `python -m omnium_imports` (runs at a lower CPU priority).
+
+With a command it is the imports command line instead (`python -m omnium_imports --help`):
+integrations, reference data, lookups and mappings from files (omnium_imports._cli).
+"""
 
 from __future__ import annotations
+
+import sys
 
 from omnium_grpc import wait_for_signal
 from omnium_imports import ImportsApp
@@ -18,4 +24,12 @@ async def main(settings: Settings) -> None:
 
 
 if __name__ == "__main__":
-    run_process("imports", main, nice=lambda settings: settings.imports_nice)
+    argv = sys.argv[1:]
+    # No arguments is the service, exactly as every deployment starts it (Dockerfile,
+    # deploy/kubernetes/imports.yaml, the dev stack's launcher); `serve` says so by name.
+    if argv in ([], ["serve"]):
+        run_process("imports", main, nice=lambda settings: settings.imports_nice)
+    else:
+        from omnium_imports._cli import main as command_line
+
+        sys.exit(command_line(argv))

@@ -57,17 +57,23 @@ def run_message(row: Mapping[str, Any]) -> imports_pb2.Run:
     )
 
 
+NOT_DUE = "Not due yet"
+
+
 def omnium_health(
     state: str,
     check_seconds: int,
     last: Mapping[str, Any] | None,
     now: datetime,
     check_failed: Mapping[str, Any] | None = None,
+    added_at: datetime | None = None,
 ) -> imports_pb2.Health:
     """Our side of the card. Nothing is green unless our last run is good and on time.
 
     `check_failed` is the open run_failed alert: a check that could not read Scout at all
     records no run, but the card must still say Failing until a run is done again.
+    `added_at`: an integration with no run yet is late only once its first check interval
+    since it was added is over; before that its first run is not due yet.
     """
     if state == "off":
         return imports_pb2.Health(word="Off", ok=False, detail="the integration is off")
@@ -83,6 +89,12 @@ def omnium_health(
             at=_stamp(check_failed["raised_at"]),
         )
     if last is None:
+        if added_at is not None and (now - added_at).total_seconds() <= check_seconds:
+            return imports_pb2.Health(
+                word=NOT_DUE,
+                ok=False,
+                detail=f"no run yet; the first is due within {check_seconds} s of being added",
+            )
         return imports_pb2.Health(word="Late", ok=False, detail="no run yet")
     at = _stamp(last["received_at"])
     if last["status"] == "paused_by_guard":
@@ -149,7 +161,12 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                         target=row["target"],
                         scout=scout_health(verdict),
                         omnium=omnium_health(
-                            row["state"], row["check_seconds"], last, now, _check_failed(alerts)
+                            row["state"],
+                            row["check_seconds"],
+                            last,
+                            now,
+                            _check_failed(alerts),
+                            added_at=row["created_at"],
                         ),
                         open_alerts=[
                             imports_pb2.Alert(

@@ -14,7 +14,7 @@ what each does with a missing value are in services/imports/README-mapping.md:
 
     read        path, to, required?            copy a value from Scout's row
     rename      from, to                       move an output field
-    map         field, table, unknown?, value? translate values through a table
+    map         field, table, unknown?, value?, case?   translate values through a table
     local_time  field                          wall-clock time in the event's zone -> ISO + offset
     lookup      path, kind, to, describe?, unknown?   Scout's id -> ours; unknown ids are held
     default     field, value                   set a field that is missing or null
@@ -28,6 +28,7 @@ what each does with a missing value are in services/imports/README-mapping.md:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import math
@@ -330,6 +331,10 @@ class Rename(Step):
 
 MapUnknown: TypeAlias = Literal["keep", "use", "problem"]
 MAP_UNKNOWN: tuple[MapUnknown, ...] = ("keep", "use", "problem")
+# How a text is matched to the table's keys: "exact" (the default, as versions made before
+# "case" had), or "any": "Scheduled", "scheduled" and "SCHEDULED" are one key.
+MapCase: TypeAlias = Literal["exact", "any"]
+MAP_CASES: tuple[MapCase, ...] = ("exact", "any")
 
 
 def _table_key(value: Any) -> str:
@@ -343,19 +348,34 @@ class MapValues(Step):
     table: Mapping[str, Any]
     unknown: MapUnknown = "problem"
     value: Any = None  # used for values not in the table when unknown is "use"
+    case: MapCase = "exact"
+    # With case "any": the table by its keys casefolded, built once (parse refuses two keys
+    # that fold alike but mean different things).
+    _folded: Mapping[str, Any] | None = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        folded = {key.casefold(): ours for key, ours in self.table.items()}
+        object.__setattr__(self, "_folded", folded if self.case == "any" else None)
 
     def apply(self, frame: _Frame) -> None:
         current = frame.out.get(self.field)
         # Null means "none yet" (no medal, no rank), not a value to translate.
         if current is None:
             return
-        ours = self.table.get(current if type(current) is str else _table_key(current), _MISSING)
+        key = current if type(current) is str else _table_key(current)
+        folded = self._folded
+        if folded is None:
+            ours = self.table.get(key, _MISSING)
+        else:
+            ours = folded.get(key.casefold(), _MISSING)
         if ours is not _MISSING:
             frame.out[self.field] = _own(ours)
         elif self.unknown == "use":
             frame.out[self.field] = _own(self.value)
         elif self.unknown == "problem":
             known = ", ".join(sorted(self.table))
+            if folded is not None:
+                known += ", in any case"
             raise _Problem(
                 f"{frame.at()}{self.field} {_shown(current)} is not in the mapping's table "
                 f"(it knows {known}); add it to the table, or ask "
@@ -952,7 +972,7 @@ def _rename(args: _Args) -> Step:
 
 
 def _map(args: _Args) -> Step:
-    args.only("field", "table", "unknown", "value")
+    args.only("field", "table", "unknown", "value", "case")
     table = args.value("table")
     if not isinstance(table, Mapping) or not table:
         raise args.fail(f"'table' must be {_HINTS['table']}; it is {_json_kind(table)}")
@@ -963,7 +983,17 @@ def _map(args: _Args) -> Step:
         raise args.fail("with unknown 'use' it needs 'value': what values not in the table become")
     if unknown != "use" and args.has("value"):
         raise args.fail("'value' goes only with unknown 'use'; say unknown 'use', or drop value")
-    return MapValues(args.text("field"), dict(table), unknown, args.raw.get("value"))
+    case = args.choice("case", MAP_CASES, "exact")
+    if case == "any":
+        seen: dict[str, str] = {}
+        for key, ours in table.items():
+            other = seen.setdefault(key.casefold(), key)
+            if other != key and table[other] != ours:
+                raise args.fail(
+                    f"with case 'any' the keys {other!r} and {key!r} are one, but the table "
+                    f"gives {_shown(table[other])} and {_shown(ours)}; keep one of them"
+                )
+    return MapValues(args.text("field"), dict(table), unknown, args.raw.get("value"), case)
 
 
 def _local_time(args: _Args) -> Step:

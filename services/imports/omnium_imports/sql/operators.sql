@@ -1,7 +1,7 @@
 -- What operators see and do (ImportsService).
 
 -- name: integrations
-SELECT i.id::text AS id, i.code, i.name, i.state, i.target, i.check_seconds,
+SELECT i.id::text AS id, i.code, i.name, i.state, i.target, i.check_seconds, i.created_at,
        (SELECT count(*) FROM review_item w WHERE w.integration_id = i.id AND w.status = 'open')
          AS waiting
   FROM integration i

@@ -35,18 +35,74 @@ ON CONFLICT (code) DO UPDATE SET
 RETURNING id::text;
 
 -- name: add_version
--- A new version of the mapping, made current. Old versions stay: runs name the one they used.
-WITH next AS (
+-- A new version of the mapping, made current; one the same as the current version adds none.
+-- Old versions stay: runs name the one they used. The mapping comes as JSON text, so a plain
+-- connection (no JSON codec) sends it as well as a pool's.
+WITH same AS (
+  SELECT v.version
+    FROM integration i
+    JOIN integration_version v ON v.integration_id = i.id AND v.version = i.current_version
+   WHERE i.id = $1::uuid AND v.spec = $2::text::jsonb
+), next AS (
   SELECT coalesce(max(version), 0) + 1 AS version
     FROM integration_version WHERE integration_id = $1::uuid
 ), added AS (
   INSERT INTO integration_version (integration_id, version, spec, note)
-  SELECT $1::uuid, next.version, $2::jsonb, $3 FROM next
+  SELECT $1::uuid, next.version, $2::text::jsonb, $3 FROM next
+   WHERE NOT EXISTS (SELECT 1 FROM same)
   RETURNING version
 )
-UPDATE integration SET current_version = (SELECT version FROM added)
+UPDATE integration SET current_version = coalesce((SELECT version FROM added), current_version)
  WHERE id = $1::uuid
-RETURNING current_version;
+RETURNING current_version, EXISTS (SELECT 1 FROM added) AS added;
+
+-- name: event_by_code
+SELECT id::text AS id, name, time_zone FROM event WHERE code = $1;
+
+-- name: integration_overview
+SELECT i.id::text AS id, i.code, i.name, i.state, i.target, i.scout_base_url, i.scout_job,
+       i.check_seconds, i.creates_units, i.current_version, i.created_at,
+       e.code AS event_code, e.time_zone
+  FROM integration i JOIN event e ON e.id = i.event_id
+ WHERE i.code = $1;
+
+-- name: versions
+SELECT version, note, created_at FROM integration_version
+ WHERE integration_id = $1::uuid
+ ORDER BY version DESC
+ LIMIT $2;
+
+-- name: version_spec
+-- A version's mapping as JSON text (readable on any connection); null version: the current one.
+SELECT v.version, v.spec::text AS spec
+  FROM integration_version v
+ WHERE v.integration_id = $1::uuid
+   AND v.version = coalesce($2::int, (SELECT current_version FROM integration WHERE id = $1::uuid));
+
+-- name: lookup_counts
+SELECT kind, count(*)::int AS count FROM integration_lookup
+ WHERE integration_id = $1::uuid
+ GROUP BY kind
+ ORDER BY kind;
+
+-- name: resolve_ours
+-- Our ids for what a person gave as "ours", in order: the code of a competitor or unit of the
+-- integration's event, or our id. Null: we have no such thing.
+SELECT found.id
+  FROM unnest($3::text[]) WITH ORDINALITY AS v(ours, n)
+  LEFT JOIN LATERAL (
+    SELECT c.id::text AS id FROM competitor c
+     WHERE $2 = 'competitor'
+       AND c.event_id = (SELECT event_id FROM integration WHERE id = $1::uuid)
+       AND (c.code = v.ours OR c.id::text = v.ours)
+    UNION ALL
+    SELECT u.id::text FROM unit u
+     WHERE $2 = 'unit'
+       AND u.event_id = (SELECT event_id FROM integration WHERE id = $1::uuid)
+       AND (u.code = v.ours OR u.id::text = v.ours)
+    LIMIT 1
+  ) found ON true
+ ORDER BY v.n;
 
 -- name: add_lookups
 INSERT INTO integration_lookup (integration_id, kind, external_id, our_id)

@@ -1,0 +1,433 @@
+"""services/imports/README.md, "Add an integration in ten minutes", step by step: the same
+commands a newcomer types (`python -m omnium_imports ...`, each its own process), against a test
+database, a Scout simulator served here, a real command service and a real imports service."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from omnium_db import init_connection
+from omnium_imports import (
+    ImportsApp,
+    IntegrationSpec,
+    SetupError,
+    add_lookups,
+    add_version,
+    load_reference,
+    mapping_file,
+    register_integration,
+)
+from omnium_scout_sim import ScoutSimulator
+from tests.conftest import REPO
+from tests.support.command import TOKEN, running_command
+from tests.support.imports import import_settings
+
+README = REPO / "services" / "imports" / "README.md"
+EXAMPLES = REPO / "services" / "imports" / "examples"
+DEFAULT_UNITS = REPO / "services" / "imports" / "omnium_imports" / "mappings" / "scout_units.json"
+CODE = "games-schedule"
+ROWS = 1_252  # the simulator's Games: every unit is one row of a schedule run
+
+
+@dataclass(slots=True)
+class Newcomer:
+    """A terminal in a folder of their own, with the settings the walkthrough names."""
+
+    env: dict[str, str]
+    folder: Path
+    sim: ScoutSimulator
+    db: asyncpg.Connection
+
+    async def run(self, *args: str, expect: int = 0) -> str:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "omnium_imports",
+            *args,
+            cwd=self.folder,
+            env=self.env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        async with asyncio.timeout(90):
+            out, err = await process.communicate()
+        said = out.decode() + err.decode()
+        assert process.returncode == expect, f"{args} exited {process.returncode}:\n{said}"
+        return said
+
+
+def _env(database_url: str, command_address: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    return env | {
+        "OMNIUM_DATABASE_URL": database_url,
+        "OMNIUM_COMMAND_ADDRESS": command_address,
+        "OMNIUM_GRPC_TOKEN": TOKEN,
+        "OMNIUM_LOG_LEVEL": "WARNING",
+    }
+
+
+@asynccontextmanager
+async def newcomer(
+    database_url: str, tmp_path: Path, *, command_up: bool = True
+) -> AsyncIterator[Newcomer]:
+    """The dev stack in small: command, imports (its workers; no scheduler, so the first run
+    is the one `integration resume` queues), and Scout with one schedule run made."""
+    async with running_command(database_url) as command:
+        imports = ImportsApp(import_settings(database_url, command.port))
+        await imports.start(0, workers=1, scheduler=False, grpc_port=0)
+        sim = ScoutSimulator()
+        await sim.start()
+        db = await asyncpg.connect(database_url)
+        await init_connection(db)
+        address = f"127.0.0.1:{command.port}" if command_up else "127.0.0.1:9"
+        try:
+            await sim.make_run("schedule")
+            yield Newcomer(_env(database_url, address), tmp_path, sim, db)
+        finally:
+            await sim.stop()
+            await imports.stop(grace=2)
+            await db.close()
+
+
+def _walkthrough() -> str:
+    text = README.read_text()
+    start = text.index("## Add an integration in ten minutes")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else None]
+
+
+def _typed(walkthrough: str, line: str) -> list[str]:
+    """A command of the walkthrough, as a newcomer types it (after `python -m omnium_imports`)."""
+    assert f"python -m omnium_imports {line}" in walkthrough, f"the walkthrough lacks `{line}`"
+    return line.split()
+
+
+async def test_add_an_integration_in_ten_minutes(database_url: str, tmp_path: Path) -> None:
+    walkthrough = _walkthrough()
+    dev_reference = "http://127.0.0.1:8090/control/reference"
+    async with newcomer(database_url, tmp_path) as me:
+        # The walkthrough's URLs are the dev stack's Scout simulator; here it is this one.
+        reference = f"{me.sim.base_url}/control/reference"
+
+        def here(args: list[str]) -> list[str]:
+            return [reference if a == dev_reference else a for a in args]
+
+        # Step 2 with another Scout: the example file, with that Scout's URL put in.
+        example = json.loads((EXAMPLES / "integration.json").read_text())
+        (tmp_path / "integration.json").write_text(
+            json.dumps({**example, "scout_url": me.sim.base_url}, indent=2)
+        )
+
+        # 1. The Games' reference.
+        said = await me.run(*here(_typed(walkthrough, f"reference load {dev_reference}")))
+        assert "loaded AG2026 (Aichi-Nagoya 2026, Asia/Tokyo)" in said
+        assert "1,587 competitors" in said
+
+        # 2. The integration, paused.
+        typed = _typed(walkthrough, "integration add services/imports/examples/integration.json")
+        said = await me.run(*typed[:2], "integration.json")
+        assert f"added {CODE} (unit, event AG2026" in said and "mapping version 1, paused" in said
+
+        # 3. Who is who.
+        typed = _typed(walkthrough, f"lookups add {CODE} --from-reference {dev_reference}")
+        said = await me.run(*here(typed))
+        assert f"added 1,587 competitor lookups to {CODE}" in said
+
+        # 4. The check: every row would be accepted, and nothing is written.
+        said = await me.run(*_typed(walkthrough, f"mapping check {CODE}\n"))
+        assert "Compared with our data by the command service" in said
+        assert f"{ROWS:,} rows: accepted {ROWS:,}" in said
+        assert await me.db.fetchval("SELECT count(*) FROM unit") == 0
+        assert await me.db.fetchval("SELECT count(*) FROM integration_run") == 0
+
+        # 5. A mapping of one's own: Scout's word "Finished" added, checked, published.
+        copy = "cp services/imports/omnium_imports/mappings/scout_units.json my-mapping.json"
+        assert copy in walkthrough
+        mine = json.loads(DEFAULT_UNITS.read_text())
+        status = next(s for s in mine["steps"] if s["op"] == "map" and s["field"] == "status")
+        status["table"]["FINISHED"] = "OFFICIAL"
+        (tmp_path / "my-mapping.json").write_text(json.dumps(mine, indent=2))
+        said = await me.run(*_typed(walkthrough, f"mapping check {CODE} --file my-mapping.json"))
+        assert f"{ROWS:,} rows: accepted {ROWS:,}" in said
+        typed = _typed(walkthrough, f"mapping publish {CODE} my-mapping.json")
+        said = await me.run(*typed, "--note", "Scout says Finished")
+        assert f"{CODE} now maps with version 2 (it was 1)" in said
+
+        # 6. On: the imports service reads Scout's newest run at once.
+        said = await me.run(*_typed(walkthrough, f"integration resume {CODE}"))
+        assert f"{CODE} is on; check queued as job" in said
+
+        # 7. The first run, done, with its rows accepted.
+        run = await _finished_run(me.db)
+        assert run["status"] == "done", run["reason"]
+        assert run["outcomes"] == {"accepted": ROWS}
+        assert run["version"] == 2
+        assert await me.db.fetchval("SELECT count(*) FROM unit") == ROWS
+        said = await me.run(*_typed(walkthrough, f"integration show {CODE}"))
+        assert re.search(rf"runs\s+done, {ROWS:,} rows, .* \(accepted {ROWS:,}\)", said), said
+        assert "v2 " in said and "Scout says Finished" in said
+        assert "1,587 competitor" in said
+        said = await me.run(*_typed(walkthrough, "integration list"))
+        assert re.search(rf"{CODE}\s+on\s+unit\s+done, {ROWS:,} rows", said), said
+
+
+async def _finished_run(db: asyncpg.Connection, seconds: float = 60) -> asyncpg.Record:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while loop.time() < deadline:
+        run = await db.fetchrow(
+            "SELECT status, reason, outcomes, version FROM integration_run "
+            "WHERE status NOT IN ('received', 'applying')"
+        )
+        if run is not None:
+            return run
+        await asyncio.sleep(0.1)
+    raise AssertionError("no run finished after `integration resume`")
+
+
+async def test_the_check_says_which_words_the_mapping_lacks_and_fails(
+    database_url: str, tmp_path: Path
+) -> None:
+    """A mapping that knows only Scout's old spelling: every row is a problem, said once with
+    its count, and the check exits 1 before anything is turned on."""
+    async with newcomer(database_url, tmp_path, command_up=False) as me:
+        reference = f"{me.sim.base_url}/control/reference"
+        example = json.loads((EXAMPLES / "integration.json").read_text())
+        (tmp_path / "integration.json").write_text(
+            json.dumps({**example, "scout_url": me.sim.base_url})
+        )
+        await me.run("reference", "load", reference)
+        await me.run("integration", "add", "integration.json")
+        await me.run("lookups", "add", CODE, "--from-reference", reference)
+        strict = json.loads(DEFAULT_UNITS.read_text())
+        status = next(s for s in strict["steps"] if s["op"] == "map" and s["field"] == "status")
+        del status["case"]
+        status["table"] = {"Scheduled": "SCHEDULED"}
+        (tmp_path / "strict.json").write_text(json.dumps(strict))
+        said = await me.run("mapping", "check", CODE, "--file", "strict.json", expect=1)
+    # The command service is not there: the rows are mapped only, and it says so.
+    assert "Mapped only, not compared with our data" in said
+    assert "the command service at 127.0.0.1:9 did not answer" in said
+    assert f"{ROWS:,} rows: problem {ROWS:,}" in said
+    assert (
+        f"{ROWS:,} × status 'SCHEDULED' is not in the mapping's table (it knows Scheduled); "
+        "add it to the table, or ask Scout what it means"
+    ) in said
+    assert f"{ROWS:,} rows would not be written" in said
+
+
+async def test_a_medal_table_integration_from_the_same_commands(
+    database_url: str, tmp_path: Path
+) -> None:
+    async with newcomer(database_url, tmp_path) as me:
+        finals = [u for u in me.sim.reference()["units"] if "Final" in u["unitName"]][:30]
+        for unit in finals:
+            me.sim.mark_official(unit["externalId"])
+        table = me.sim.medal_table()
+        assert len(table) >= 5
+        await me.sim.make_run("medals")
+        (tmp_path / "medals.json").write_text(
+            json.dumps(
+                {
+                    "code": "games-medals",
+                    "event": "AG2026",
+                    "name": "Scout: medal table",
+                    "scout_url": me.sim.base_url,
+                    "scout_job": "medals",
+                    "secret": "a-long-enough-secret",
+                    "mapping": "scout_medals",
+                    "check_seconds": 60,
+                }
+            )
+        )
+        await me.run("reference", "load", f"{me.sim.base_url}/control/reference")
+        said = await me.run("integration", "add", "medals.json")
+        assert "added games-medals (medal_row, event AG2026" in said
+        said = await me.run("mapping", "check", "games-medals")
+        assert f"{len(table)} rows: accepted {len(table)}" in said
+        # With the wrong token the command service refuses the dry run: said, exit 1.
+        wrong = Newcomer(me.env | {"OMNIUM_GRPC_TOKEN": "not-the-token"}, tmp_path, me.sim, me.db)
+        said = await wrong.run("mapping", "check", "games-medals", expect=1)
+        assert "the command service: " in said and "OMNIUM_GRPC_TOKEN" in said
+        await me.run("integration", "resume", "games-medals")
+        run = await _finished_run(me.db)
+        rows = await me.db.fetchval("SELECT count(*) FROM medal_row")
+    assert (run["status"], run["outcomes"]) == ("done", {"accepted": len(table)})
+    assert rows == len(table)
+
+
+async def test_bad_files_exit_2_naming_the_line_and_field_and_write_nothing(
+    database_url: str, tmp_path: Path
+) -> None:
+    async with newcomer(database_url, tmp_path) as me:
+        (tmp_path / "reference.json").write_text(
+            '{\n  "event": {"code": "AG2026", "name": "Games", "timeZone": "Asia/Tokyo"},\n'
+            '  "disciplines": [{"code": "ATH", "name": "Athletics"}],\n'
+            '  "competitors": [\n'
+            '    {"externalId": "SC-P-1", "name": "A", "noc": "Korea"}\n'
+            "  ]\n}\n"
+        )
+        said = await me.run("reference", "load", "reference.json", expect=2)
+        assert (
+            "reference.json, line 5 (competitors[0].noc): the NOC 'Korea' must be three capital "
+            "letters, like KOR"
+        ) in said
+        assert "Nothing was written." in said
+        assert await me.db.fetchval("SELECT count(*) FROM event") == 0
+
+        # An integration for an event not loaded yet names the event's line.
+        example = json.loads((EXAMPLES / "integration.json").read_text())
+        (tmp_path / "integration.json").write_text(json.dumps(example, indent=2))
+        said = await me.run("integration", "add", "integration.json", expect=2)
+        assert (
+            "integration.json, line 3 (event): there is no event 'AG2026'; load its reference "
+            "first (python -m omnium_imports reference load FILE)"
+        ) in said
+        assert await me.db.fetchval("SELECT count(*) FROM integration") == 0
+
+        # Lookups naming a competitor we do not have name its line; none is added.
+        await me.run("reference", "load", str(EXAMPLES / "reference.json"))
+        await me.run("integration", "add", "integration.json")
+        (tmp_path / "lookups.csv").write_text(
+            "scout_id,ours\nSC-T-KOR3,SC-T-0002\nSC-P-9,SC-P-99999\n"
+        )
+        said = await me.run("lookups", "add", CODE, "lookups.csv", expect=2)
+        assert (
+            "lookups.csv, line 3 (ours): we have no competitor 'SC-P-99999' in this "
+            "integration's event"
+        ) in said
+        assert await me.db.fetchval("SELECT count(*) FROM integration_lookup") == 0
+        said = await me.run("lookups", "add", CODE, str(EXAMPLES / "lookups.csv"))
+        assert f"added 2 competitor lookups to {CODE}" in said
+
+        # A mapping with a broken step names the step's line; the version stays.
+        (tmp_path / "broken.json").write_text(
+            '{\n  "target": "unit",\n  "steps": [\n    {"op": "read", "path": "rsc"}\n  ]\n}\n'
+        )
+        said = await me.run("mapping", "publish", CODE, "broken.json", expect=2)
+        assert (
+            "broken.json, line 4 (steps[0]): step 1 (read): it needs 'to': the output field "
+            "to write"
+        ) in said
+        assert await me.db.fetchval("SELECT current_version FROM integration") == 1
+        said = await me.run("integration", "show", "no-such-code", expect=2)
+        assert "there is no integration 'no-such-code'" in said
+
+
+async def test_the_python_api_works_on_a_plain_connection(
+    database_url: str, tmp_path: Path
+) -> None:
+    """No omnium_db.init_connection first: the JSON travels as text (issue 15's DataError)."""
+    sim = ScoutSimulator()
+    conn = await asyncpg.connect(database_url)
+    try:
+        ours = await load_reference(conn, sim.reference())
+        spec = IntegrationSpec(
+            code=CODE,
+            event_code="AG2026",
+            name="Scout: schedule and results",
+            target="unit",
+            base_url="http://127.0.0.1:8090",
+            job="schedule",
+            secret="a-long-enough-secret",
+            mapping=mapping_file("scout_units"),
+            creates_units=True,
+        )
+        integration = await register_integration(conn, spec)
+        await add_lookups(conn, integration, "competitor", ours)
+        # The same mapping again adds no version; a changed one does.
+        assert await register_integration(conn, spec) == integration
+        changed = mapping_file("scout_units")
+        changed["source"] = "Scout (site B)"
+        assert await add_version(conn, integration, changed, "site B") == (2, True)
+        assert await add_version(conn, integration, changed) == (2, False)
+        stored = await conn.fetchval(
+            "SELECT spec::text FROM integration_version WHERE integration_id = $1 AND version = 2",
+            integration,
+        )
+        with pytest.raises(SetupError, match="reference first"):
+            await register_integration(
+                conn, IntegrationSpec(**{**_fields(spec), "event_code": "XX2"})
+            )
+        with pytest.raises(SetupError, match=r"competitors\[0\]\.noc: the NOC 'Korea'"):
+            await load_reference(
+                conn,
+                {
+                    "event": {"code": "AG2026", "name": "G", "timeZone": "Asia/Tokyo"},
+                    "disciplines": [],
+                    "competitors": [{"externalId": "X", "name": "Y", "noc": "Korea"}],
+                },
+            )
+        lookups = await conn.fetchval(
+            "SELECT count(*) FROM integration_lookup WHERE integration_id = $1", integration
+        )
+    finally:
+        await conn.close()
+    assert json.loads(stored)["source"] == "Scout (site B)"
+    assert lookups == len(ours) == 1_587
+
+
+def _fields(spec: IntegrationSpec) -> dict[str, object]:
+    return {name: getattr(spec, name) for name in spec.__slots__}
+
+
+async def test_serve_and_no_command_both_start_the_service(
+    database_url: str, tmp_path: Path
+) -> None:
+    env = _env(database_url, "127.0.0.1:9") | {
+        "OMNIUM_DOORBELL_PORT": "0",
+        "OMNIUM_IMPORTS_PORT": "0",
+        "OMNIUM_GRPC_TOKENS": TOKEN,
+        "OMNIUM_LOG_LEVEL": "INFO",
+    }
+    for argv in ([], ["serve"]):
+        log = tmp_path / f"imports-{len(argv)}.log"
+        with log.open("wb") as out:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "omnium_imports", *argv, env=env, stdout=out, stderr=out
+            )
+        try:
+            port = await _doorbell_port(log, process)
+            async with httpx.AsyncClient() as http:
+                health = await http.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
+            assert health.status_code == 200, health.text
+        finally:
+            process.terminate()
+            async with asyncio.timeout(30):
+                code = await process.wait()
+        assert code == 0, log.read_text()
+    # With another word it is the command line, and says what it knows.
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "omnium_imports", "intgration", env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await process.communicate()
+    assert process.returncode == 2
+    assert "invalid choice: 'intgration'" in err.decode()
+
+
+async def _doorbell_port(log: Path, process: asyncio.subprocess.Process) -> int:
+    for _ in range(600):
+        found = re.search(r"doorbell on http://[^:]+:(\d+)", _text(log))
+        if found:
+            return int(found[1])
+        if process.returncode is not None:
+            break
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the service did not start:\n{_text(log)}")
+
+
+def _text(log: Path) -> str:
+    return log.read_text()
