@@ -247,6 +247,19 @@ async def test_a_card_turns_failing_when_scout_answers_500_and_back(console: Con
     await page.close()
 
 
+async def test_a_card_added_just_now_waits_for_its_first_run(console: Console) -> None:
+    """The medal integration has no run yet and was added a moment ago: not "Needs a look" and
+    not "Late", but waiting, and not green either (nothing is in yet)."""
+    page = await console.page()
+    card, omnium = _card(page, MEDALS)
+    await expect(omnium).to_have_text("Not due yet")
+    await expect(card.locator("[data-verdict]")).to_have_text("Waiting for its first run")
+    await expect(card).to_have_class(re.compile(r"\bstarting\b"))
+    await expect(card).to_have_class(re.compile(r"\bnot-green\b"))
+    await console.shot(page, "integrations-first-run-not-due")
+    await page.close()
+
+
 async def test_pause_off_and_resume_show_on_the_card(console: Console) -> None:
     page = await console.page()
     card, omnium = _card(page, MEDALS)
@@ -374,6 +387,59 @@ async def test_a_field_set_by_hand_is_kept_and_listed(console: Console) -> None:
     await expect(page.get_by_role("status")).to_contain_text("Unpinned venue")
     pinned = await day.db.fetchval("SELECT pinned FROM unit WHERE code = $1", unit["rsc"])
     assert pinned == []
+    await page.close()
+
+
+async def test_a_changed_row_links_to_its_unit_s_page(console: Console) -> None:
+    day = console.day
+    unit = day.sim.reference()["units"][3]
+    day.sim.reschedule(unit["externalId"], venue="Linked Arena")
+    run = await day.sim.make_run("schedule", wait_doorbell=True)
+    ours = await day.wait_for_run(run.id)
+    unit_id = await day.db.fetchval("SELECT id::text FROM unit WHERE code = $1", unit["rsc"])
+    page = await console.page()
+    await page.goto(f"{console.url}/runs/{ours['id']}")
+    changed = page.locator("#section-changed")
+    await expect(changed).to_contain_text("Linked Arena")
+    await changed.get_by_role("link", name=unit["externalId"]).click()
+    await expect(page.get_by_role("heading", level=1)).to_contain_text(unit["unitName"])
+    await expect(page.get_by_label("venue")).to_have_value("Linked Arena")
+    assert page.url == f"{console.url}/units/{unit_id}"
+    await page.close()
+
+
+async def test_a_side_s_pin_is_shown_and_unpinned(console: Console) -> None:
+    day = console.day
+    unit = day.sim.reference()["units"][5]
+    unit_id = await day.db.fetchval("SELECT id::text FROM unit WHERE code = $1", unit["rsc"])
+    # Set by hand elsewhere (a scorer's correction, say): the console did not make this pin.
+    answer = await day.command.submit(
+        command_id=f"e2e-side-pin-{uuid.uuid4()}",
+        code="units.set_fields",
+        unit_id=unit_id,
+        payload={"sides": [{"order": 1, "result": "DNS"}]},
+    )
+    assert answer.reason == ""
+    page = await console.page()
+    await page.goto(f"{console.url}/units/{unit_id}")
+    side = page.locator('[data-side="1"]')
+    await expect(side).to_contain_text("DNS")
+    await expect(side).to_contain_text("(set by hand)")
+    await expect(page.locator("[data-pins]")).to_contain_text("sides[1].result")
+    await console.shot(page, "unit-side-pinned")
+    await page.get_by_role("button", name="Unpin sides[1].result").click()
+    await expect(page.get_by_role("status")).to_contain_text("Unpinned sides[1].result")
+    await expect(page.locator('[data-side="1"]')).not_to_contain_text("(set by hand)")
+    pinned = await day.db.fetchval(
+        "SELECT s.pinned FROM unit_competitor s WHERE s.unit_id = $1 AND s.sort_order = 1",
+        unit_id,
+    )
+    actor = await day.db.fetchrow(
+        "SELECT actor_name, screen FROM timeline_item WHERE code = 'units.unpin' "
+        "ORDER BY id DESC LIMIT 1"
+    )
+    assert pinned == []
+    assert tuple(actor) == ("Ana Operator", "admin:unit-edit")
     await page.close()
 
 

@@ -31,6 +31,7 @@ from omnium_scout_sim import (
     Replay,
     ReplaySettings,
     RingAgain,
+    Run,
     ScoutSimulator,
     SimulatorConfig,
     SimulatorError,
@@ -717,6 +718,30 @@ async def test_the_replay_makes_runs_and_stops() -> None:
                 "scout-medals",
             }
         assert replay.to_json()["running"] is False
+
+
+async def test_the_replay_reads_the_medal_table_from_its_first_second() -> None:
+    """As Scout reads each job on its schedule: a medals run every cycle, the first at once,
+    though no final is over yet (the demo's medal card had no run, "Late", until a medal)."""
+    sim = ScoutSimulator()
+    sim.start_replay(
+        ReplaySettings(seconds_per_hour=3600.0, schedule_every_seconds=0.2, tick_seconds=0.05)
+    )
+    try:
+
+        async def medal_runs(count: int) -> list[Run]:
+            runs = sim.runs.newest("medals", limit=5)
+            return runs if len(runs) >= count else []
+
+        first = (await eventually(lambda: medal_runs(1), within=5.0, what="a medals run"))[-1]
+        assert (first.row_count, first.status) == (0, "passed")
+        # Made in the same cycle as the first schedule run.
+        assert sim.runs.newest("schedule", limit=5)[-1].finished_at <= first.finished_at
+        await eventually(lambda: medal_runs(3), within=10.0, what="three medals runs")
+        assert sim.medal_table() == []  # nothing changed: a run was made each time anyway
+        assert len(sim.runs.newest("schedule", limit=5)) >= 3
+    finally:
+        await sim.stop()
 
 
 async def test_the_command_line_serves_and_stops_on_sigterm(tmp_path: Path) -> None:

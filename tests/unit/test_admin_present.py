@@ -23,6 +23,38 @@ def test_a_card_is_green_only_when_scout_and_omnium_are_both_fine() -> None:
     assert _present.card(_integration(True, False))["green"] is False
 
 
+def test_a_card_with_no_run_yet_is_waiting_only_while_its_first_is_not_due() -> None:
+    def card(word: str, *alerts: str) -> dict[str, object]:
+        return _present.card(
+            imports_pb2.Integration(
+                code="scout-medals",
+                scout=imports_pb2.Health(word="No run yet", ok=False),
+                omnium=imports_pb2.Health(word=word, ok=False),
+                open_alerts=[imports_pb2.Alert(kind=k, message=k) for k in alerts],
+            )
+        )
+
+    waiting = card("Not due yet")
+    assert (waiting["green"], waiting["starting"], waiting["verdict"]) == (
+        False,
+        True,
+        "Waiting for its first run",
+    )
+    for late in (card("Late"), card("Not due yet", "run_failed")):
+        assert (late["starting"], late["verdict"]) == (False, "Needs a look")
+
+
+def test_a_row_links_to_the_unit_its_changes_were_written_to() -> None:
+    from omnium.command.v1 import command_pb2
+
+    def entry(kind: str, subject_id: str) -> imports_pb2.RowEntry:
+        change = command_pb2.FieldChange(subject_kind=kind, subject_id=subject_id, field="x")
+        return imports_pb2.RowEntry(key="k", kept_by_hand=[change])
+
+    unit, medal = _present.rows([entry("unit", "u-1"), entry("medal_row", "m-1")], 10)
+    assert (unit["unit_id"], medal["unit_id"]) == ("u-1", "")
+
+
 def test_a_running_run_shows_its_batches() -> None:
     run = _present.run(
         imports_pb2.Run(id="r1", status="applying", batch_total=4, batch_done=3, row_count=90)

@@ -118,3 +118,85 @@ def test_what_a_page_shows_is_escaped() -> None:
     card["name"] = "<script>alert(1)</script>"
     page = _screen("integrations.html", cards=[card])
     assert "<script>alert(1)" not in page and "&lt;script&gt;" in page
+
+
+def test_a_card_just_added_waits_for_its_first_run_and_does_not_ask_for_a_look() -> None:
+    fresh = _present.card(
+        imports_pb2.Integration(
+            code="scout-medals",
+            name="Scout: medal table",
+            state="on",
+            scout=imports_pb2.Health(word="No run yet", ok=False),
+            omnium=imports_pb2.Health(word="Not due yet", ok=False, detail="due within 60 s"),
+        )
+    )
+    page = _screen("integrations.html", cards=[fresh])
+    assert "Waiting for its first run" in page and "Needs a look" not in page
+    assert 'class="card not-green starting state-on"' in page
+    # Neither line is in red: nothing is wrong, nothing is in yet.
+    assert page.count('class="health waiting"') == 2 and 'class="health bad"' not in page
+    late = _screen("integrations.html", cards=[_card("on", "Late")])
+    assert "Needs a look" in late and 'class="health bad"' in late
+
+
+def _row(key: str, unit_id: str, kind: str = "unit") -> imports_pb2.RowEntry:
+    from omnium.command.v1 import command_pb2
+
+    change = command_pb2.FieldChange(subject_kind=kind, subject_id=unit_id, field="venue")
+    return imports_pb2.RowEntry(position=3, key=key, outcome="accepted", changes=[change])
+
+
+def test_a_changed_row_links_to_its_unit_s_page() -> None:
+    unit_id = str(uuid.uuid4())
+    changed = _present.rows([_row("SC-000123", unit_id), _row("KOR", "", "medal_row")], 10)
+    page = _screen(
+        "run.html",
+        run=_run("done"),
+        changed=changed,
+        kept=[],
+        held=[],
+        refused=[],
+        counts={"changed": 2, "kept": 0, "held": 0, "refused": 0},
+        limit=100,
+    )
+    assert f'<a href="/units/{unit_id}" data-unit-link><code>SC-000123</code></a>' in page
+    # A medal row has no unit page: its key is shown as it is.
+    assert "<td><code>KOR</code></td>" in page
+
+
+def test_a_unit_s_page_shows_its_sides_pins_and_offers_to_unpin_them() -> None:
+    unit = {
+        "id": str(uuid.uuid4()),
+        "code": "ATHM100M--------------FNL-000100--",
+        "name": "Men's 100m Final",
+        "discipline": "ATH",
+        "event_code": "AG2026",
+        "updated_at": datetime.now(UTC),
+        "pinned": ["venue"],
+    }
+    sides = [
+        {"sort_order": 1, "competitor_name": "A", "competitor_code": "SC-P-1", "score": None,
+         "result": "10.01", "rank": 1, "medal": "GOLD", "pinned": ["result", "medal"]},
+        {"sort_order": 2, "competitor_name": "B", "competitor_code": "SC-P-2", "score": None,
+         "result": "10.20", "rank": 2, "medal": "SILVER", "pinned": []},
+    ]  # fmt: skip
+    context: dict[str, Any] = {
+        "unit": unit,
+        "values": dict.fromkeys(("name", "phase", "start_at", "venue", "status"), ""),
+        "fields": ("name", "phase", "start_at", "venue", "status"),
+        "statuses": ("SCHEDULED",),
+        "sides": sides,
+        "pins": ["venue", "sides[1].result", "sides[1].medal"],
+        "history": [],
+        "command_id": "admin:1",
+    }
+    page = _screen("unit.html", **context)
+    for name in ("venue", "sides[1].result", "sides[1].medal"):
+        assert f'aria-label="Unpin {name}"' in page
+        assert f'name="field" value="{name}"' in page
+    side_one = page[page.index('data-side="1"') : page.index('data-side="2"')]
+    assert side_one.count("(set by hand)") == 2
+    assert "(set by hand)" not in page[page.index('data-side="2"') :].split("</table>")[0]
+    # A viewer sees the pins, not the buttons.
+    viewer = _screen("unit.html", may_act=False, **context)
+    assert "(set by hand)" in viewer and "Unpin" not in viewer

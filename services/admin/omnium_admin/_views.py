@@ -27,6 +27,9 @@ from omnium_db import DATABASE_ERRORS, UNIT_STATUSES, Queries
 log = logging.getLogger(__name__)
 QUERIES = Queries.load(Path(__file__).parent)
 UNIT_FIELDS = ("name", "phase", "start_at", "venue", "status")
+# A side's fields a person can set by hand, and so pin: unpinned as "sides[2].result".
+SIDE_FIELDS = ("competitor_id", "score", "result", "rank", "medal")
+_SIDE_PIN = re.compile(r"^sides\[([1-9][0-9]{0,3})\]\.([a-z_]+)$")
 # A held row's question names what is missing: "... we have no such competitor. Add it, or
 # map SC-T-KOR3 to one we have." (omnium_imports.mapping); the form starts from it.
 _HELD = re.compile(r"we have no such (competitor|unit)\. Add it, or map (\S+) to one we have")
@@ -341,6 +344,10 @@ async def unit_page(request: web.Request) -> web.Response:
     sides = await app.reader.fetch(QUERIES["unit_sides"], unit_id)
     history = await app.reader.fetch(QUERIES["unit_history"], unit_id)
     values = {f: _field_text(unit[f]) for f in UNIT_FIELDS}
+    # Every pin, the unit's and its sides', by the name the unpin command takes.
+    pins = [*unit["pinned"]] + [
+        f"sides[{side['sort_order']}].{name}" for side in sides for name in side["pinned"]
+    ]
     return _page(
         request,
         "unit.html",
@@ -349,6 +356,7 @@ async def unit_page(request: web.Request) -> web.Response:
         fields=UNIT_FIELDS,
         statuses=UNIT_STATUSES,
         sides=sides,
+        pins=pins,
         history=history,
         command_id=f"admin:{uuid.uuid4()}",
         screen="units",
@@ -423,7 +431,8 @@ async def unpin(request: web.Request) -> web.Response:
     unit_id = request.match_info["unit_id"]
     form = await request.post()
     name = str(form.get("field", ""))
-    if name not in UNIT_FIELDS:
+    side = _SIDE_PIN.match(name)
+    if name not in UNIT_FIELDS and not (side and side[2] in SIDE_FIELDS):
         raise _back(f"/units/{unit_id}", f"{name!r} is not a field that can be unpinned.")
     answer = await _submit(
         request, _local_id(form.get("command_id")), "units.unpin", unit_id, {"fields": [name]}

@@ -208,7 +208,9 @@ class Replay:
         log.info("replay finished: the Games are over")
 
     async def _make_runs(self) -> None:
+        # Scout reads each job's pages on its schedule and keeps every read as a run, changed
+        # or not: the medal table too, empty before the first final. Reading it only when it
+        # changed left the demo's medal integration with no run, "Late", from the first minute.
         sim = self.sim
         await sim.make_run(sim.config.schedule_job)
-        if sim.medals_changed():
-            await sim.make_run(sim.config.medals_job)
+        await sim.make_run(sim.config.medals_job)

@@ -88,7 +88,8 @@ function setRun(root, run) {
 function setHealth(card, who, health) {
   const line = card.querySelector(`[data-health="${who}"]`);
   line.classList.toggle("ok", health.ok);
-  line.classList.toggle("bad", !health.ok);
+  line.classList.toggle("waiting", !health.ok && health.waiting);
+  line.classList.toggle("bad", !health.ok && !health.waiting);
   setText(line, "[data-word]", health.word);
   setText(line, "[data-when]", health.at ? `· ${health.ago}` : "");
   setText(line, "[data-detail]", health.detail);
@@ -104,7 +105,8 @@ const APPLY = {
       if (card.className.includes(`state-${c.state}`) === false) return location.reload();
       card.classList.toggle("green", c.green);
       card.classList.toggle("not-green", !c.green);
-      setText(card, "[data-verdict]", c.green ? "All fine" : "Needs a look");
+      card.classList.toggle("starting", c.starting);
+      setText(card, "[data-verdict]", c.verdict);
       setHealth(card, "scout", c.scout);
       setHealth(card, "omnium", c.omnium);
       const alerts = card.querySelector("[data-alerts]");
