@@ -115,8 +115,13 @@ async def test_a_partly_done_run_resumes_by_itself_once_the_command_service_is_b
 
 
 async def test_after_its_tries_a_partly_done_run_waits_for_a_person(database_url: str) -> None:
+    # Each batch outlasts the gRPC channel's reconnect (its backoff is capped at 1 s), so the
+    # Run now pressed just after the command service is back is not spent on a stale backoff.
     async with games_day(
-        database_url, import_overrides=_settings(resume_tries=2, resume_first_seconds=0.2)
+        database_url,
+        import_overrides=_settings(
+            resume_tries=2, resume_first_seconds=0.2, batch_retry_seconds=3.0
+        ),
     ) as day:
         await _first_load_then_move(day)
         await day.command.app.stop(grace=1)
