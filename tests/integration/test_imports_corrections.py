@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from omnium.command.v1 import command_pb2
-from omnium_delivery import load_clients
 from omnium_imports._queue import enqueue_start
 from omnium_scout_sim import ScoutSimulator
-from tests.support.delivery import eventually, running_delivery
+from tests.support.delivery import eventually, results_client, running_delivery
 from tests.support.gateway import running_gateway
 from tests.support.imports import GamesDay, games_day
 from tests.support.servers import Servers
@@ -64,19 +63,7 @@ async def test_a_gold_withdrawn_after_official_is_cleared_and_clients_see_it(
         running_delivery(database_url, feed_debounce_seconds=0.2),
         running_gateway(database_url, servers.redis_url) as gateway,
     ):
-        (sftp.root / "ndtv").mkdir()
-        await load_clients(
-            day.db,
-            [
-                {
-                    "code": "ndtv",
-                    "event": EVENT,
-                    "transport": "sftp",
-                    "sftp": sftp.sftp_settings(folder="ndtv"),
-                    "feeds": [{"kind": "results", "format": "json"}],
-                }
-            ],
-        )
+        await results_client(day.db, sftp, "ndtv", EVENT)
         final = podium_finals(day.sim, 1)[0]
         rsc = day.sim.unit(final)["rsc"]
         day.sim.mark_official(final)

@@ -13,11 +13,10 @@ from typing import Any
 import asyncpg
 import pytest
 
-from omnium_delivery import load_clients
 from omnium_imports import ImportsApp
 from omnium_imports._followups import FollowUps
 from omnium_scout_sim import ReplaySettings, Run
-from tests.support.delivery import eventually, running_delivery
+from tests.support.delivery import eventually, results_client, running_delivery
 from tests.support.imports import GamesDay, games_day, import_settings
 from tests.support.outage import CONNECT_RACE, crashable_postgres
 from tests.support.sftp import asyncssh_server
@@ -83,19 +82,7 @@ async def test_a_protest_decided_30_hours_after_official_is_read_and_delivered(
         asyncssh_server(tmp_path) as sftp,
         running_delivery(database_url, feed_debounce_seconds=0.2),
     ):
-        (sftp.root / "ndtv").mkdir()
-        await load_clients(
-            day.db,
-            [
-                {
-                    "code": "ndtv",
-                    "event": EVENT,
-                    "transport": "sftp",
-                    "sftp": sftp.sftp_settings(folder="ndtv"),
-                    "feeds": [{"kind": "results", "format": "json"}],
-                }
-            ],
-        )
+        await results_client(day.db, sftp, "ndtv", EVENT)
         sim = day.sim
         # The Games' first podium final, played on the simulator's fast clock: it is official
         # a minute before the replay starts, and the replay's first run carries that.

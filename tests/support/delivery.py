@@ -12,9 +12,10 @@ from typing import Any, TypeVar
 import asyncpg
 
 from omnium.delivery.v1 import delivery_pb2_grpc
-from omnium_delivery import DeliveryApp, Sent
+from omnium_delivery import DeliveryApp, Sent, load_clients
 from omnium_grpc import open_channel
 from tests.support.command import settings_for
+from tests.support.sftp import SftpServer
 
 T = TypeVar("T")
 
@@ -85,3 +86,20 @@ async def settled(db: asyncpg.Connection, client: str) -> bool:
         client,
     )
     return bool(row["owed"] == 0 and row["never"] == 0)
+
+
+async def results_client(db: asyncpg.Connection, server: SftpServer, code: str, event: str) -> None:
+    """A client taking the results feed as JSON files into its own folder on `server`."""
+    (server.root / code).mkdir()
+    await load_clients(
+        db,
+        [
+            {
+                "code": code,
+                "event": event,
+                "transport": "sftp",
+                "sftp": server.sftp_settings(folder=code),
+                "feeds": [{"kind": "results", "format": "json"}],
+            }
+        ],
+    )
