@@ -16,6 +16,7 @@ import asyncpg
 import httpx
 import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from omnium_accounts import Accounts, SignInRefused, hash_key
 from omnium_admin import AdminApp
@@ -57,7 +58,18 @@ class Console:
 
     async def shot(self, page: Page, name: str) -> None:
         path = self.shots / f"{name}.png"
-        await page.screenshot(path=str(path), full_page=True)
+        # A picture for people, not an assertion. The live pages reload themselves when a run
+        # starts or ends, and a capture begun just as one reloads can wait for a frame that
+        # never comes: capture once the page has loaded, and once more if the first stalls.
+        for attempt in (1, 2):
+            await page.bring_to_front()
+            await page.wait_for_load_state("load")
+            try:
+                await page.screenshot(path=str(path), full_page=True, timeout=15_000)
+                break
+            except PlaywrightTimeoutError:
+                if attempt == 2:
+                    raise
         # Kept in the repo's artifacts/ (gitignored) so a CI run can keep them.
         keep = REPO / "artifacts" / "screenshots"
         keep.mkdir(parents=True, exist_ok=True)
