@@ -67,6 +67,52 @@ async def test_the_doorbell_answers_503_while_the_database_is_down(
         assert runs == 1
 
 
+async def test_the_doorbell_answers_503_while_no_server_is_the_primary(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Mid-failover every host is up but none takes writes: the pool's connect says "no host
+    is a primary" (asyncpg's TargetServerAttributeNotMatched), which is an outage too."""
+    async with crashable_postgres(tmp_path) as pg:
+        url_rw = f"{pg.database_url}?target_session_attrs=read-write"
+        async with games_day(url_rw, workers=0) as day:
+            url = f"{day.doorbell_url}/doorbell/{SCHEDULE}"
+            body = _ring_body("r-no-primary")
+            headers = {"X-Scout-Signature": sign(body), "content-type": "application/json"}
+            # This connection was made before the change, so it still writes (to undo it).
+            admin = await asyncpg.connect(pg.database_url)
+            try:
+                name = await admin.fetchval("SELECT current_database()")
+                await admin.execute(
+                    f'ALTER DATABASE "{name}" SET default_transaction_read_only = on'
+                )
+                await admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = $1 AND pid <> pg_backend_pid()",
+                    name,
+                )
+                async with httpx.AsyncClient(timeout=30) as http:
+                    caplog.clear()
+                    down = await http.post(url, content=body, headers=headers)
+                    assert down.status_code == 503, down.text
+                    assert down.json()["queued"] is False
+                    said = [r for r in caplog.records if r.name == "omnium_imports._doorbell"]
+                    assert len(said) == 1 and said[0].exc_info is None
+                    assert "TargetServerAttributeNotMatched" in said[0].getMessage()
+
+                    await admin.execute(
+                        f'ALTER DATABASE "{name}" RESET default_transaction_read_only'
+                    )
+                    again = await http.post(url, content=body, headers=headers)
+                assert again.status_code == 200, again.text
+                assert again.json()["queued"] is True
+                queued = await admin.fetchval(
+                    "SELECT count(*) FROM integration_job WHERE scout_run_id = $1", "r-no-primary"
+                )
+            finally:
+                await admin.close()
+        assert queued == 1
+
+
 async def test_the_gateway_with_the_database_crashed_serves_cached_and_never_500(
     tmp_path: Path, servers: Servers
 ) -> None:

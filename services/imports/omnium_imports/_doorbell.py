@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 from aiohttp import web
+from asyncpg.exceptions import TargetServerAttributeNotMatched
 
 from omnium_imports import _queue
 from omnium_imports._sql import QUERIES
@@ -38,6 +39,8 @@ _DATABASE_DOWN = (
     asyncpg.ObjectNotInPrerequisiteStateError,
     asyncpg.ReadOnlySQLTransactionError,
     asyncpg.TransactionRollbackError,
+    # Every host is up but none is the primary yet (a failover under way).
+    TargetServerAttributeNotMatched,
 )
 
 
