@@ -54,7 +54,13 @@ def connection_lost(exc: BaseException) -> bool:
         return True
     # asyncpg says "connection is closed" / "connection was closed" as an InterfaceError when
     # a statement is sent on (or waits on) a connection the server has dropped.
-    return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc)
+    if isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc):
+        return True
+    # A statement sent while the protocol was still taking in the error of the connection's
+    # death says "cannot switch to state N; another operation (M) is in progress" (seen in the
+    # failover drill at the instant the postmaster died). Using one connection from two tasks
+    # at once is refused earlier, as an InterfaceError, so this one is the database's doing.
+    return isinstance(exc, asyncpg.InternalClientError) and "cannot switch to state" in str(exc)
 
 
 def not_connected(exc: BaseException) -> bool:
