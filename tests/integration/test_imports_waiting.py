@@ -57,13 +57,18 @@ async def test_a_run_started_past_the_size_check_marks_nothing_missing(database_
         # Were the short runs counted, the second would cancel ~1,200 units by itself.
         import_overrides={"auto_cancel_missing": True},
     ) as day:
-        await _done(day)
+        full = await _done(day)
         gone = day.sim.reference()["units"][600]
         day.sim.drop(gone["externalId"])
-        # Two 50-row runs, each paused by the size check and started by a person: written,
-        # but neither lists the Games, so neither counts a key as missing.
-        for _ in range(2):
-            started = await _started(day, await _paused_short_run(day, 50))
+        # Three 50-row runs, each paused by the size check and started by a person: written,
+        # but none lists the Games, so none counts a key as missing. Nor do they become the
+        # usual size: were they counted, the median of recent runs would be 50 by the third,
+        # and it would pass the check by itself.
+        pauses: list[str] = []
+        for _ in range(3):
+            paused = await _paused_short_run(day, 50)
+            pauses.append(paused["reason"])
+            started = await _started(day, paused)
             assert started["status"] == "done", started["reason"]
         after_short = await _missing(day)
         missing_items = await _items(day, "missing")
@@ -71,6 +76,8 @@ async def test_a_run_started_past_the_size_check_marks_nothing_missing(database_
         # A full run that passed the check on its own does count: only the unit it dropped.
         await _done(day)
         after_full = await _missing(day)
+    usual = f"Scout sent 50 rows; it usually sends about {full['row_count']:,}."
+    assert [reason.startswith(usual) for reason in pauses] == [True, True, True], pauses
     assert after_short == {}
     assert missing_items == []
     assert cancelled == 0
