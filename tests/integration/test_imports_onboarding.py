@@ -1,6 +1,6 @@
-"""services/imports/README.md, "Add an integration in ten minutes": the commands as a newcomer
-types them, into a shell, each its own process, against a real database, a Scout simulator
-served here, a real command service and a real imports service."""
+"""services/imports/README.md, "Add an integration in ten minutes" and "Pause and resume": the
+commands as a newcomer types them, into a shell, each its own process, against a real database,
+a Scout simulator served here, a real command service and a real imports service."""
 
 from __future__ import annotations
 
@@ -31,9 +31,11 @@ from omnium_imports import (
     mapping_file,
     register_integration,
 )
-from omnium_scout_sim import ScoutSimulator
+from omnium_imports._queue import enqueue_check
+from omnium_scout_sim import DoorbellTarget, ScoutSimulator, SimulatorConfig
 from tests.conftest import REPO
 from tests.support.command import TOKEN, running_command
+from tests.support.delivery import query_until
 from tests.support.imports import import_settings
 
 README = REPO / "services" / "imports" / "README.md"
@@ -128,16 +130,30 @@ def _like_the_repository(folder: Path) -> None:
 
 
 @asynccontextmanager
-async def _services(database_url: str) -> AsyncIterator[tuple[str, ScoutSimulator]]:
+async def _services(
+    database_url: str, *, doorbell: bool
+) -> AsyncIterator[tuple[str, ScoutSimulator]]:
     """The dev stack's services in small: command, imports (its workers; no scheduler, so the
-    first run is the one `integration resume` queues), and Scout with one schedule run made."""
+    first run is the one `integration resume` queues), and Scout with one schedule run made.
+    With `doorbell`, Scout rings the imports service's doorbell for the walkthrough's
+    integration, signed with the example's secret."""
     async with running_command(database_url) as command:
         imports = ImportsApp(import_settings(database_url, command.port))
-        await imports.start(0, workers=1, scheduler=False, grpc_port=0)
-        sim = ScoutSimulator()
+        port = await imports.start(0, workers=1, scheduler=False, grpc_port=0)
+        secret = json.loads((EXAMPLES / "integration.json").read_text())["secret"]
+        sim = ScoutSimulator(
+            SimulatorConfig(
+                doorbells={"schedule": DoorbellTarget(f"http://127.0.0.1:{port}", CODE, secret)}
+                if doorbell
+                else {}
+            )
+        )
         await sim.start()
         try:
+            # Before the integration exists: no doorbell for it.
+            sim.mute_doorbell(True)
             await sim.make_run("schedule")
+            sim.mute_doorbell(False)
             yield f"127.0.0.1:{command.port}", sim
         finally:
             await sim.stop()
@@ -146,11 +162,11 @@ async def _services(database_url: str) -> AsyncIterator[tuple[str, ScoutSimulato
 
 @asynccontextmanager
 async def newcomer(
-    database_url: str, tmp_path: Path, *, command_up: bool = True
+    database_url: str, tmp_path: Path, *, command_up: bool = True, doorbell: bool = False
 ) -> AsyncIterator[Newcomer]:
     """Settings exported, as the walkthrough says to do away from the dev stack."""
     _like_the_repository(tmp_path)
-    async with _services(database_url) as (command_address, sim):
+    async with _services(database_url, doorbell=doorbell) as (command_address, sim):
         db = await asyncpg.connect(database_url)
         await init_connection(db)
         address = command_address if command_up else "127.0.0.1:9"
@@ -176,7 +192,7 @@ async def dev_stack_newcomer(tmp_path: Path) -> AsyncIterator[Newcomer]:
         try:
             await apply_migrations(db)
             await init_connection(db)
-            async with _services(database_url) as (address, sim):
+            async with _services(database_url, doorbell=False) as (address, sim):
                 env = _env(address, SCOUT=sim.base_url)
                 yield Newcomer(env, tmp_path, sim, db, address)
         finally:
@@ -295,6 +311,87 @@ async def test_add_an_integration_in_ten_minutes(tmp_path: Path) -> None:
         said = await me.type(walk.next(".venv/bin/python -m omnium_imports integration list"))
         assert re.search(rf"{CODE}\s+on\s+unit\s+done, {ROWS:,} rows", said), said
     assert walk.left == [], "commands of the walkthrough this test does not run"
+
+
+async def test_pause_and_resume_from_the_command_line(database_url: str, tmp_path: Path) -> None:
+    """While paused, no run starts: Scout's doorbell is answered that it is paused and a check
+    reads nothing, so our data stays as it was; resume reads Scout's newest run at once."""
+    walk = Walkthrough(_commands(_section("### Pause and resume")))
+    async with newcomer(database_url, tmp_path, doorbell=True) as me:
+        await _first_done_run(me)
+        moved = me.sim.reference()["units"][7]["externalId"]
+
+        said = await me.type(
+            walk.next(f".venv/bin/python -m omnium_imports integration pause {CODE}")
+        )
+        assert said.strip() == (
+            f"{CODE} is paused: Scout's doorbells and the scheduler's checks start no run, so "
+            "nothing from Scout is read or written until `python -m omnium_imports integration "
+            f"resume {CODE}`, which reads Scout's newest run at once."
+        )
+        # Scout moves a unit and rings: the answer says paused, and nothing is queued.
+        me.sim.reschedule(moved, venue="Moved While Paused")
+        newest = await me.sim.make_run("schedule", wait_doorbell=True)
+        rang = me.sim.deliveries[-1]
+        # A check queued all the same (as the scheduler had, just before the pause) reads
+        # nothing either.
+        integration_id = await me.db.fetchval("SELECT id::text FROM integration")
+        check = await enqueue_check(me.db, integration_id, "scheduler")
+        checked = await query_until(
+            me.db,
+            "SELECT error FROM integration_job WHERE id = $1 AND status = 'done'",
+            check,
+            within=30,
+        )
+        runs_while_paused = await me.db.fetchval("SELECT count(*) FROM integration_run")
+        moved_while_paused = await _venue(me.db, moved)
+        shown = await me.type(".venv/bin/python -m omnium_imports integration show " + CODE)
+        listed = await me.type(".venv/bin/python -m omnium_imports integration list")
+
+        said = await me.type(
+            walk.next(f".venv/bin/python -m omnium_imports integration resume {CODE}")
+        )
+        resumed = await query_until(
+            me.db,
+            "SELECT coalesce(reason, status) FROM integration_run WHERE scout_run_id = $1 "
+            "AND status NOT IN ('received', 'applying')",
+            newest.id,
+            within=60,
+        )
+        moved_after = await _venue(me.db, moved)
+    assert walk.left == []
+    assert (rang.run_id, rang.status) == (newest.id, 200)
+    assert rang.answer == {"queued": False, "reason": "the integration is paused"}
+    assert checked == "the integration is paused"
+    assert runs_while_paused == 1
+    assert moved_while_paused != "Moved While Paused"
+    assert re.search(r"state\s+paused", shown), shown
+    assert re.search(rf"{CODE}\s+paused\s+unit\s+done, {ROWS:,} rows", listed), listed
+    assert f"{CODE} is on; check queued as job" in said
+    assert resumed == "done"
+    assert moved_after == "Moved While Paused"
+
+
+async def _first_done_run(me: Newcomer) -> None:
+    """The walkthrough's steps, short: the reference, the integration, lookups, on; one run."""
+    reference = f"{me.sim.base_url}/control/reference"
+    await me.run("reference", "load", reference)
+    await me.type("cp services/imports/examples/integration.json integration.json")
+    me.set_scout_url("integration.json")
+    await me.run("integration", "add", "integration.json")
+    await me.run("lookups", "add", CODE, "--from-reference", reference)
+    await me.run("integration", "resume", CODE)
+    run = await _finished_run(me.db)
+    assert run["status"] == "done", run["reason"]
+
+
+async def _venue(db: asyncpg.Connection, external_id: str) -> str | None:
+    venue: str | None = await db.fetchval(
+        "SELECT u.venue FROM unit u JOIN integration_key_state k ON k.subject_id = u.id "
+        "WHERE k.subject_key = $1",
+        external_id,
+    )
+    return venue
 
 
 async def _finished_run(db: asyncpg.Connection, seconds: float = 60) -> asyncpg.Record:
