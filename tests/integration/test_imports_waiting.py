@@ -106,6 +106,41 @@ async def test_a_guard_pause_closes_once_a_newer_run_is_applied(database_url: st
     assert after_start == []
 
 
+async def test_a_guard_pause_closes_when_its_run_ends_older(database_url: str) -> None:
+    """The paused run's own question closes when the run ends older, with the import as its
+    cause: the path for a question still open although a newer run was applied."""
+    async with games_day(database_url) as day:
+        await _done(day)
+        paused = await _paused_short_run(day, 100)
+        newer = await _done(day)
+        newer_scout_id = await day.db.fetchval(
+            "SELECT scout_run_id FROM integration_run WHERE id = $1::uuid", newer["id"]
+        )
+        # The newer run closed the question. Open it again, as a copy slow to ask it would have
+        # left it (or a version from before newer runs closed such questions).
+        await day.db.execute(
+            "UPDATE review_item SET status = 'open', resolved_at = NULL, resolved_by = NULL "
+            "WHERE kind = 'guard' AND run_id = $1::uuid",
+            paused["id"],
+        )
+        asked = await _items(day, "guard")
+        # Start on it can only end it older; that ends its question too.
+        started = await _started(day, paused)
+        closed = await day.db.fetchrow(
+            "SELECT status, resolved_by FROM review_item WHERE kind = 'guard' AND run_id = $1",
+            paused["id"],
+        )
+        after = await _items(day, "guard")
+    assert asked == [paused["scout_run_id"]]
+    assert started["status"] == "older"
+    assert started["reason"] == (
+        f"run {paused['scout_run_id']} is older than run {newer_scout_id}, which was applied "
+        "already"
+    )
+    assert (closed["status"], closed["resolved_by"]) == ("done", "import")
+    assert after == []
+
+
 async def test_a_missing_key_listed_again_closes_its_question(database_url: str) -> None:
     async with games_day(database_url) as day:
         await _done(day)
