@@ -148,7 +148,9 @@ class Settings:
     scout_tries: int = _setting(3, "Tries per Scout call, with growing waits.")
     scout_retry_base_seconds: float = _setting(1.0, "First wait between Scout tries; doubles.")
     guard_min_share: float = _setting(0.5, "A run with fewer rows than this share of usual pauses.")
-    guard_usual_runs: int = _setting(5, "Written runs whose median row count is 'usual'.")
+    guard_usual_runs: int = _setting(
+        5, "Written runs that passed the size check by themselves: their median is 'usual'."
+    )
     guard_max_not_placed: float = _setting(0.1, "Share of rows not placed or held that pauses.")
     guard_max_refused: float = _setting(0.1, "Share of rows refused that pauses a run.")
     guard_max_cleared: int = _setting(10, "Most records one run may clear before it pauses.")

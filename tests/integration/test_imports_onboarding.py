@@ -1,6 +1,6 @@
-"""services/imports/README.md, "Add an integration in ten minutes", step by step: the same
-commands a newcomer types (`python -m omnium_imports ...`, each its own process), against a test
-database, a Scout simulator served here, a real command service and a real imports service."""
+"""services/imports/README.md, "Add an integration in ten minutes" and "Pause and resume": the
+commands as a newcomer types them, into a shell, each its own process, against a real database,
+a Scout simulator served here, a real command service and a real imports service."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,7 +19,8 @@ import asyncpg
 import httpx
 import pytest
 
-from omnium_db import init_connection
+from omnium_db import apply_migrations, init_connection
+from omnium_devstack.stack import Stack
 from omnium_imports import (
     ImportsApp,
     IntegrationSpec,
@@ -29,9 +31,11 @@ from omnium_imports import (
     mapping_file,
     register_integration,
 )
-from omnium_scout_sim import ScoutSimulator
+from omnium_imports._queue import enqueue_check
+from omnium_scout_sim import DoorbellTarget, ScoutSimulator, SimulatorConfig
 from tests.conftest import REPO
 from tests.support.command import TOKEN, running_command
+from tests.support.delivery import query_until
 from tests.support.imports import import_settings
 
 README = REPO / "services" / "imports" / "README.md"
@@ -43,130 +47,253 @@ ROWS = 1_252  # the simulator's Games: every unit is one row of a schedule run
 
 @dataclass(slots=True)
 class Newcomer:
-    """A terminal in a folder of their own, with the settings the walkthrough names."""
+    """A terminal in a folder laid out like the repository's (its `services` and `.venv`), with
+    the settings the walkthrough names."""
 
     env: dict[str, str]
     folder: Path
     sim: ScoutSimulator
     db: asyncpg.Connection
+    command_address: str
 
     async def run(self, *args: str, expect: int = 0) -> str:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "omnium_imports",
-            *args,
-            cwd=self.folder,
-            env=self.env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+        """`python -m omnium_imports ARGS`, with this test's interpreter."""
+        return await self._said(
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "omnium_imports",
+                *args,
+                cwd=self.folder,
+                env=self.env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            ),
+            args,
+            expect,
         )
+
+    async def type(self, line: str, expect: int = 0) -> str:
+        """A command line as a person types it, into bash."""
+        return await self._said(
+            await asyncio.create_subprocess_exec(
+                "bash",
+                "-c",
+                line,
+                cwd=self.folder,
+                env=self.env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            ),
+            line,
+            expect,
+        )
+
+    async def _said(self, process: asyncio.subprocess.Process, what: object, expect: int) -> str:
         async with asyncio.timeout(90):
             out, err = await process.communicate()
         said = out.decode() + err.decode()
-        assert process.returncode == expect, f"{args} exited {process.returncode}:\n{said}"
+        assert process.returncode == expect, f"{what} exited {process.returncode}:\n{said}"
         return said
 
+    def set_scout_url(self, name: str) -> None:
+        """The edit the walkthrough's step 2 asks for when Scout is not the dev stack's."""
+        path = self.folder / name
+        path.write_text(
+            json.dumps({**json.loads(path.read_text()), "scout_url": self.sim.base_url}, indent=2)
+        )
 
-def _env(database_url: str, command_address: str) -> dict[str, str]:
+
+class Walkthrough:
+    """The commands a README section gives, taken in order: each must be the one expected."""
+
+    def __init__(self, commands: list[str]) -> None:
+        self.left = commands
+
+    def next(self, expected: str) -> str:
+        assert self.left, f"the README has no more commands; expected `{expected}`"
+        command = self.left.pop(0)
+        assert command == expected, "the README's next command is not what this test runs"
+        return command
+
+
+def _env(command_address: str, **settings: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
-    return env | {
-        "OMNIUM_DATABASE_URL": database_url,
-        "OMNIUM_COMMAND_ADDRESS": command_address,
-        "OMNIUM_GRPC_TOKEN": TOKEN,
-        "OMNIUM_LOG_LEVEL": "WARNING",
-    }
+    return env | {"OMNIUM_COMMAND_ADDRESS": command_address} | settings
+
+
+def _like_the_repository(folder: Path) -> None:
+    """The walkthrough runs from the repository's folder: its paths are `services/...` and
+    `.venv/bin/python`. Files it makes (integration.json, my-mapping.json) land here."""
+    (folder / "services").symlink_to(REPO / "services")
+    (folder / ".venv").symlink_to(Path(sys.prefix))
+
+
+@asynccontextmanager
+async def _services(
+    database_url: str, *, doorbell: bool
+) -> AsyncIterator[tuple[str, ScoutSimulator]]:
+    """The dev stack's services in small: command, imports (its workers; no scheduler, so the
+    first run is the one `integration resume` queues), and Scout with one schedule run made.
+    With `doorbell`, Scout rings the imports service's doorbell for the walkthrough's
+    integration, signed with the example's secret."""
+    async with running_command(database_url) as command:
+        imports = ImportsApp(import_settings(database_url, command.port))
+        port = await imports.start(0, workers=1, scheduler=False, grpc_port=0)
+        secret = json.loads((EXAMPLES / "integration.json").read_text())["secret"]
+        sim = ScoutSimulator(
+            SimulatorConfig(
+                doorbells={"schedule": DoorbellTarget(f"http://127.0.0.1:{port}", CODE, secret)}
+                if doorbell
+                else {}
+            )
+        )
+        await sim.start()
+        try:
+            # Before the integration exists: no doorbell for it.
+            sim.mute_doorbell(True)
+            await sim.make_run("schedule")
+            sim.mute_doorbell(False)
+            yield f"127.0.0.1:{command.port}", sim
+        finally:
+            await sim.stop()
+            await imports.stop(grace=2)
 
 
 @asynccontextmanager
 async def newcomer(
-    database_url: str, tmp_path: Path, *, command_up: bool = True
+    database_url: str, tmp_path: Path, *, command_up: bool = True, doorbell: bool = False
 ) -> AsyncIterator[Newcomer]:
-    """The dev stack in small: command, imports (its workers; no scheduler, so the first run
-    is the one `integration resume` queues), and Scout with one schedule run made."""
-    async with running_command(database_url) as command:
-        imports = ImportsApp(import_settings(database_url, command.port))
-        await imports.start(0, workers=1, scheduler=False, grpc_port=0)
-        sim = ScoutSimulator()
-        await sim.start()
+    """Settings exported, as the walkthrough says to do away from the dev stack."""
+    _like_the_repository(tmp_path)
+    async with _services(database_url, doorbell=doorbell) as (command_address, sim):
         db = await asyncpg.connect(database_url)
         await init_connection(db)
-        address = f"127.0.0.1:{command.port}" if command_up else "127.0.0.1:9"
+        address = command_address if command_up else "127.0.0.1:9"
+        env = _env(address, OMNIUM_DATABASE_URL=database_url, OMNIUM_GRPC_TOKEN=TOKEN)
         try:
-            await sim.make_run("schedule")
-            yield Newcomer(_env(database_url, address), tmp_path, sim, db)
+            yield Newcomer(env, tmp_path, sim, db, address)
         finally:
-            await sim.stop()
-            await imports.stop(grace=2)
             await db.close()
 
 
-def _walkthrough() -> str:
+@asynccontextmanager
+async def dev_stack_newcomer(tmp_path: Path) -> AsyncIterator[Newcomer]:
+    """The walkthrough's default: no database or token settings, a dev stack in `.omnium/dev`
+    under the folder the commands run from (here on free ports, as `make run` would have left
+    it running), its token beside it. Only the command service's address is set."""
+    _like_the_repository(tmp_path)
+    stack = Stack(tmp_path / ".omnium" / "dev", 0, 0, False)
+    await asyncio.to_thread(stack.start)
+    try:
+        (stack.data_dir / "grpc-token").write_text(TOKEN + "\n")
+        database_url = stack.database_url
+        db = await asyncpg.connect(database_url)
+        try:
+            await apply_migrations(db)
+            await init_connection(db)
+            async with _services(database_url, doorbell=False) as (address, sim):
+                env = _env(address, SCOUT=sim.base_url)
+                yield Newcomer(env, tmp_path, sim, db, address)
+        finally:
+            await db.close()
+    finally:
+        await asyncio.to_thread(stack.stop)
+        # As root, PostgreSQL's files may live in a fallback folder its own user can reach.
+        shutil.rmtree(stack.postgres.fallback_home, ignore_errors=True)
+
+
+def _section(heading: str) -> str:
+    """A part of services/imports/README.md: from its heading to the next heading."""
     text = README.read_text()
-    start = text.index("## Add an integration in ten minutes")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end > 0 else None]
+    start = text.index(f"\n{heading}\n") + 1
+    end = re.compile(r"\n#{1,3} ").search(text, start + 1)
+    return text[start : end.start() if end else None]
 
 
-def _typed(walkthrough: str, line: str) -> list[str]:
-    """A command of the walkthrough, as a newcomer types it (after `python -m omnium_imports`)."""
-    assert f"python -m omnium_imports {line}" in walkthrough, f"the walkthrough lacks `{line}`"
-    return line.split()
+def _walkthrough() -> str:
+    return _section("## Add an integration in ten minutes")
 
 
-async def test_add_an_integration_in_ten_minutes(database_url: str, tmp_path: Path) -> None:
-    walkthrough = _walkthrough()
-    dev_reference = "http://127.0.0.1:8090/control/reference"
-    async with newcomer(database_url, tmp_path) as me:
-        # The walkthrough's URLs are the dev stack's Scout simulator; here it is this one.
-        reference = f"{me.sim.base_url}/control/reference"
+# A line of a code block that a person types: the rest are what the commands print.
+_TYPED = re.compile(r"^ {4,}((?:[A-Z]+=|cp |\.venv/bin/python ).*?)\s*$", re.MULTILINE)
 
-        def here(args: list[str]) -> list[str]:
-            return [reference if a == dev_reference else a for a in args]
 
-        # Step 2 with another Scout: the example file, with that Scout's URL put in.
-        example = json.loads((EXAMPLES / "integration.json").read_text())
-        (tmp_path / "integration.json").write_text(
-            json.dumps({**example, "scout_url": me.sim.base_url}, indent=2)
-        )
+def _commands(section: str) -> list[str]:
+    return _TYPED.findall(section)
+
+
+async def test_add_an_integration_in_ten_minutes(tmp_path: Path) -> None:
+    """Every command of the walkthrough, as written, in its order, typed into a shell in a
+    folder laid out like the repository's, with a dev stack of its own and no OMNIUM_* settings
+    but the command service's address: the database and the gRPC token are the dev stack's."""
+    walk = Walkthrough(_commands(_walkthrough()))
+    async with dev_stack_newcomer(tmp_path) as me:
+        # Where Scout is: the walkthrough's is the dev stack's simulator; here it is this one.
+        assert walk.next("SCOUT=http://127.0.0.1:8090")
 
         # 1. The Games' reference.
-        said = await me.run(*here(_typed(walkthrough, f"reference load {dev_reference}")))
+        said = await me.type(
+            walk.next(".venv/bin/python -m omnium_imports reference load $SCOUT/control/reference")
+        )
         assert "loaded AG2026 (Aichi-Nagoya 2026, Asia/Tokyo)" in said
         assert "1,587 competitors" in said
 
-        # 2. The integration, paused.
-        typed = _typed(walkthrough, "integration add services/imports/examples/integration.json")
-        said = await me.run(*typed[:2], "integration.json")
-        assert f"added {CODE} (unit, event AG2026" in said and "mapping version 1, paused" in said
+        # 2. The integration, from a copy of the example; this Scout is not the dev stack's,
+        # so its scout_url is set, as the step says.
+        await me.type(walk.next("cp services/imports/examples/integration.json integration.json"))
+        me.set_scout_url("integration.json")
+        said = await me.type(
+            walk.next(".venv/bin/python -m omnium_imports integration add integration.json")
+        )
+        assert f"added {CODE} (unit, event AG2026, Scout {me.sim.base_url} job schedule)" in said
+        assert "mapping version 1, paused" in said
 
         # 3. Who is who.
-        typed = _typed(walkthrough, f"lookups add {CODE} --from-reference {dev_reference}")
-        said = await me.run(*here(typed))
+        said = await me.type(
+            walk.next(
+                f".venv/bin/python -m omnium_imports lookups add {CODE} "
+                "--from-reference $SCOUT/control/reference"
+            )
+        )
         assert f"added 1,587 competitor lookups to {CODE}" in said
 
         # 4. The check: every row would be accepted, and nothing is written.
-        said = await me.run(*_typed(walkthrough, f"mapping check {CODE}\n"))
-        assert "Compared with our data by the command service" in said
+        said = await me.type(walk.next(f".venv/bin/python -m omnium_imports mapping check {CODE}"))
+        assert f"Compared with our data by the command service at {me.command_address}" in said
         assert f"{ROWS:,} rows: accepted {ROWS:,}" in said
         assert await me.db.fetchval("SELECT count(*) FROM unit") == 0
         assert await me.db.fetchval("SELECT count(*) FROM integration_run") == 0
 
-        # 5. A mapping of one's own: Scout's word "Finished" added, checked, published.
-        copy = "cp services/imports/omnium_imports/mappings/scout_units.json my-mapping.json"
-        assert copy in walkthrough
-        mine = json.loads(DEFAULT_UNITS.read_text())
+        # 5. A mapping of one's own: the default copied, Scout's word "Finished" added (the
+        # edit the step describes), checked, published.
+        await me.type(
+            walk.next(
+                "cp services/imports/omnium_imports/mappings/scout_units.json my-mapping.json"
+            )
+        )
+        mine = json.loads((me.folder / "my-mapping.json").read_text())
         status = next(s for s in mine["steps"] if s["op"] == "map" and s["field"] == "status")
         status["table"]["FINISHED"] = "OFFICIAL"
-        (tmp_path / "my-mapping.json").write_text(json.dumps(mine, indent=2))
-        said = await me.run(*_typed(walkthrough, f"mapping check {CODE} --file my-mapping.json"))
+        (me.folder / "my-mapping.json").write_text(json.dumps(mine, indent=2))
+        said = await me.type(
+            walk.next(
+                f".venv/bin/python -m omnium_imports mapping check {CODE} --file my-mapping.json"
+            )
+        )
         assert f"{ROWS:,} rows: accepted {ROWS:,}" in said
-        typed = _typed(walkthrough, f"mapping publish {CODE} my-mapping.json")
-        said = await me.run(*typed, "--note", "Scout says Finished")
+        said = await me.type(
+            walk.next(
+                f".venv/bin/python -m omnium_imports mapping publish {CODE} my-mapping.json "
+                '--note "Scout says Finished"'
+            )
+        )
         assert f"{CODE} now maps with version 2 (it was 1)" in said
 
         # 6. On: the imports service reads Scout's newest run at once.
-        said = await me.run(*_typed(walkthrough, f"integration resume {CODE}"))
+        said = await me.type(
+            walk.next(f".venv/bin/python -m omnium_imports integration resume {CODE}")
+        )
         assert f"{CODE} is on; check queued as job" in said
 
         # 7. The first run, done, with its rows accepted.
@@ -175,12 +302,96 @@ async def test_add_an_integration_in_ten_minutes(database_url: str, tmp_path: Pa
         assert run["outcomes"] == {"accepted": ROWS}
         assert run["version"] == 2
         assert await me.db.fetchval("SELECT count(*) FROM unit") == ROWS
-        said = await me.run(*_typed(walkthrough, f"integration show {CODE}"))
+        said = await me.type(
+            walk.next(f".venv/bin/python -m omnium_imports integration show {CODE}")
+        )
         assert re.search(rf"runs\s+done, {ROWS:,} rows, .* \(accepted {ROWS:,}\)", said), said
         assert "v2 " in said and "Scout says Finished" in said
         assert "1,587 competitor" in said
-        said = await me.run(*_typed(walkthrough, "integration list"))
+        said = await me.type(walk.next(".venv/bin/python -m omnium_imports integration list"))
         assert re.search(rf"{CODE}\s+on\s+unit\s+done, {ROWS:,} rows", said), said
+    assert walk.left == [], "commands of the walkthrough this test does not run"
+
+
+async def test_pause_and_resume_from_the_command_line(database_url: str, tmp_path: Path) -> None:
+    """While paused, no run starts: Scout's doorbell is answered that it is paused and a check
+    reads nothing, so our data stays as it was; resume reads Scout's newest run at once."""
+    walk = Walkthrough(_commands(_section("### Pause and resume")))
+    async with newcomer(database_url, tmp_path, doorbell=True) as me:
+        await _first_done_run(me)
+        moved = me.sim.reference()["units"][7]["externalId"]
+
+        said = await me.type(
+            walk.next(f".venv/bin/python -m omnium_imports integration pause {CODE}")
+        )
+        assert said.strip() == (
+            f"{CODE} is paused: Scout's doorbells and the scheduler's checks start no run, so "
+            "nothing from Scout is read or written until `python -m omnium_imports integration "
+            f"resume {CODE}`, which reads Scout's newest run at once."
+        )
+        # Scout moves a unit and rings: the answer says paused, and nothing is queued.
+        me.sim.reschedule(moved, venue="Moved While Paused")
+        newest = await me.sim.make_run("schedule", wait_doorbell=True)
+        rang = me.sim.deliveries[-1]
+        # A check queued all the same (as the scheduler had, just before the pause) reads
+        # nothing either.
+        integration_id = await me.db.fetchval("SELECT id::text FROM integration")
+        check = await enqueue_check(me.db, integration_id, "scheduler")
+        checked = await query_until(
+            me.db,
+            "SELECT error FROM integration_job WHERE id = $1 AND status = 'done'",
+            check,
+            within=30,
+        )
+        runs_while_paused = await me.db.fetchval("SELECT count(*) FROM integration_run")
+        moved_while_paused = await _venue(me.db, moved)
+        shown = await me.type(".venv/bin/python -m omnium_imports integration show " + CODE)
+        listed = await me.type(".venv/bin/python -m omnium_imports integration list")
+
+        said = await me.type(
+            walk.next(f".venv/bin/python -m omnium_imports integration resume {CODE}")
+        )
+        resumed = await query_until(
+            me.db,
+            "SELECT coalesce(reason, status) FROM integration_run WHERE scout_run_id = $1 "
+            "AND status NOT IN ('received', 'applying')",
+            newest.id,
+            within=60,
+        )
+        moved_after = await _venue(me.db, moved)
+    assert walk.left == []
+    assert (rang.run_id, rang.status) == (newest.id, 200)
+    assert rang.answer == {"queued": False, "reason": "the integration is paused"}
+    assert checked == "the integration is paused"
+    assert runs_while_paused == 1
+    assert moved_while_paused != "Moved While Paused"
+    assert re.search(r"state\s+paused", shown), shown
+    assert re.search(rf"{CODE}\s+paused\s+unit\s+done, {ROWS:,} rows", listed), listed
+    assert f"{CODE} is on; check queued as job" in said
+    assert resumed == "done"
+    assert moved_after == "Moved While Paused"
+
+
+async def _first_done_run(me: Newcomer) -> None:
+    """The walkthrough's steps, short: the reference, the integration, lookups, on; one run."""
+    reference = f"{me.sim.base_url}/control/reference"
+    await me.run("reference", "load", reference)
+    await me.type("cp services/imports/examples/integration.json integration.json")
+    me.set_scout_url("integration.json")
+    await me.run("integration", "add", "integration.json")
+    await me.run("lookups", "add", CODE, "--from-reference", reference)
+    await me.run("integration", "resume", CODE)
+    run = await _finished_run(me.db)
+    assert run["status"] == "done", run["reason"]
+
+
+async def _venue(db: asyncpg.Connection, external_id: str) -> str | None:
+    venue: str | None = await db.fetchval(
+        "SELECT u.venue FROM unit u JOIN integration_key_state k ON k.subject_id = u.id "
+        "WHERE k.subject_key = $1",
+        external_id,
+    )
+    return venue
 
 
 async def _finished_run(db: asyncpg.Connection, seconds: float = 60) -> asyncpg.Record:
@@ -258,7 +469,13 @@ async def test_a_medal_table_integration_from_the_same_commands(
         said = await me.run("mapping", "check", "games-medals")
         assert f"{len(table)} rows: accepted {len(table)}" in said
         # With the wrong token the command service refuses the dry run: said, exit 1.
-        wrong = Newcomer(me.env | {"OMNIUM_GRPC_TOKEN": "not-the-token"}, tmp_path, me.sim, me.db)
+        wrong = Newcomer(
+            me.env | {"OMNIUM_GRPC_TOKEN": "not-the-token"},
+            tmp_path,
+            me.sim,
+            me.db,
+            me.command_address,
+        )
         said = await wrong.run("mapping", "check", "games-medals", expect=1)
         assert "the command service: " in said and "OMNIUM_GRPC_TOKEN" in said
         await me.run("integration", "resume", "games-medals")
@@ -386,7 +603,7 @@ def _fields(spec: IntegrationSpec) -> dict[str, object]:
 async def test_serve_and_no_command_both_start_the_service(
     database_url: str, tmp_path: Path
 ) -> None:
-    env = _env(database_url, "127.0.0.1:9") | {
+    env = _env("127.0.0.1:9", OMNIUM_DATABASE_URL=database_url, OMNIUM_GRPC_TOKEN=TOKEN) | {
         "OMNIUM_DOORBELL_PORT": "0",
         "OMNIUM_IMPORTS_PORT": "0",
         "OMNIUM_GRPC_TOKENS": TOKEN,

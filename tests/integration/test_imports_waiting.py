@@ -57,13 +57,18 @@ async def test_a_run_started_past_the_size_check_marks_nothing_missing(database_
         # Were the short runs counted, the second would cancel ~1,200 units by itself.
         import_overrides={"auto_cancel_missing": True},
     ) as day:
-        await _done(day)
+        full = await _done(day)
         gone = day.sim.reference()["units"][600]
         day.sim.drop(gone["externalId"])
-        # Two 50-row runs, each paused by the size check and started by a person: written,
-        # but neither lists the Games, so neither counts a key as missing.
-        for _ in range(2):
-            started = await _started(day, await _paused_short_run(day, 50))
+        # Three 50-row runs, each paused by the size check and started by a person: written,
+        # but none lists the Games, so none counts a key as missing. Nor do they become the
+        # usual size: were they counted, the median of recent runs would be 50 by the third,
+        # and it would pass the check by itself.
+        pauses: list[str] = []
+        for _ in range(3):
+            paused = await _paused_short_run(day, 50)
+            pauses.append(paused["reason"])
+            started = await _started(day, paused)
             assert started["status"] == "done", started["reason"]
         after_short = await _missing(day)
         missing_items = await _items(day, "missing")
@@ -71,6 +76,8 @@ async def test_a_run_started_past_the_size_check_marks_nothing_missing(database_
         # A full run that passed the check on its own does count: only the unit it dropped.
         await _done(day)
         after_full = await _missing(day)
+    usual = f"Scout sent 50 rows; it usually sends about {full['row_count']:,}."
+    assert [reason.startswith(usual) for reason in pauses] == [True, True, True], pauses
     assert after_short == {}
     assert missing_items == []
     assert cancelled == 0
@@ -97,6 +104,41 @@ async def test_a_guard_pause_closes_once_a_newer_run_is_applied(database_url: st
     assert (closed["status"], closed["resolved_by"]) == ("done", "import")
     assert started["status"] == "older"
     assert after_start == []
+
+
+async def test_a_guard_pause_closes_when_its_run_ends_older(database_url: str) -> None:
+    """The paused run's own question closes when the run ends older, with the import as its
+    cause: the path for a question still open although a newer run was applied."""
+    async with games_day(database_url) as day:
+        await _done(day)
+        paused = await _paused_short_run(day, 100)
+        newer = await _done(day)
+        newer_scout_id = await day.db.fetchval(
+            "SELECT scout_run_id FROM integration_run WHERE id = $1::uuid", newer["id"]
+        )
+        # The newer run closed the question. Open it again, as a copy slow to ask it would have
+        # left it (or a version from before newer runs closed such questions).
+        await day.db.execute(
+            "UPDATE review_item SET status = 'open', resolved_at = NULL, resolved_by = NULL "
+            "WHERE kind = 'guard' AND run_id = $1::uuid",
+            paused["id"],
+        )
+        asked = await _items(day, "guard")
+        # Start on it can only end it older; that ends its question too.
+        started = await _started(day, paused)
+        closed = await day.db.fetchrow(
+            "SELECT status, resolved_by FROM review_item WHERE kind = 'guard' AND run_id = $1",
+            paused["id"],
+        )
+        after = await _items(day, "guard")
+    assert asked == [paused["scout_run_id"]]
+    assert started["status"] == "older"
+    assert started["reason"] == (
+        f"run {paused['scout_run_id']} is older than run {newer_scout_id}, which was applied "
+        "already"
+    )
+    assert (closed["status"], closed["resolved_by"]) == ("done", "import")
+    assert after == []
 
 
 async def test_a_missing_key_listed_again_closes_its_question(database_url: str) -> None:

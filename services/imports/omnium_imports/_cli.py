@@ -346,7 +346,11 @@ async def _set_state(ctx: Context, args: argparse.Namespace, prepared: Any) -> i
             f"{args.code}` shows its runs."
         )
     else:
-        ctx.say(f"{args.code} is paused: no runs until `{PROG} integration resume {args.code}`.")
+        ctx.say(
+            f"{args.code} is paused: Scout's doorbells and the scheduler's checks start no run, "
+            f"so nothing from Scout is read or written until `{PROG} integration resume "
+            f"{args.code}`, which reads Scout's newest run at once."
+        )
     return 0
 
 

@@ -270,6 +270,14 @@ class Pipeline:
         async with self.pool.acquire() as conn:
             return await conn.fetchrow(QUERIES[query], *args)
 
+    async def _fetchval(self, query: str, *args: Any) -> Any:
+        async with self.pool.acquire() as conn:
+            return await conn.fetchval(QUERIES[query], *args)
+
+    async def _execute(self, query: str, *args: Any) -> None:
+        async with self.pool.acquire() as conn:
+            await conn.execute(QUERIES[query], *args)
+
     async def _integration(self, integration_id: str) -> Integration:
         row = await self._outlast(
             f"integration {integration_id}", lambda: self._fetchrow("integration", integration_id)
@@ -367,9 +375,12 @@ class Pipeline:
         items.clear()
         clearing = _batches.Clearing.of(version)
         if not job.past_guards:
-            stop = await self._outlast(
+            stop, sized = await self._outlast(
                 f"run {scout_run.id}: checks",
                 lambda: self._guards(integration, scout_run, mapped, ready, unit_ids, clearing),
+            )
+            await self._outlast(
+                f"run {scout_run.id}: size", lambda: self._execute("set_sized", run_id, sized)
             )
             if stop is not None:
                 await self._finish(run_id, "paused_by_guard", stop, Counter())
@@ -383,15 +394,15 @@ class Pipeline:
 
                 await self._outlast(f"run {scout_run.id}: review", ask)
                 return RunResult("paused_by_guard", run_id, stop)
+        else:
+            # A person's Start does not make a short run pass: what its guards found stands.
+            sized = await self._outlast(
+                f"run {scout_run.id}: size", lambda: self._fetchval("run_sized", run_id)
+            )
         # Only a full run that passed the size check by itself lists every key (seed: "Only
         # runs that passed the size check count"). One a person started past the check may be
         # a broken read: counting the keys it left out as missing would ask about them all.
-        complete = scout_run.build == "all" and (
-            not job.past_guards
-            or await self._outlast(
-                f"run {scout_run.id}: size", lambda: self._sized(integration, scout_run, mapped)
-            )
-        )
+        complete = scout_run.build == "all" and sized is True
         # Each row is counted once, by its position, whatever the attempts: a resumed run sends
         # its saved batches again (they answer duplicate, with their rows' answers), and by then
         # the fast path would skip those rows too. A row's answer replaces what it was before.
@@ -512,21 +523,6 @@ class Pipeline:
             unit_ids = await _unit_ids(conn, integration, ready)
         return mapped, key_state, ready, skipped, unit_ids
 
-    async def _sized(
-        self, integration: Integration, scout_run: ScoutRun, mapped: list[MappedRow]
-    ) -> bool:
-        """Whether the run passes the size check (the too-few guard), asked again for a run a
-        person started past its guards."""
-        limits = guards.Limits.of(self.settings, integration.settings)
-        async with self.pool.acquire() as conn:
-            history = [
-                r["row_count"]
-                for r in await conn.fetch(
-                    QUERIES["usual_row_counts"], integration.id, scout_run.build, limits.usual_runs
-                )
-            ]
-        return guards.too_few(len(mapped), guards.usual_rows(history, limits), limits) is None
-
     async def _guards(
         self,
         integration: Integration,
@@ -535,8 +531,9 @@ class Pipeline:
         ready: list[MappedRow],
         unit_ids: dict[str, str],
         clearing: _batches.Clearing,
-    ) -> str | None:
-        """The first guard that stops this run, in plain words; None when all pass."""
+    ) -> tuple[str | None, bool | None]:
+        """The first guard that stops this run, in plain words (None when all pass), and
+        whether it passed the size check (None for a page run, which has none)."""
         limits = guards.Limits.of(self.settings, integration.settings)
         async with self.pool.acquire() as conn:
             history = [
@@ -567,15 +564,19 @@ class Pipeline:
                 and not (r.value.get("unit_id") or unit_ids.get(str(r.value.get("code"))))
             )
         )
-        checks = (
+        too_few = (
             guards.too_few(len(mapped), guards.usual_rows(history, limits), limits)
             if scout_run.build != "page"
-            else None,
+            else None
+        )
+        checks = (
+            too_few,
             guards.unusable(mapped, limits),
             guards.not_placed_or_held(mapped, unplaceable, limits),
             guards.cleared_and_reopened(ready, current, unit_ids, clearing, limits),
         )
-        return next((reason for reason in checks if reason is not None), None)
+        stop = next((reason for reason in checks if reason is not None), None)
+        return stop, (too_few is None if scout_run.build != "page" else None)
 
     async def _settle(
         self, integration: Integration, scout_run: ScoutRun, mapped: list[MappedRow]

@@ -52,9 +52,11 @@ SELECT scout_status FROM integration_run
  LIMIT $2;
 
 -- name: usual_row_counts
+-- Written runs that passed the size check on their own: a short run a person started past it
+-- must not become the usual size, or the next short run would pass by itself.
 SELECT row_count FROM integration_run
  WHERE integration_id = $1::uuid AND status IN ('done', 'partly_done') AND build = $2
-   AND row_count IS NOT NULL
+   AND sized AND row_count IS NOT NULL
  ORDER BY received_at DESC
  LIMIT $3;
 

@@ -85,3 +85,9 @@ SELECT id::text FROM integration_run
  WHERE integration_id = $1::uuid AND status IN ('done', 'partly_done')
  ORDER BY finished_at DESC NULLS LAST
  LIMIT 1;
+
+-- name: set_sized
+UPDATE integration_run SET sized = $2 WHERE id = $1::uuid;
+
+-- name: run_sized
+SELECT sized FROM integration_run WHERE id = $1::uuid;
