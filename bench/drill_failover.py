@@ -7,10 +7,11 @@ day and ringing the doorbell, the demo clients' SFTP sink and a webhook receiver
 queued and is sent again with the same client id), a few public API readers, a Scout run in
 flight — the leader is killed (Patroni and PostgreSQL together); the standby takes over, the old
 leader rejoins. Then a shorter second case: the leader's postmaster alone is killed and Patroni
-restarts it in place. Afterwards everything is checked against the primary: taps answered saved
-and not there, actions or import batches applied twice, changes no client got. A drill, not a
-test: it prints figures (`name: value`, the second case's prefixed `restart_`) and exits 0 when
-it ran.
+restarts it in place; `restart_listeners_back_s` is how long after that postmaster first
+answers every service's LISTEN connection is back on it. Afterwards everything is checked
+against the primary: taps answered saved and not there, actions or import batches applied
+twice, changes no client got. A drill, not a test: it prints figures (`name: value`, the second
+case's prefixed `restart_`) and exits 0 when it ran.
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ import shutil
 import signal
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 from aiohttp import web
 
 from bench._common import free_port, say, wait_for_port
@@ -62,7 +66,7 @@ from bench._drill import (
     tap_checks,
     until,
 )
-from omnium_db import apply_migrations
+from omnium_db import DATABASE_ERRORS, apply_migrations, connect_each_host
 
 # Services the drill runs; the admin console and the provider pull play no part in a failover.
 SERVICES = ("command", "scoring", "imports", "delivery", "gateway", "scout-sim", "client-sinks")
@@ -88,6 +92,7 @@ class Case:
     run_status: str = "none"
     asked_run: str | None = None  # a Scout run asked for that never got in flight
     outage_end: float | None = None  # the first tap saved again
+    listeners_back_s: float | None = None  # the restart: first answer to every LISTEN back
 
 
 @dataclass
@@ -141,7 +146,100 @@ async def wait_sync_standby(cluster: Any, within: float) -> None:
     await until("no node became the synchronous standby", within, check)
 
 
-# --- the faults --------------------------------------------------------------------------------
+# --- every LISTEN connection back --------------------------------------------------------------
+
+# The services' LISTEN connections (NotifyListener names each `<service>:listen`), counted once
+# idle after a statement: a listener's first statement is its LISTEN.
+LISTENING = """
+SELECT application_name AS name, count(*) AS n FROM pg_stat_activity
+ WHERE application_name LIKE '%:listen' AND state = 'idle' AND query <> ''
+ GROUP BY application_name
+"""
+
+
+@dataclass(frozen=True)
+class Listening:
+    """The LISTEN connections of one postmaster, by name, and when that postmaster started."""
+
+    postmaster_start: datetime
+    names: Counter[str]
+
+
+async def listening(conn: asyncpg.Connection) -> Listening:
+    # Bounded: a postmaster on its way down may hold a look forever.
+    start: datetime = await conn.fetchval("SELECT pg_postmaster_start_time()", timeout=5)
+    rows = await conn.fetch(LISTENING, timeout=5)
+    return Listening(start, Counter({r["name"]: r["n"] for r in rows}))
+
+
+@dataclass
+class ListenersBack:
+    """From the first answer of a postmaster other than `before`'s (Patroni's restart, or a new
+    leader) to every LISTEN connection `before` had being back on it."""
+
+    before: Listening
+    answered: float | None = None
+    back: float | None = None
+
+    def look(self, at: float, now: Listening) -> bool:
+        """One look at the primary at `at` (monotonic); True once every listener is back."""
+        if now.postmaster_start == self.before.postmaster_start:
+            # The postmaster from before the kill, not gone yet: its connections do not count.
+            return False
+        if self.answered is None:
+            self.answered = at
+        if all(now.names[name] >= n for name, n in self.before.names.items()):
+            self.back = at
+        return self.back is not None
+
+    def missing(self, now: Listening) -> list[str]:
+        return sorted(name for name, n in self.before.names.items() if now.names[name] < n)
+
+    @property
+    def seconds(self) -> float | None:
+        if self.answered is None or self.back is None:
+            return None
+        return self.back - self.answered
+
+
+async def listening_now(url: str) -> Listening:
+    conn = await connect(url)
+    try:
+        return await listening(conn)
+    finally:
+        await conn.close()
+
+
+async def listeners_back(url: str, before: Listening, within: float) -> float | None:
+    """Seconds from the primary's first answer after the kill to every LISTEN connection of
+    `before` being back (None if not within `within` s); looked at every 50 ms."""
+    clock = ListenersBack(before)
+    deadline = time.monotonic() + within
+    now: Listening | None = None
+    while time.monotonic() < deadline:
+        try:
+            conn = await connect_each_host(url, host_timeout=1.0)
+        except DATABASE_ERRORS:
+            await asyncio.sleep(0.05)
+            continue
+        try:
+            while time.monotonic() < deadline:
+                now = await listening(conn)
+                if clock.look(time.monotonic(), now):
+                    return clock.seconds
+                if now.postmaster_start == before.postmaster_start:
+                    break
+                await asyncio.sleep(0.05)
+        except DATABASE_ERRORS:
+            pass
+        finally:
+            conn.terminate()
+        await asyncio.sleep(0.05)
+    if clock.answered is None or now is None:
+        say(f"restart: no restarted postmaster answered within {within:.0f} s")
+    else:
+        say(f"restart: LISTEN connections not back within {within:.0f} s: {clock.missing(now)}")
+    return None
 
 
 # --- the faults --------------------------------------------------------------------------------
@@ -286,6 +384,7 @@ async def _load_and_faults(
     began = time.monotonic()
     failover, restart = drill.cases["failover"], drill.cases["restart"]
     failover.began, failover.began_wall = began, drill.begin("failover")
+    back: asyncio.Task[float | None] | None = None
     try:
         await steady(drill, args.steady_seconds)
         say(f"steady: {sum(t.saved is not None for t in drill.taps)} taps saved; waiting for a run")
@@ -310,9 +409,12 @@ async def _load_and_faults(
         await steady(drill, args.steady_seconds / 2)
         restart.run_id, restart.asked_run = await run_in_flight(url, scout, args.run_wait)
         leader = cluster.leader_name()
+        before = await listening_now(url)
+        say(f"restart: LISTEN connections before: {dict(sorted(before.names.items()))}")
         say(f"restart: kill -9 the postmaster of {leader}, run in flight {restart.run_id}")
         restart.kill = time.monotonic()
         await asyncio.to_thread(cluster.kill_postmaster, leader)
+        back = asyncio.create_task(listeners_back(url, before, 120))
         await writes_back(drill, restart, 120)
         now_leader = await wait_leader(cluster, 120)
         restart.leader = time.monotonic()
@@ -323,12 +425,19 @@ async def _load_and_faults(
         say(
             f"restart: {now_leader} leads, {other} streams, {restart.rejoin_s:.1f} s after the kill"
         )
+        restart.listeners_back_s = await back
+        if restart.listeners_back_s is not None:
+            say(
+                f"restart: every LISTEN connection back {restart.listeners_back_s:.2f} s after "
+                "the primary answered again"
+            )
         await asyncio.sleep(args.seconds / 2)
     except BaseException:
         # Stopped (Ctrl-C) or failed: no waiting for queues, straight to stopping everything.
-        for task in load:
+        watches = [back] if back is not None else []
+        for task in [*load, *watches]:
             task.cancel()
-        await asyncio.gather(*load, return_exceptions=True)
+        await asyncio.gather(*load, *watches, return_exceptions=True)
         raise
     drill.stopping.set()
     say("load stopped; the scorers send what is still queued")
@@ -407,6 +516,9 @@ async def _settle_and_check(
             f"{prefix}tap_p50_ms": taps[name]["tap_p50_ms"],
             f"{prefix}tap_p99_ms": taps[name]["tap_p99_ms"],
         }
+        if name == "restart":
+            back = case.listeners_back_s
+            figures[f"{prefix}listeners_back_s"] = back if back is not None else float("nan")
     return figures
 
 

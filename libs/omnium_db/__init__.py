@@ -5,7 +5,14 @@ from __future__ import annotations
 from omnium_db._listen import Notified, NotifyListener
 from omnium_db._migrations import MIGRATIONS_DIR, MigrationError, applied_versions, apply_migrations
 from omnium_db._outage import DATABASE_ERRORS, connection_lost, is_outage, not_connected, outlast
-from omnium_db._pool import Road, connect_each_host, create_pool, host_dsns, init_connection
+from omnium_db._pool import (
+    Road,
+    connect_each_host,
+    connect_primary,
+    create_pool,
+    host_dsns,
+    init_connection,
+)
 from omnium_db._queries import Composed, Queries
 from omnium_db._schema import UNIT_STATUSES
 
@@ -22,6 +29,7 @@ __all__ = [
     "applied_versions",
     "apply_migrations",
     "connect_each_host",
+    "connect_primary",
     "connection_lost",
     "create_pool",
     "host_dsns",

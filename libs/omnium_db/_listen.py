@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 import asyncpg
 
 from omnium_db._outage import DATABASE_ERRORS
+from omnium_db._pool import connect_primary
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -25,8 +26,9 @@ class NotifyListener:
     A NOTIFY sent while the connection is down is gone for good, so after every reconnect
     `on_reconnect` runs: it wakes whatever reads from the owner's own cursor (delivery's
     outbox cursor, the relay's watermark, the import queue), which then reads what it missed.
-    The DSN is passed to asyncpg as it is: a multi-host one with
-    `target_session_attrs=read-write` reaches the new primary after a failover.
+    It connects as the pools do (`connect_primary`): with a multi-host DSN and
+    `target_session_attrs=read-write` it reaches the new primary after a failover, and a host
+    that drops packets costs each try its per-host timeout, not the whole try.
     """
 
     def __init__(
@@ -38,7 +40,6 @@ class NotifyListener:
         on_reconnect: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.dsn = settings.require_database_url()
         self.channels = dict(channels)
         self.name = name
         self.on_reconnect = on_reconnect
@@ -84,10 +85,8 @@ class NotifyListener:
                         conn.terminate()
 
     async def _connect(self) -> asyncpg.Connection:
-        conn = await asyncpg.connect(
-            self.dsn,
-            timeout=self.settings.listen_connect_timeout_seconds,
-            server_settings={"application_name": f"{self.name}:listen"},
+        conn = await connect_primary(
+            self.settings, server_settings={"application_name": f"{self.name}:listen"}
         )
         try:
             for channel in self.channels:

@@ -95,6 +95,16 @@ async def connect_each_host(dsn: str, *, host_timeout: float, **kwargs: Any) -> 
     raise last
 
 
+async def connect_primary(settings: Settings, **kwargs: Any) -> asyncpg.Connection:
+    """A connection of its own, outside any pool (a LISTEN, the gateway relay's reader), made
+    the way the pools make theirs: host by host, each with the pools' per-host timeout."""
+    return await connect_each_host(
+        settings.require_database_url(),
+        host_timeout=settings.database_connect_timeout_seconds,
+        **kwargs,
+    )
+
+
 class _OutageInOneLine(logging.Filter):
     """asyncpg's pool logs each failed try to keep its minimum of connections with a traceback;
     during a restart or failover that is expected, so one line with the reason says enough."""

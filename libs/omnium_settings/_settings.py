@@ -89,10 +89,7 @@ class Settings:
     batch_max_units: int = _setting(25, "Most units (matches) in one import batch.")
     reader_pool_size: int = _setting(10, "Connections for reads (timeline, public API).")
     database_connect_timeout_seconds: float = _setting(
-        2.0, "Pools: longest wait to connect to one host of the DSN before the next is tried."
-    )
-    listen_connect_timeout_seconds: float = _setting(
-        5.0, "LISTEN connections: longest wait to open one (all hosts of the DSN)."
+        2.0, "Pools and LISTENs: longest wait for one host of the DSN before the next is tried."
     )
     listen_retry_first_seconds: float = _setting(
         0.1, "LISTEN connection lost: first wait before connecting again (then doubled)."

@@ -28,10 +28,12 @@ import redis.asyncio as aioredis
 from omnium.command.v1 import command_pb2
 from omnium_db import apply_migrations, init_connection
 from omnium_devstack.ha import HaTimings, PatroniCluster
+from omnium_gateway import Cache
+from omnium_gateway._outbox import OutboxRelay
 from omnium_live import stream_key
 from tests.support.command import CommandClient, command
 from tests.support.delivery import LOCK_WAIT, query_until, running_delivery
-from tests.support.gateway import running_gateway
+from tests.support.gateway import RunningGateway, running_gateway
 from tests.support.imports import games_day
 from tests.support.outage import crashable_redis
 from tests.support.receiver import Receiver, webhook_receiver
@@ -45,6 +47,16 @@ DUPLICATE = command_pb2.OUTCOME_DUPLICATE
 TRY_AGAIN = command_pb2.OUTCOME_TRY_AGAIN
 # Quick enough for a test, and still ttl ≥ loop_wait + 2 × retry_timeout as Patroni requires.
 TEST_TIMINGS = HaTimings(ttl=10, loop_wait=1, retry_timeout=4)
+# Far longer than the module: a unit the gateway cached stays cached, and the relay never
+# polls, so only its invalidations (woken by NOTIFY, or by its listener's catch-up after the
+# reconnect) can show a change.
+DAY = 86_400
+# Every outbox row about a unit, with the cache group the gateway keeps that unit's page in.
+UNIT_ROWS = """
+SELECT d.id, 'unit:' || e.code || ':' || u.code AS unit_group
+  FROM domain_event d JOIN event e ON e.id = d.event_id JOIN unit u ON u.id = d.unit_id
+ WHERE d.id > $1
+"""
 
 
 @dataclass
@@ -64,8 +76,20 @@ class Switch:
     batch_done_at_kill: int = 0
     live_ids: list[int] = field(default_factory=list)
     outbox_ids: list[int] = field(default_factory=list)
-    unit_after: dict[str, object] = field(default_factory=dict)
-    unit_after_status: str = ""
+    # The gateway: what it cached before the kill, what it showed after, what the database says.
+    cached_before: dict[str, str] = field(default_factory=dict)
+    shown_after: dict[str, str] = field(default_factory=dict)
+    saved_status: dict[str, str] = field(default_factory=dict)
+    # Its relay: the outbox id it started from and reached, the outbox head just before the
+    # kill, and each unit group's generation then and at the end (bumped once per
+    # invalidation), with the outbox rows that touched each group before and after the head.
+    relay_from: int = 0
+    relay_reached: int | None = None
+    head_at_kill: int = 0
+    generations_at_kill: dict[str, int] = field(default_factory=dict)
+    generations_after: dict[str, int] = field(default_factory=dict)
+    groups_before: set[str] = field(default_factory=set)
+    groups_after: set[str] = field(default_factory=set)
     rejoined: bool = False
     alerts_while_alone: list[str] = field(default_factory=list)
     alerts_after_rejoin: list[str] = field(default_factory=list)
@@ -136,9 +160,18 @@ async def _switch(cluster: PatroniCluster, redis_url: str, hook: Receiver) -> Sw
         ) as day,
         # A stream long enough to keep every change of the test (1,252 units and more).
         running_delivery(url, redis_url, live_stream_length=100_000) as delivery,
-        running_gateway(url, redis_url) as gateway,
+        running_gateway(
+            url,
+            redis_url,
+            cache_ttl_scheduled=DAY,
+            cache_ttl_live=DAY,
+            gateway_outbox_poll_seconds=DAY,
+        ) as gateway,
     ):
         app = day.command.app
+        relay = gateway.gateway.relay
+        assert relay is not None and relay.watermark is not None
+        relay_from = relay.watermark
         run = await day.sim.make_run("schedule", wait_doorbell=True)
         # Hold the run's row once a few batches are in, so the run is surely in flight at the
         # kill (each batch bumps batch_done on that row).
@@ -154,18 +187,22 @@ async def _switch(cluster: PatroniCluster, redis_url: str, hook: Receiver) -> Sw
             assert time.monotonic() < deadline, "the import run never got going"
             await asyncio.sleep(0.02)
         switch = Switch(cluster, old, "")
+        switch.relay_from = relay_from
         switch.run_id = row["id"]
         tx = holder.transaction()
         await tx.start()
         switch.batch_done_at_kill = await holder.fetchval(
             "SELECT batch_done FROM integration_run WHERE id = $1::uuid FOR UPDATE", row["id"]
         )
-        units = [
-            r["id"] for r in await holder.fetch("SELECT id::text FROM unit ORDER BY code LIMIT 25")
-        ]
+        picked = await holder.fetch("SELECT id::text, code FROM unit ORDER BY code LIMIT 25")
+        units = [r["id"] for r in picked]
+        codes = [r["code"] for r in picked]
         assert len(units) == 25
-        first = await gateway.get(f"/v1/events/AG2026/units/{await _code(holder, units[-1])}")
-        assert first.status_code == 200
+        # Each of these units is changed below, before or after the kill: cached now, for a day.
+        for code in codes:
+            first = await gateway.get(f"/v1/events/AG2026/units/{code}")
+            assert first.status_code == 200
+            switch.cached_before[code] = first.json()["status"]
         for n, unit in enumerate(units[:10]):
             answer = await day.command.stub.Submit(
                 _status(f"before-{n}", unit, "DELAYED"), timeout=30
@@ -178,6 +215,13 @@ async def _switch(cluster: PatroniCluster, redis_url: str, hook: Receiver) -> Sw
         pending = asyncio.ensure_future(day.command.stub.Submit(in_flight, timeout=60))
         await query_until(holder, LOCK_WAIT, within=20)
 
+        # The generations first, then the head: a row past the head commits after both, so
+        # the relay's invalidation for it can only come after them.
+        every_unit = [r["code"] for r in await holder.fetch("SELECT code FROM unit")]
+        switch.generations_at_kill = await _generations(
+            redis_url, gateway.gateway.cache, {f"unit:AG2026:{code}" for code in every_unit}
+        )
+        switch.head_at_kill = await holder.fetchval("SELECT coalesce(max(id), 0) FROM domain_event")
         await asyncio.to_thread(cluster.kill_node, old)
         switch.in_flight_answer = await pending
         # Its server is gone: drop it without the goodbye a close would wait for.
@@ -204,10 +248,18 @@ async def _switch(cluster: PatroniCluster, redis_url: str, hook: Receiver) -> Sw
         db = day.db
         switch.outbox_ids = [r["id"] for r in await db.fetch("SELECT id FROM domain_event")]
         switch.live_ids = await _live_ids(redis_url, len(switch.outbox_ids))
-        switch.unit_after = await _read_until(
-            gateway, await _code(db, units[-1]), expect_status="RUNNING"
+        switch.relay_reached = await _relay_reaches(relay, max(switch.outbox_ids))
+        for row in await db.fetch(UNIT_ROWS, switch.relay_from):
+            after = row["id"] > switch.head_at_kill
+            (switch.groups_after if after else switch.groups_before).add(row["unit_group"])
+        switch.generations_after = await _generations(
+            redis_url, gateway.gateway.cache, switch.groups_before | switch.groups_after
         )
-        switch.unit_after_status = str(switch.unit_after.get("status"))
+        switch.saved_status = {
+            r["code"]: r["status"]
+            for r in await db.fetch("SELECT code, status FROM unit WHERE code = ANY($1)", codes)
+        }
+        switch.shown_after = await _shown_until(gateway, switch.saved_status)
         # The new primary runs alone until the old one rejoins: the command service says so.
         switch.alerts_while_alone = await _alerts(hook, 1)
         await asyncio.to_thread(cluster.start_node, old)
@@ -232,11 +284,6 @@ async def _alerts(hook: Receiver, count: int, seconds: float = 30) -> list[str]:
     ]
 
 
-async def _code(conn: asyncpg.Connection, unit_id: str) -> str:
-    code: str = await conn.fetchval("SELECT code FROM unit WHERE id = $1::uuid", unit_id)
-    return code
-
-
 async def _live_ids(redis_url: str, expected: int, seconds: float = 60) -> list[int]:
     """The outbox ids the live stream carries, once it has as many as the outbox holds."""
     client = aioredis.from_url(redis_url)
@@ -256,17 +303,40 @@ async def _live_ids(redis_url: str, expected: int, seconds: float = 60) -> list[
         await client.aclose()
 
 
-async def _read_until(gateway: object, code: str, *, expect_status: str) -> dict[str, object]:
-    deadline = time.monotonic() + 30
-    body: dict[str, object] = {}
-    while time.monotonic() < deadline:
-        answer = await gateway.get(f"/v1/events/AG2026/units/{code}")  # type: ignore[attr-defined]
-        if answer.status_code == 200:
-            body = answer.json()
-            if body.get("status") == expect_status:
-                return body
+async def _generations(redis_url: str, cache: Cache, groups: set[str]) -> dict[str, int]:
+    """Each group's generation in Redis; 0 for a group never invalidated."""
+    names = sorted(groups)
+    client = aioredis.from_url(redis_url)
+    try:
+        values = await client.mget([cache.gen_key(name) for name in names]) if names else []
+    finally:
+        await client.aclose()
+    return {name: int(value or 0) for name, value in zip(names, values, strict=True)}
+
+
+async def _relay_reaches(relay: OutboxRelay, last_id: int, seconds: float = 60) -> int | None:
+    """The outbox id the relay has reached, once it is `last_id` or the time is up."""
+    for _ in range(int(seconds * 5)):
+        if (relay.watermark or 0) >= last_id:
+            break
         await asyncio.sleep(0.2)
-    return body
+    return relay.watermark
+
+
+async def _shown_until(
+    gateway: RunningGateway, expected: dict[str, str], seconds: float = 30
+) -> dict[str, str]:
+    """The status the gateway shows for each unit, once it shows every expected one or the
+    time is up."""
+    deadline = time.monotonic() + seconds
+    shown: dict[str, str] = {}
+    while True:
+        for code in expected:
+            answer = await gateway.get(f"/v1/events/AG2026/units/{code}")
+            shown[code] = answer.json()["status"] if answer.status_code == 200 else ""
+        if shown == expected or time.monotonic() > deadline:
+            return shown
+        await asyncio.sleep(0.2)
 
 
 async def _new_primary(switch: Switch) -> asyncpg.Connection:
@@ -356,8 +426,28 @@ async def test_delivery_pushed_every_saved_change_once_across_the_switch(switch:
     assert doubled == 0
 
 
-async def test_the_gateway_shows_a_change_saved_after_the_switch(switch: Switch) -> None:
-    assert switch.unit_after_status == "RUNNING", switch.unit_after
+async def test_the_gateway_shows_every_change_to_units_it_had_cached_for_a_day(
+    switch: Switch,
+) -> None:
+    """Cached before the kill, changed before it, in flight at it and after it: only the
+    relay's invalidations can show the changes."""
+    assert len(switch.cached_before) == 25
+    assert set(switch.cached_before.values()).isdisjoint(switch.saved_status.values())
+    assert switch.shown_after == switch.saved_status
+
+
+async def test_the_gateway_relay_invalidates_every_unit_changed_across_the_switch(
+    switch: Switch,
+) -> None:
+    assert switch.relay_reached is not None
+    assert switch.relay_reached >= max(switch.outbox_ids)
+    # Units the run created or changed after the kill are among these.
+    assert switch.groups_after
+    before, after, then = switch.groups_before, switch.groups_after, switch.generations_at_kill
+    never = sorted(g for g in before | after if switch.generations_after[g] == 0)
+    assert never == [], f"{len(never)} units never invalidated"
+    missed = sorted(g for g in after if switch.generations_after[g] <= then.get(g, 0))
+    assert missed == [], f"{len(missed)} units changed after the kill, not invalidated after it"
 
 
 async def test_the_old_primary_rejoins_as_a_streaming_standby(switch: Switch) -> None:
@@ -373,15 +463,32 @@ def test_saves_on_one_server_only_are_alerted_and_cleared(switch: Switch) -> Non
     assert len(after) == 2 and after[1].startswith("cleared: ")
 
 
-def test_the_ha_profile_refuses_to_start_without_patroni_or_etcd(tmp_path: Path) -> None:
-    """With neither on PATH, `run --ha` says what to install and starts nothing."""
+HOW_TO_INSTALL = {
+    "patroni": "sudo apt-get install patroni",
+    "etcd": "sudo apt-get install etcd-server",
+}
+
+
+@pytest.mark.parametrize(
+    "missing", [("patroni",), ("etcd",), ("patroni", "etcd")], ids=["patroni", "etcd", "both"]
+)
+def test_the_ha_profile_refuses_to_start_without_patroni_or_etcd(
+    tmp_path: Path, missing: tuple[str, ...]
+) -> None:
+    """With what is missing off PATH, `run --ha` says how to install it, and only it, and
+    starts nothing."""
     bare = tmp_path / "bin"
     bare.mkdir()
+    for name in HOW_TO_INSTALL.keys() - set(missing):
+        found = shutil.which(name)
+        assert found is not None, f"{name} is needed on this machine for this test"
+        (bare / name).symlink_to(found)
     env = {**os.environ, "PATH": str(bare)}
     for name in ("OMNIUM_DATABASE_URL", "OMNIUM_REDIS_URL"):
         env.pop(name, None)
+    data = tmp_path / "data"
     done = subprocess.run(
-        [sys.executable, "-m", "omnium_devstack", "run", "--ha", "--data-dir", str(tmp_path)],
+        [sys.executable, "-m", "omnium_devstack", "run", "--ha", "--data-dir", str(data)],
         env=env,
         capture_output=True,
         text=True,
@@ -389,6 +496,7 @@ def test_the_ha_profile_refuses_to_start_without_patroni_or_etcd(tmp_path: Path)
         check=False,
     )
     assert done.returncode == 2, done.stderr
-    assert "apt-get install patroni" in done.stderr
-    assert "apt-get install etcd-server" in done.stderr
-    assert not (tmp_path / "ha").exists() or not any((tmp_path / "ha").iterdir())
+    for name, install in HOW_TO_INSTALL.items():
+        assert (install in done.stderr) == (name in missing), done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (data / "ha").exists() or not any((data / "ha").iterdir())

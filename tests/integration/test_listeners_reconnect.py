@@ -1,4 +1,10 @@
-"""After PostgreSQL crashes and starts again, every LISTEN connection is back and catches up."""
+"""After PostgreSQL crashes and starts again, every LISTEN connection is back and catches up.
+
+Each service runs with its polls (and its listener's probe) far longer than any wait here, so
+what reaches a client in time came through a NOTIFY on the LISTEN connection made again, or
+the catch-up that follows it; pg_stat_activity shows that connection, its last statement a
+LISTEN.
+"""
 
 from __future__ import annotations
 
@@ -20,24 +26,32 @@ from grpc import aio
 
 from omnium.command.v1 import command_pb2
 from omnium.scoring.v1 import scoring_pb2
-from omnium_db import NotifyListener
+from omnium_db import NotifyListener, init_connection
 from omnium_devstack.stack import free_port
 from omnium_imports import _queue
 from omnium_live import stream_key
 from tests.support.command import CommandClient, running_command, settings_for
-from tests.support.delivery import eventually, running_delivery
+from tests.support.delivery import eventually, filed_scores, results_client, running_delivery
 from tests.support.games import EVENT, make_games
 from tests.support.gateway import running_gateway
 from tests.support.imports import games_day
 from tests.support.outage import CONNECT_RACE, CrashablePostgres, crashable_postgres
 from tests.support.scoring import running_scoring
 from tests.support.servers import Servers
+from tests.support.sftp import asyncssh_server
 
 CHANNEL = "omnium_test_channel"
 # Longer than any wait below: only a NOTIFY (or the reconnect's catch-up) can wake a loop in
 # time, never its poll.
 LONG_POLL = 30.0
 WITHIN = 10.0
+# The listener probes its connection with a SELECT only this rarely, so pg_stat_activity still
+# shows the LISTEN it ran last.
+QUIET = {"listen_probe_seconds": LONG_POLL}
+LISTENING = """
+SELECT application_name FROM pg_stat_activity
+ WHERE application_name LIKE '%:listen' AND query LIKE 'LISTEN %'
+"""
 
 pytestmark = CONNECT_RACE
 
@@ -52,6 +66,22 @@ async def notify(database_url: str, channel: str, payload: str) -> None:
 
 async def _true(check: Callable[[], bool]) -> bool:
     return check()
+
+
+async def listening(database_url: str) -> set[str]:
+    """The LISTEN connections PostgreSQL has, by name (`<service>:listen`)."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        return {r["application_name"] for r in await conn.fetch(LISTENING)}
+    finally:
+        await conn.close()
+
+
+async def listens_again(database_url: str, name: str) -> None:
+    async def there() -> bool:
+        return f"{name}:listen" in await listening(database_url)
+
+    await eventually(there, within=WITHIN, what=f"{name} to LISTEN again")
 
 
 async def until(check: Callable[[], bool], what: str) -> None:
@@ -202,20 +232,29 @@ async def saved_ids(database_url: str) -> list[int]:
         await conn.close()
 
 
-async def test_delivery_pushes_every_change_once_across_a_restart(
+async def test_delivery_pushes_and_files_every_change_once_across_a_restart(
     tmp_path: Path, servers: Servers
 ) -> None:
     redis = aioredis.from_url(servers.redis_url)
     await redis.delete(stream_key(EVENT))
+    files = tmp_path / "files"
+    files.mkdir()
     try:
-        async with crashable_postgres(tmp_path) as pg:
+        async with crashable_postgres(tmp_path) as pg, asyncssh_server(files) as sftp:
             db = await asyncpg.connect(pg.database_url)
+            await init_connection(db)
             games = await make_games(db, units=2)
+            await results_client(db, sftp, "ndtv", EVENT)
             await db.close()
+            codes = [games.unit_codes[unit] for unit in games.units]
             async with (
                 running_command(pg.database_url) as command,
                 running_delivery(
-                    pg.database_url, servers.redis_url, delivery_poll_seconds=LONG_POLL
+                    pg.database_url,
+                    servers.redis_url,
+                    delivery_poll_seconds=LONG_POLL,
+                    feed_rebuild_seconds=LONG_POLL,
+                    **QUIET,
                 ) as delivery,
             ):
                 for n in range(2):
@@ -224,6 +263,11 @@ async def test_delivery_pushes_every_change_once_across_a_restart(
                 before = await saved_ids(pg.database_url)
                 await eventually(
                     lambda: _equal(pushed_ids(redis), before), within=WITHIN, what="pushes"
+                )
+                await eventually(
+                    lambda: _true(lambda: filed_scores(sftp, "ndtv") == dict.fromkeys(codes, "1")),
+                    within=WITHIN,
+                    what="the first results file",
                 )
                 await pg.crash()
                 await failed_while_down(command, games.units[0], 2)
@@ -236,6 +280,7 @@ async def test_delivery_pushes_every_change_once_across_a_restart(
                 listener = delivery.app.listener
                 assert listener is not None
                 await until(lambda: listener.reconnects == 1, "delivery to listen again")
+                assert "delivery:listen" in await listening(pg.database_url)
                 for n in range(2):
                     answer = await _retrying(
                         functools.partial(score, command, games.units[n], 3, f"after-{n}")
@@ -243,9 +288,15 @@ async def test_delivery_pushes_every_change_once_across_a_restart(
                     assert answer.outcome == command_pb2.OUTCOME_ACCEPTED, answer.reason
                 saved = await saved_ids(pg.database_url)
                 assert len(saved) > len(before)
-                # Only a NOTIFY wakes the outbox loop in time: its poll is 30 s away.
+                # Only a NOTIFY wakes the outbox loop in time: its poll and the sweep are 30 s
+                # away. The file then follows the feed's debounce.
                 await eventually(
                     lambda: _equal(pushed_ids(redis), saved), within=WITHIN, what="every push"
+                )
+                await eventually(
+                    lambda: _true(lambda: filed_scores(sftp, "ndtv") == dict.fromkeys(codes, "3")),
+                    within=WITHIN,
+                    what="the results file with the changes saved after the restart",
                 )
                 conn = await asyncpg.connect(pg.database_url)
                 try:
@@ -286,12 +337,15 @@ async def _retrying(write: Callable[[], Awaitable[Any]]) -> Any:
 async def test_imports_claims_a_job_queued_after_a_restart_at_once(tmp_path: Path) -> None:
     async with (
         crashable_postgres(tmp_path) as pg,
-        games_day(pg.database_url, import_overrides={"imports_poll_seconds": LONG_POLL}) as day,
+        games_day(
+            pg.database_url, import_overrides={"imports_poll_seconds": LONG_POLL, **QUIET}
+        ) as day,
     ):
         await pg.restart()
         listener = day.imports.listener
         assert listener is not None
         await until(lambda: listener.reconnects == 1, "imports to listen again")
+        assert "imports:listen" in await listening(pg.database_url)
         conn = await asyncpg.connect(pg.database_url)
         try:
             job = await _queue.enqueue_check(conn, day.schedule_id, "test")
@@ -318,12 +372,13 @@ async def test_watch_match_wakes_on_a_change_after_a_restart(tmp_path: Path) -> 
         await db.close()
         unit = games.units[0]
         async with running_scoring(
-            pg.database_url, scoring_watch_poll_seconds=LONG_POLL
+            pg.database_url, scoring_watch_poll_seconds=LONG_POLL, **QUIET
         ) as scoring:
             stream = scoring.stub.WatchMatch(scoring_pb2.GetMatchStateRequest(unit_id=unit))
             first = await asyncio.wait_for(stream.read(), WITHIN)
             assert first.seq == 0
             await pg.restart()
+            await listens_again(pg.database_url, "scoring watchers")
             answer = await _retrying_act(scoring, unit)
             assert answer.state.seq == 1
             # Only a NOTIFY wakes the stream in time: its poll is 30 s away.
@@ -360,7 +415,10 @@ async def test_the_relay_invalidates_the_cache_after_a_restart(
         async with (
             running_command(pg.database_url) as command,
             running_gateway(
-                pg.database_url, servers.redis_url, gateway_outbox_poll_seconds=LONG_POLL
+                pg.database_url,
+                servers.redis_url,
+                gateway_outbox_poll_seconds=LONG_POLL,
+                **QUIET,
             ) as gw,
         ):
             answer = await command.submit(
@@ -377,6 +435,7 @@ async def test_the_relay_invalidates_the_cache_after_a_restart(
 
             await eventually(lambda: shows("2"), within=WITHIN, what="the first score")
             await pg.restart()
+            await listens_again(pg.database_url, "gateway relay")
             answer = await _retrying(
                 lambda: command.submit(
                     command_id="final-2",

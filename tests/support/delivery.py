@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -103,3 +104,13 @@ async def results_client(db: asyncpg.Connection, server: SftpServer, code: str, 
             }
         ],
     )
+
+
+def filed_scores(server: SftpServer, code: str) -> dict[str, str | None]:
+    """Each unit's first-side score in the results files client `code` has on `server`."""
+    scores: dict[str, str | None] = {}
+    # Only the final names: a file being written has a hidden `.part` name until renamed.
+    for path in (server.root / code).glob("*DT_RESULT*.json"):
+        for unit in json.loads(path.read_bytes())["units"]:
+            scores[unit["code"]] = unit["sides"][0]["score"]
+    return scores

@@ -62,9 +62,12 @@ async def running_gateway(
 
 
 async def wait_until_relay(gateway: Gateway) -> None:
-    """Invalidations flow once this worker listens and the relay reads the outbox."""
+    """Invalidations flow once this worker listens and the relay has read the outbox head (a
+    change saved before that is not relayed: the relay starts from the head)."""
     async with asyncio.timeout(10):
-        while not (gateway.cache.listening and gateway.relay and gateway.relay.leading):  # noqa: ASYNC110
+        while not (  # noqa: ASYNC110
+            gateway.cache.listening and gateway.relay and gateway.relay.watermark is not None
+        ):
             await asyncio.sleep(0.02)
 
 

@@ -1,4 +1,5 @@
-"""A private PostgreSQL and Redis that a test may crash and start again, on the same ports.
+"""Outages to test against: a private PostgreSQL and Redis that a test may crash and start
+again on the same ports, and a host that takes connections and never answers.
 
 The session's servers are shared by every test, so a test of an outage starts its own pair
 here (a few seconds) and stops it as a crash would. Starting and stopping run in a thread so
@@ -13,6 +14,7 @@ import shutil
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -99,3 +101,47 @@ async def crashable_redis(data_dir: Path) -> AsyncIterator[CrashableRedis]:
         yield CrashableRedis(server)
     finally:
         await asyncio.to_thread(server.stop)
+
+
+@dataclass
+class SilentHost:
+    """A host that takes every TCP connection and never says a word, as a machine that went
+    away looks to a client whose packets are dropped (no refusal, no reset)."""
+
+    port: int
+    accepted: int = 0
+
+    def in_front_of(self, database_url: str) -> str:
+        """`database_url` with this host named first, as in a failover DSN."""
+        parts = urlsplit(database_url)
+        userinfo, at, host = parts.netloc.rpartition("@")
+        netloc = f"{userinfo}{at}127.0.0.1:{self.port},{host}"
+        query = "&".join(q for q in (parts.query, "target_session_attrs=read-write") if q)
+        return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+@contextlib.asynccontextmanager
+async def silent_host() -> AsyncIterator[SilentHost]:
+    held: set[asyncio.StreamWriter] = set()
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        host.accepted += 1
+        held.add(writer)
+        try:
+            # Read what the client sends (its startup packet) and answer nothing, until it
+            # gives up and closes.
+            while await reader.read(4096):
+                pass
+        finally:
+            held.discard(writer)
+            writer.close()
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    host = SilentHost(server.sockets[0].getsockname()[1])
+    try:
+        yield host
+    finally:
+        server.close()
+        for writer in list(held):
+            writer.close()
+        await server.wait_closed()

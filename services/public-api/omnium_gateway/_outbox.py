@@ -19,7 +19,7 @@ from collections.abc import Iterable
 import asyncpg
 import redis.asyncio as aioredis
 
-from omnium_db import DATABASE_ERRORS, NotifyListener
+from omnium_db import DATABASE_ERRORS, NotifyListener, connect_primary
 from omnium_gateway._cache import REDIS_ERRORS, Cache
 from omnium_gateway._purge import SharedCachePurge
 from omnium_gateway._reads import QUERIES
@@ -78,6 +78,9 @@ class OutboxRelay:
         self.token = secrets.token_hex(8)
         self.leading = False
         self.failing = False
+        # The outbox id this worker has relayed up to, while it leads and reads; None until the
+        # relay has read the outbox head (changes saved before that are not its to relay).
+        self.watermark: int | None = None
         self._renew = redis.register_script(_RENEW)
         self._wake = asyncio.Event()
         self.leader_key = cache.prefix + "relay:leader"
@@ -109,6 +112,7 @@ class OutboxRelay:
                 await asyncio.sleep(self.settings.gateway_redis_retry_seconds)
             finally:
                 self.leading = False
+                self.watermark = None
                 with contextlib.suppress(*REDIS_ERRORS):
                     await self.redis.eval(
                         "if redis.call('GET', KEYS[1]) == ARGV[1] then "
@@ -138,6 +142,7 @@ class OutboxRelay:
                 int(stored) if stored is not None else await reader.fetchval(QUERIES["outbox_head"])
             )
             gaps: dict[int, float] = {}
+            self.watermark = watermark
             log.info("this worker relays the outbox to the cache from id %d", watermark)
             self.failing = False
             while not renewer.done():
@@ -145,7 +150,7 @@ class OutboxRelay:
                 try:
                     if reader is None or reader.is_closed():
                         reader = await self._connect()
-                    watermark = await self._relay(reader, watermark, gaps)
+                    watermark = self.watermark = await self._relay(reader, watermark, gaps)
                     self.failing = False
                 except DATABASE_ERRORS as exc:
                     # The lease and the watermark stay: PostgreSQL is read again on the next
@@ -175,9 +180,8 @@ class OutboxRelay:
     async def _connect(self) -> asyncpg.Connection:
         settings = self.settings
         # Every read is bounded: a machine that went away must not hold the relay forever.
-        return await asyncpg.connect(
-            settings.require_database_url(),
-            timeout=settings.listen_connect_timeout_seconds,
+        return await connect_primary(
+            settings,
             command_timeout=settings.gateway_database_timeout_seconds,
             server_settings={"application_name": "gateway relay"},
         )
