@@ -158,8 +158,9 @@ class DeliveryApp:
         self.stopping.set()
         self.outbox_wake.set()
         self.dispatch_wake.set()
-        if self.grpc is not None:
-            await self.grpc.stop(min(grace or 1.0, self.settings.grpc_grace_seconds))
+        # gRPC calls in flight get OMNIUM_GRPC_GRACE_SECONDS, drained beside the hand-over so
+        # that the clients go to the other copies at once.
+        drain = asyncio.create_task(self.grpc.stop()) if self.grpc is not None else None
         cursor_held = self.holds_cursor
         workers = list(self.busy.values())
         for task in [*self.tasks, *workers]:
@@ -168,6 +169,8 @@ class DeliveryApp:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self._hand_over(cursor_held=cursor_held)
+        if drain is not None:
+            await drain
         for _, transport in self.transports.values():
             with contextlib.suppress(Exception):
                 await transport.close()

@@ -129,10 +129,11 @@ class ImportsApp:
     async def stop(self, grace: float | None = None) -> None:
         """Stop taking doorbells and jobs. A running job goes back to the queue with its run
         once its batches in flight are saved (or cut, after `grace`), so another copy continues
-        it at once; only a copy that dies leaves its jobs to their leases."""
+        it at once; only a copy that dies leaves its jobs to their leases. The gRPC calls in
+        flight meanwhile get OMNIUM_GRPC_GRACE_SECONDS."""
         self.stopping.set()
-        if self.grpc is not None:
-            await self.grpc.stop(min(grace or 1.0, self.settings.grpc_grace_seconds))
+        # Drained beside the hand-over, not before it: a slow call must not hold a run back.
+        drain = asyncio.create_task(self.grpc.stop()) if self.grpc is not None else None
         if self.runner is not None:
             await self.runner.cleanup()
         grace = self.settings.imports_stop_grace_seconds if grace is None else grace
@@ -143,6 +144,8 @@ class ImportsApp:
             for task in pending:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if drain is not None:
+            await drain
         if self.listener is not None:
             await self.listener.close()
         if self.scout is not None:
