@@ -35,6 +35,9 @@ class Settings:
     )
     bind_host: str = _setting("127.0.0.1", "Address every server listens on.")
     log_level: str = _setting("INFO", "Python log level.")
+    http_grace_seconds: float = _setting(
+        10.0, "On SIGTERM, time the doorbell's and the console's requests in flight get."
+    )
 
     # -- Ports (DESIGN §11) ----------------------------------------------------------------
     gateway_port: int = _setting(8080, "Public API gateway (HTTP).")
