@@ -42,7 +42,7 @@ OUTBOX_CHANNEL = "omnium_domain_event"
 FEED_CHANNEL = "omnium_delivery_feed"
 _OUTBOX_BATCH = 500
 # Longest a stopping copy spends handing its clients over; past it their leases do.
-_HAND_OVER_SECONDS = 2.0
+HAND_OVER_SECONDS = 2.0
 _HAND_OVER_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, *DATABASE_ERRORS)
 
 
@@ -208,7 +208,7 @@ class DeliveryApp:
         if self.pool is None:
             return
         try:
-            async with asyncio.timeout(_HAND_OVER_SECONDS), self.pool.acquire() as conn:
+            async with asyncio.timeout(HAND_OVER_SECONDS), self.pool.acquire() as conn:
                 released = await conn.fetchval(QUERIES["release_clients"], self.me, sending)
                 await conn.execute(QUERIES["wake_senders"])
                 if cursor_held:
