@@ -86,8 +86,6 @@ SERVICES = (
     "command", "scoring", "imports", "delivery", "gateway", "admin", "scout-sim", "client-sinks",
 )  # fmt: skip
 DOUBLED = ("command", "scoring", "imports", "delivery", "gateway", "admin")
-# The ready check each HTTP copy answers (the paths HAProxy checks, copies.py).
-READY_PATH = {"gateway": "/readyz", "imports": "/healthz", "admin": "/health"}
 PHASES = ("kill_copy", "rolling_release")
 # Port settings, and the offsets the copies and HAProxy take from each (copies.py).
 GRPC_PORTS = ("command", "scoring", "imports", "delivery")
@@ -300,6 +298,7 @@ def cpu_top(before: dict[tuple[str, int], float], after: dict[tuple[str, int], f
 
 
 def make_copies(specs: Sequence[Any], env: dict[str, str], replay_seconds: float) -> list[Copy]:
+    from omnium_devstack.copies import READY_PATH  # the ready checks HAProxy reads
     from omnium_devstack.launcher import host_port
 
     out = []

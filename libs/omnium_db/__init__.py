@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from omnium_db._listen import Notified, NotifyListener
 from omnium_db._migrations import MIGRATIONS_DIR, MigrationError, applied_versions, apply_migrations
-from omnium_db._outage import DATABASE_ERRORS, connection_lost, is_outage, not_connected, outlast
+from omnium_db._outage import (
+    DATABASE_ERRORS,
+    connection_lost,
+    is_outage,
+    not_connected,
+    outlast,
+    pool_answers,
+)
 from omnium_db._pool import (
     Road,
     connect_each_host,
@@ -37,4 +44,5 @@ __all__ = [
     "is_outage",
     "not_connected",
     "outlast",
+    "pool_answers",
 ]

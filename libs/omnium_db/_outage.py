@@ -108,3 +108,13 @@ async def outlast(
                 told = True
         await asyncio.sleep(wait)
         wait = min(wait * 2, max_wait)
+
+
+async def pool_answers(pool: asyncpg.Pool, within: float = 1.0) -> bool:
+    """Whether `pool` runs a statement within `within` seconds: a ready check's question."""
+    try:
+        async with asyncio.timeout(within), pool.acquire() as conn:
+            await conn.fetchval("SELECT 1")
+    except DATABASE_ERRORS:
+        return False
+    return True

@@ -28,12 +28,16 @@ _GRPC = {
     "imports": "IMPORTS_PORT",
     "delivery": "DELIVERY_PORT",
 }
-# HTTP services behind HAProxy: the port setting, and the path its ready check reads.
+# HTTP services behind HAProxy: the port setting, and the path its ready check reads. Each
+# answers 503 while its copy stops or cannot reach PostgreSQL (their /healthz and /health
+# only say the process is alive).
 _HTTP = {
     "gateway": ("GATEWAY_PORT", "/readyz"),
-    "imports": ("DOORBELL_PORT", "/healthz"),
-    "admin": ("ADMIN_PORT", "/health"),
+    "imports": ("DOORBELL_PORT", "/readyz"),
+    "admin": ("ADMIN_PORT", "/readyz"),
 }
+# The same checks by service, for anything else that waits for a copy to be ready.
+READY_PATH = {service: path for service, (_, path) in _HTTP.items()}
 _BACKEND = {"gateway": "gateway", "imports": "doorbell", "admin": "admin"}
 # What HAProxy sends again to the other copy. The gateway's reads and the scorers' syncs (client
 # ids) and the doorbell (run ids) are safe to send twice; the console's forms are not, so admin

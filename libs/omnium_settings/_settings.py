@@ -35,6 +35,9 @@ class Settings:
     )
     bind_host: str = _setting("127.0.0.1", "Address every server listens on.")
     log_level: str = _setting("INFO", "Python log level.")
+    http_grace_seconds: float = _setting(
+        10.0, "On SIGTERM, time the doorbell's and the console's requests in flight get."
+    )
 
     # -- Ports (DESIGN §11) ----------------------------------------------------------------
     gateway_port: int = _setting(8080, "Public API gateway (HTTP).")
@@ -226,6 +229,9 @@ class Settings:
         60.0, "A delivery copy holds a client this long; renewed while it sends."
     )
     delivery_clients_at_once: int = _setting(16, "Clients one delivery process sends to at once.")
+    delivery_stop_grace_seconds: float = _setting(
+        10.0, "On SIGTERM, time a send in flight gets to finish; cut after it, it is sent again."
+    )
     delivery_retry_seconds: float = _setting(
         30.0, "After a send failed every try, try that feed again after this."
     )

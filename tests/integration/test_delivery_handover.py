@@ -1,5 +1,6 @@
-"""A delivery copy told to stop while it sends gives its clients back at once: the other copy
-sends within seconds, not after the 60 s lease."""
+"""A delivery copy told to stop lets its send in flight finish, once, and gives its clients back
+at once after it: the other copy sends within seconds, not after the 60 s lease. A send still
+stuck after the copy's grace is cut, and the other copy sends it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from contextlib import asynccontextmanager
 import asyncpg
 from aiohttp import web
 
-from omnium_delivery import DeliveryApp, load_clients
+from omnium_delivery import DeliveryApp, Sent, load_clients
 from tests.support.command import settings_for
 from tests.support.delivery import eventually, running_delivery, settled
 from tests.support.games import EVENT, make_games
@@ -22,9 +23,11 @@ SENT_WITHIN = 10.0  # well under the lease (delivery_lease_seconds, 60 s by defa
 
 
 @asynccontextmanager
-async def stuck_then_ok() -> AsyncIterator[tuple[str, list[str], asyncio.Event]]:
-    """A webhook receiver whose first request hangs (until `release`); later ones answer 200.
-    Each request's arrival is noted, "stuck" or "ok"."""
+async def stuck_then_ok(
+    answer: int = 503,
+) -> AsyncIterator[tuple[str, list[str], asyncio.Event]]:
+    """A webhook receiver whose first request hangs until `release`, then has `answer`; later
+    ones answer 200. Each request's arrival is noted, "stuck" or "ok"."""
     seen: list[str] = []
     release = asyncio.Event()
 
@@ -33,7 +36,7 @@ async def stuck_then_ok() -> AsyncIterator[tuple[str, list[str], asyncio.Event]]
         if not seen:
             seen.append("stuck")
             await release.wait()
-            return web.Response(status=503)
+            return web.Response(status=answer)
         seen.append("ok")
         return web.Response(status=200)
 
@@ -50,25 +53,67 @@ async def stuck_then_ok() -> AsyncIterator[tuple[str, list[str], asyncio.Event]]
         await runner.cleanup()
 
 
-async def test_a_stopping_copy_hands_its_clients_to_the_other(
-    db: asyncpg.Connection, database_url: str
-) -> None:
+async def _medals_client(db: asyncpg.Connection, url: str) -> None:
     games = await make_games(db, units=1)
     await db.execute(
         "INSERT INTO medal_row (event_id, noc, gold, total, rank) VALUES ($1, 'CHN', 3, 3, 1)",
         games.event_id,
     )
+    client = {
+        "code": "dailyhunt",
+        "name": "DailyHunt",
+        "event": EVENT,
+        "transport": "webhook",
+        "webhook": {"url": url, "secret": SECRET},
+        "feeds": [{"kind": "medals", "format": "json", "top": 5}],
+    }
+    await load_clients(db, [client])
+
+
+async def test_a_send_in_flight_finishes_once_and_the_client_is_handed_over(
+    db: asyncpg.Connection, database_url: str
+) -> None:
+    async with stuck_then_ok(answer=200) as (url, seen, release):
+        await _medals_client(db, url)
+        sent: list[Sent] = []
+        # The receiver is slow, not gone: the send waits for it rather than timing out.
+        first = DeliveryApp(
+            settings_for(database_url, webhook_timeout_seconds=30.0), on_send=sent.append
+        )
+        await first.start(0)
+        # The hand-overs wake the other copies' senders: heard here, the stop has begun.
+        woken = asyncio.Event()
+        await db.add_listener("omnium_delivery_feed", lambda *_: woken.set())
+        try:
+            await eventually(lambda: _true(seen == ["stuck"]), within=15, what="the first send")
+            async with running_delivery(database_url, delivery_poll_seconds=60.0) as second:
+                stopping = asyncio.ensure_future(first.stop())
+                await asyncio.wait_for(woken.wait(), 10)
+                still_sending = not stopping.done()
+                release.set()  # the receiver answers the send in flight now
+                await asyncio.wait_for(stopping, 15)
+                left_by = await db.fetchval("SELECT leased_by FROM client WHERE code = 'dailyhunt'")
+                done = await eventually(lambda: settled(db, "dailyhunt"), what="settled")
+                by_second = list(second.sent)
+        finally:
+            if not first.stopping.is_set():
+                await first.stop()
+        attempts = await db.fetch("SELECT outcome FROM delivery_attempt")
+    assert still_sending
+    assert [s.result.outcome for s in sent] == ["delivered"]
+    assert seen == ["stuck"]  # the client got the file once: the other copy never sent it
+    assert by_second == []
+    assert [a["outcome"] for a in attempts] == ["delivered"]
+    assert left_by is None
+    assert done
+
+
+async def test_a_send_stuck_past_the_grace_is_cut_and_the_other_copy_sends(
+    db: asyncpg.Connection, database_url: str
+) -> None:
     async with stuck_then_ok() as (url, seen, _release):
-        client = {
-            "code": "dailyhunt",
-            "name": "DailyHunt",
-            "event": EVENT,
-            "transport": "webhook",
-            "webhook": {"url": url, "secret": SECRET},
-            "feeds": [{"kind": "medals", "format": "json", "top": 5}],
-        }
-        await load_clients(db, [client])
-        first = DeliveryApp(settings_for(database_url))
+        await _medals_client(db, url)
+        first = DeliveryApp(settings_for(database_url, delivery_stop_grace_seconds=1.0))
         await first.start(0)
         try:
             # The first copy holds the client while its send hangs at the receiver.

@@ -171,11 +171,11 @@ async def test_image_install_every_service_starts_from_the_runtime_venv_and_stop
         "omnium_scoring": [lambda: _grpc_serving(ports["scoring"])],
         "omnium_imports": [
             lambda: _grpc_serving(ports["imports"]),
-            lambda: _http_ok(f"http://127.0.0.1:{ports['doorbell']}/healthz"),
+            lambda: _http_ok(f"http://127.0.0.1:{ports['doorbell']}/readyz"),
         ],
         "omnium_delivery": [lambda: _grpc_serving(ports["delivery"])],
         "omnium_gateway": [lambda: _http_ok(f"http://127.0.0.1:{ports['gateway']}/readyz")],
-        "omnium_admin": [lambda: _http_ok(f"http://127.0.0.1:{ports['admin']}/health")],
+        "omnium_admin": [lambda: _http_ok(f"http://127.0.0.1:{ports['admin']}/readyz")],
     }
     python = image / "venv" / "bin" / "python"
     run = tmp_path / "run"  # an empty working folder: nothing is found from the repository

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from omnium_admin._app import AdminApp
+from omnium_admin._app import CLOSE_SECONDS, AdminApp
 
-__all__ = ["AdminApp"]
+__all__ = ["CLOSE_SECONDS", "AdminApp"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -9,6 +11,7 @@ from typing import Any
 import asyncpg
 import jinja2
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from omnium.command.v1 import command_pb2_grpc
 from omnium.imports.v1 import imports_pb2_grpc
@@ -22,6 +25,25 @@ from omnium_telemetry import aiohttp_middlewares
 
 log = logging.getLogger(__name__)
 HERE = Path(__file__).parent
+# A page that came as the port closed, or outlasted the grace, gets this before it is cut; aiohttp
+# waits it, cancels the page, and waits it again.
+CLOSE_SECONDS = 1.0
+
+
+@web.middleware
+async def in_flight(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Counts the pages and actions being answered, which a stopping console lets finish."""
+    if request.path in _auth.PROBES:
+        return await handler(request)
+    app = _auth.console(request)
+    app.pages += 1
+    app.idle.clear()
+    try:
+        return await handler(request)
+    finally:
+        app.pages -= 1
+        if app.pages == 0:
+            app.idle.set()
 
 
 def make_templates() -> jinja2.Environment:
@@ -51,6 +73,11 @@ class AdminApp:
         self.runner: web.AppRunner | None = None
         self.port = 0
         self.templates = make_templates()
+        self.stopping = asyncio.Event()
+        # Pages and actions being answered (not the probes), and set while there are none.
+        self.pages = 0
+        self.idle = asyncio.Event()
+        self.idle.set()
 
     @property
     def accounts(self) -> Accounts:
@@ -60,6 +87,7 @@ class AdminApp:
     def web_app(self) -> web.Application:
         app = web.Application(
             middlewares=[
+                in_flight,
                 *aiohttp_middlewares(self.settings),
                 _views.plain_errors,
                 _auth.signed_in,
@@ -77,7 +105,7 @@ class AdminApp:
         # Sign-in and sessions are people's writes; the screens read on the reader road.
         self.people = await create_pool(settings, Road.PEOPLE, application_name="admin")
         self.reader = await create_pool(settings, Road.READER, application_name="admin")
-        self.runner = web.AppRunner(self.web_app(), access_log=None)
+        self.runner = web.AppRunner(self.web_app(), access_log=None, shutdown_timeout=CLOSE_SECONDS)
         await self.runner.setup()
         wanted = settings.admin_port if port is None else port
         site = web.TCPSite(self.runner, settings.bind_host, wanted)
@@ -90,7 +118,16 @@ class AdminApp:
     def render(self, name: str, **context: Any) -> str:
         return render(self.templates, self.settings, name, **context)
 
-    async def stop(self) -> None:
+    async def stop(self, grace: float | None = None) -> None:
+        """Not ready first (/readyz answers 503, so the balancer sends no one new), then the
+        pages and actions in flight finish, within `grace` (OMNIUM_HTTP_GRACE_SECONDS), on a
+        port still open; then it closes. The balancer never sends a form twice, so a form in
+        flight is given its time rather than cut."""
+        self.stopping.set()
+        grace = self.settings.http_grace_seconds if grace is None else grace
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(grace):
+                await self.idle.wait()
         if self.runner is not None:
             await self.runner.cleanup()
         await self.imports_channel.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import secrets
 import uuid
@@ -20,6 +21,7 @@ from omnium_accounts.web import (
     request_session,
     set_session_cookie,
 )
+from omnium_db import pool_answers
 
 if TYPE_CHECKING:
     from omnium_admin._app import AdminApp
@@ -29,7 +31,9 @@ SESSION: web.RequestKey[Session] = web.RequestKey("session")
 # Before sign-in there is no session to hold a CSRF token: the form carries a random value
 # that must match this cookie (a forged cross-site form cannot read or set it).
 SIGN_IN_COOKIE = "omnium_sign_in"
-PUBLIC = ("/sign-in", "/health")
+# The probes: /health (alive) and /readyz (a balancer may send it people) need no sign-in.
+PROBES = ("/health", "/readyz")
+PUBLIC = ("/sign-in", *PROBES)
 SCREEN = "admin"
 # Who reads when admin_sign_in_required is off: a viewer, who can act on nothing.
 NOBODY = Account(uuid.UUID(int=0), "nobody", "nobody (sign-in is off)", "viewer")
@@ -209,7 +213,37 @@ async def sign_out(request: web.Request) -> web.Response:
 
 
 async def health(request: web.Request) -> web.Response:
+    """Alive: the process answers. A balancer asks /readyz."""
     return web.Response(text="ok\n")
+
+
+async def ready(request: web.Request) -> web.Response:
+    """Whether a person sent here now could sign in and read; 503 sends them to another copy."""
+    app = console(request)
+    if app.stopping.is_set():
+        return web.json_response(
+            {
+                "ready": False,
+                "stopping": True,
+                "reason": "this copy is stopping; the other copies take the console",
+            },
+            status=503,
+        )
+    # Sign-in and sessions are on the people pool, the screens on the reader pool: both count.
+    pools = [pool for pool in (app.people, app.reader) if pool is not None]
+    answers = await asyncio.gather(*(pool_answers(pool) for pool in pools))
+    if len(pools) < 2 or not all(answers):
+        return web.json_response(
+            {
+                "ready": False,
+                "database": "down",
+                "reason": "PostgreSQL did not answer within 1 s, so no one could sign in or "
+                "read a page here; the other copies, or this one once it answers, take the "
+                "console",
+            },
+            status=503,
+        )
+    return web.json_response({"ready": True, "database": "ok"})
 
 
 def add_routes(app: web.Application) -> None:
@@ -217,3 +251,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/sign-in", sign_in)
     app.router.add_post("/sign-out", sign_out)
     app.router.add_get("/health", health)
+    app.router.add_get("/readyz", ready)

@@ -42,7 +42,7 @@ OUTBOX_CHANNEL = "omnium_domain_event"
 FEED_CHANNEL = "omnium_delivery_feed"
 _OUTBOX_BATCH = 500
 # Longest a stopping copy spends handing its clients over; past it their leases do.
-_HAND_OVER_SECONDS = 2.0
+HAND_OVER_SECONDS = 2.0
 _HAND_OVER_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, *DATABASE_ERRORS)
 
 
@@ -153,21 +153,39 @@ class DeliveryApp:
         return self.grpc_port
 
     async def stop(self, grace: float | None = None) -> None:
-        """Stop sending: the sends in flight are cancelled (their feeds stay owed) and the
-        clients handed over, so another copy sends them now rather than after the lease."""
+        """Stop sending. Every client without a send in flight goes to the other copies at
+        once; a send in flight gets `grace` (OMNIUM_DELIVERY_STOP_GRACE_SECONDS) to finish and
+        be recorded, then its client follows. Cutting it instead would have the other copy send
+        that version again, which the client may take twice; only a send still going after the
+        grace is cut (its feed stays owed: the same webhook-id, the same SFTP file, again)."""
         self.stopping.set()
         self.outbox_wake.set()
         self.dispatch_wake.set()
-        if self.grpc is not None:
-            await self.grpc.stop(min(grace or 1.0, self.settings.grpc_grace_seconds))
+        # gRPC calls in flight get OMNIUM_GRPC_GRACE_SECONDS, drained beside the hand-over so
+        # that the clients go to the other copies at once.
+        drain = asyncio.create_task(self.grpc.stop()) if self.grpc is not None else None
         cursor_held = self.holds_cursor
-        workers = list(self.busy.values())
-        for task in [*self.tasks, *workers]:
+        for task in self.tasks:
             task.cancel()
-        for task in [*self.tasks, *workers]:
+        for task in self.tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        await self._hand_over(cursor_held=cursor_held)
+        workers = list(self.busy.values())
+        await self._hand_over(cursor_held=cursor_held, sending=list(self.busy))
+        if workers:
+            # Each worker ends after its send in flight, freeing its client and waking the
+            # other copies itself.
+            grace = self.settings.delivery_stop_grace_seconds if grace is None else grace
+            _, cut = await asyncio.wait(workers, timeout=grace)
+            for task in cut:
+                task.cancel()
+            for task in cut:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            if cut:
+                await self._hand_over(cursor_held=False, sending=[])
+        if drain is not None:
+            await drain
         for _, transport in self.transports.values():
             with contextlib.suppress(Exception):
                 await transport.close()
@@ -182,16 +200,16 @@ class DeliveryApp:
         if self.pool is not None:
             await self.pool.close()
 
-    async def _hand_over(self, *, cursor_held: bool) -> None:
-        """Free every client this copy still holds (one claimed as the stop came never ran its
-        own release) and wake the other copies; the outbox cursor was freed with its pass's
-        transaction, and its readers are woken if that pass was cut. Failing this, the leases
-        still hand the clients over when they run out."""
+    async def _hand_over(self, *, cursor_held: bool, sending: list[str]) -> None:
+        """Free every client this copy still holds but those it is `sending` to (one claimed as
+        the stop came never ran its own release) and wake the other copies; the outbox cursor
+        was freed with its pass's transaction, and its readers are woken if that pass was cut.
+        Failing this, the leases still hand the clients over when they run out."""
         if self.pool is None:
             return
         try:
-            async with asyncio.timeout(_HAND_OVER_SECONDS), self.pool.acquire() as conn:
-                released = await conn.fetchval(QUERIES["release_clients"], self.me)
+            async with asyncio.timeout(HAND_OVER_SECONDS), self.pool.acquire() as conn:
+                released = await conn.fetchval(QUERIES["release_clients"], self.me, sending)
                 await conn.execute(QUERIES["wake_senders"])
                 if cursor_held:
                     await conn.execute(QUERIES["wake_readers"])
@@ -401,6 +419,8 @@ class DeliveryApp:
                 if not feeds:
                     return
                 for feed in feeds:
+                    if self.stopping.is_set():
+                        return  # the send in flight is done; another copy sends the rest
                     if not await self._deliver(client, transport, feed):
                         async with self.pool.acquire() as conn:
                             await conn.execute(
@@ -423,6 +443,9 @@ class DeliveryApp:
             with contextlib.suppress(Exception):
                 async with self.pool.acquire() as conn:
                     await conn.execute(QUERIES["release_client"], client.id, self.me)
+                    if self.stopping.is_set():
+                        # The other copies take the client now, not at their next poll.
+                        await conn.execute(QUERIES["wake_senders"])
 
     async def _renew(self, client: ClientRow) -> None:
         assert self.pool is not None

@@ -16,8 +16,10 @@ from omnium_imports._setup import (
     register_integration,
     set_state,
 )
+from omnium_imports._worker import HAND_OVER_SECONDS
 
 __all__ = [
+    "HAND_OVER_SECONDS",
     "ImportsApp",
     "IntegrationSpec",
     "Job",

@@ -103,7 +103,13 @@ class ImportsApp:
         self.grpc_port = await self.grpc.start(
             settings.imports_port if grpc_port is None else grpc_port
         )
-        self.runner = web.AppRunner(doorbell_app(settings, self.pool), access_log=None)
+        # aiohttp waits this long for the rings in flight, then as long again for those it had
+        # to cancel: both inside OMNIUM_HTTP_GRACE_SECONDS.
+        self.runner = web.AppRunner(
+            doorbell_app(settings, self.pool, self.stopping),
+            access_log=None,
+            shutdown_timeout=settings.http_grace_seconds / 2,
+        )
         await self.runner.setup()
         port = settings.doorbell_port if doorbell_port is None else doorbell_port
         site = web.TCPSite(self.runner, settings.bind_host, port)
@@ -127,14 +133,14 @@ class ImportsApp:
             worker.wake.set()
 
     async def stop(self, grace: float | None = None) -> None:
-        """Stop taking doorbells and jobs. A running job goes back to the queue with its run
-        once its batches in flight are saved (or cut, after `grace`), so another copy continues
-        it at once; only a copy that dies leaves its jobs to their leases."""
-        self.stopping.set()
-        if self.grpc is not None:
-            await self.grpc.stop(min(grace or 1.0, self.settings.grpc_grace_seconds))
-        if self.runner is not None:
-            await self.runner.cleanup()
+        """Stop taking jobs. A running job goes back to the queue with its run once its batches
+        in flight are saved (or cut, after `grace`), so another copy continues it at once; only
+        a copy that dies leaves its jobs to their leases. The gRPC calls in flight meanwhile get
+        OMNIUM_GRPC_GRACE_SECONDS. The doorbell closes last, its rings in flight given
+        OMNIUM_HTTP_GRACE_SECONDS."""
+        self.stopping.set()  # from here the doorbell's /readyz answers 503
+        # Drained beside the hand-over, not before it: a slow call must not hold a run back.
+        drain = asyncio.create_task(self.grpc.stop()) if self.grpc is not None else None
         grace = self.settings.imports_stop_grace_seconds if grace is None else grace
         if self.tasks:
             _, pending = await asyncio.wait(self.tasks, timeout=grace)
@@ -143,6 +149,12 @@ class ImportsApp:
             for task in pending:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if drain is not None:
+            await drain
+        # Until now the doorbell queued rings as ever (any copy runs them) while saying it was
+        # not ready, so a balancer had time to send Scout to another copy, not to a closed port.
+        if self.runner is not None:
+            await self.runner.cleanup()
         if self.listener is not None:
             await self.listener.close()
         if self.scout is not None:

@@ -13,6 +13,7 @@ import asyncpg
 from aiohttp import web
 from asyncpg.exceptions import TargetServerAttributeNotMatched
 
+from omnium_db import pool_answers
 from omnium_imports import _queue
 from omnium_imports._sql import QUERIES
 from omnium_settings import Settings
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 POOL = web.AppKey("pool", asyncpg.Pool)
 MAX_BYTES = web.AppKey("max_bytes", int)
 SETTINGS = web.AppKey("settings", Settings)
+STOPPING = web.AppKey("stopping", asyncio.Event)
 HEADER = "X-Scout-Signature"
 # Checked against when the integration is unknown, so an unknown code costs the same time as a
 # wrong signature and the two answers cannot be told apart.
@@ -125,17 +127,47 @@ def _answer(queued: bool, **fields: Any) -> web.Response:
     return web.json_response({"queued": queued, **fields})
 
 
-def doorbell_app(settings: Settings, pool: asyncpg.Pool) -> web.Application:
+def doorbell_app(
+    settings: Settings, pool: asyncpg.Pool, stopping: asyncio.Event
+) -> web.Application:
+    """`stopping` is the process's: set, the doorbell says it is not ready."""
     app = web.Application(
         client_max_size=settings.doorbell_max_bytes, middlewares=aiohttp_middlewares(settings)
     )
     app[POOL] = pool
     app[MAX_BYTES] = settings.doorbell_max_bytes
     app[SETTINGS] = settings
+    app[STOPPING] = stopping
     app.router.add_post("/doorbell/{integration_code}", ring)
     app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
     return app
 
 
 async def _healthz(request: web.Request) -> web.Response:
+    """Alive: the process answers. A balancer asks /readyz."""
     return web.json_response({"ok": True})
+
+
+async def _readyz(request: web.Request) -> web.Response:
+    """Whether a ring sent here now would be queued; 503 sends Scout to another copy."""
+    if request.app[STOPPING].is_set():
+        return web.json_response(
+            {
+                "ready": False,
+                "stopping": True,
+                "reason": "this copy is stopping; the other copies answer the doorbell",
+            },
+            status=503,
+        )
+    if not await pool_answers(request.app[POOL]):
+        return web.json_response(
+            {
+                "ready": False,
+                "database": "down",
+                "reason": "PostgreSQL did not answer within 1 s, so a ring could not be "
+                "queued here; the other copies, or this one once it answers, take the doorbell",
+            },
+            status=503,
+        )
+    return web.json_response({"ready": True, "database": "ok"})

@@ -21,7 +21,7 @@ from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
 # Longest a stopping worker spends giving its job back; past it the lease hands it over.
-_RELEASE_SECONDS = 2.0
+HAND_OVER_SECONDS = 2.0
 _HAND_OVER_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, *DATABASE_ERRORS)
 
 
@@ -176,7 +176,7 @@ class Worker:
         """The job back to the queue with its run, so another copy continues it now rather
         than after the lease. Failing that, the lease still hands it over when it runs out."""
         try:
-            async with asyncio.timeout(_RELEASE_SECONDS), self.pool.acquire() as conn:
+            async with asyncio.timeout(HAND_OVER_SECONDS), self.pool.acquire() as conn:
                 released = await _queue.release(conn, job, self.name)
         except _HAND_OVER_ERRORS as exc:
             log.warning(

@@ -6,9 +6,10 @@ from omnium_gateway._app import GATEWAY, Gateway, RouteSet, make_app
 from omnium_gateway._cache import Cache, CacheKey, Entry
 from omnium_gateway._metrics import Metrics
 from omnium_gateway._route_sets import LiveRoutes, ScorerRoutes, default_route_sets
-from omnium_gateway._server import serve
+from omnium_gateway._server import CLOSE_SECONDS, serve
 
 __all__ = [
+    "CLOSE_SECONDS",
     "GATEWAY",
     "Cache",
     "CacheKey",

@@ -19,7 +19,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from omnium_accounts import ApiKeys, hash_key
-from omnium_db import DATABASE_ERRORS, UNIT_STATUSES, Road, create_pool
+from omnium_db import DATABASE_ERRORS, UNIT_STATUSES, Road, create_pool, pool_answers
 from omnium_gateway import _reads
 from omnium_gateway._cache import (
     HIT,
@@ -390,11 +390,8 @@ class Gateway:
                 "mode": "this copy is stopping; the other copies take its requests",
             }
         database = redis = "down"
-        if self.pool is not None:
-            with contextlib.suppress(*DATABASE_ERRORS):
-                async with asyncio.timeout(1.0), self.pool.acquire() as conn:
-                    await conn.fetchval("SELECT 1")
-                    database = "ok"
+        if self.pool is not None and await pool_answers(self.pool):
+            database = "ok"
         if self.redis is None:
             redis = "not configured"
         else:

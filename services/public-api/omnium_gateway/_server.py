@@ -24,6 +24,8 @@ from omnium_settings import Settings
 from omnium_telemetry import setup_tracing, shutdown_tracing
 
 log = logging.getLogger(__name__)
+# Past its grace, a stopping worker gets this to close its pools before it is killed.
+CLOSE_SECONDS = 1.0
 
 
 def reuse_port_socket(host: str, port: int) -> socket.socket:
@@ -158,7 +160,7 @@ def serve(settings: Settings, port: int | None = None, route_sets: Sequence[Rout
                 os.kill(process.pid, signal.SIGTERM)
         # A worker still there after its grace (and a second to close its pools) is killed, so
         # the whole gateway is gone before the launcher or Kubernetes would kill it.
-        deadline = time.monotonic() + settings.gateway_stop_grace_seconds + 1.0
+        deadline = time.monotonic() + settings.gateway_stop_grace_seconds + CLOSE_SECONDS
         for process in processes:
             process.join(timeout=max(0.0, deadline - time.monotonic()))
             if process.exitcode is None and process.pid is not None:

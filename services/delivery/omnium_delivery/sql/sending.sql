@@ -26,9 +26,12 @@ RETURNING id;
 UPDATE client SET lease_until = NULL, leased_by = NULL WHERE id = $1 AND leased_by = $2;
 
 -- name: release_clients
--- A graceful stop: every client this copy holds, free at once for the other copies.
+-- A graceful stop: every client this copy holds but those it is still sending to ($2), free at
+-- once for the other copies.
 WITH released AS (
-  UPDATE client SET lease_until = NULL, leased_by = NULL WHERE leased_by = $1 RETURNING id
+  UPDATE client SET lease_until = NULL, leased_by = NULL
+   WHERE leased_by = $1 AND NOT id = ANY($2::uuid[])
+  RETURNING id
 )
 SELECT count(*) FROM released;
 
