@@ -150,7 +150,7 @@ async def _healthz(request: web.Request) -> web.Response:
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    """Whether a ring sent here now would be queued; 503 sends Scout to another copy."""
+    """Whether a balancer may send rings here: not once the copy is stopping (503)."""
     if request.app[STOPPING].is_set():
         return web.json_response(
             {
@@ -160,14 +160,16 @@ async def _readyz(request: web.Request) -> web.Response:
             },
             status=503,
         )
+    # Every copy shares the one database: taking them all out of the balancer when it is down
+    # would turn the doorbell's own 503 (with its reason and Retry-After) into a balancer's
+    # bare one. So the copy stays ready and says what a ring gets now.
     if not await pool_answers(request.app[POOL]):
         return web.json_response(
             {
-                "ready": False,
+                "ready": True,
                 "database": "down",
-                "reason": "PostgreSQL did not answer within 1 s, so a ring could not be "
-                "queued here; the other copies, or this one once it answers, take the doorbell",
-            },
-            status=503,
+                "reason": "PostgreSQL did not answer within 1 s: a ring is answered 503 with "
+                "Retry-After, and nothing is queued, until it does",
+            }
         )
     return web.json_response({"ready": True, "database": "ok"})
