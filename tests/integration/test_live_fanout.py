@@ -20,6 +20,7 @@ from aiohttp import web
 from omnium_gateway import LiveRoutes
 from omnium_live import LiveHub, LivePublisher, add_live_routes, live_hub, live_redis
 from tests.support.delivery import eventually
+from tests.support.games import make_event
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.outage import CONNECT_RACE, crashable_redis
 from tests.support.servers import Servers
@@ -116,7 +117,10 @@ async def live_app(redis_url: str, **options: Any) -> AsyncIterator[LiveApp]:
     """The live routes alone on one aiohttp app (one worker), wired as the gateway wires them.
     Its Redis client carries a name of its own, so the test can count its connections."""
     heartbeat = options.pop("heartbeat_seconds", 1.0)
-    redis = live_redis(redis_url, heartbeat_seconds=heartbeat, grace_seconds=1.0)
+    connections = options.pop("redis_connections", 20)
+    redis = live_redis(
+        redis_url, heartbeat_seconds=heartbeat, grace_seconds=1.0, max_connections=connections
+    )
     name = f"live-{uuid.uuid4().hex[:8]}"
     redis.connection_pool.connection_kwargs["client_name"] = name
     app = web.Application()
@@ -297,6 +301,7 @@ async def test_past_the_cap_a_stream_is_refused_with_503_and_retry_after(
     database_url: str, servers: Servers
 ) -> None:
     event = _event_code()
+    await make_event(database_url, event, [UNIT_A])
     options = {"live_max_streams": 3, "live_heartbeat_seconds": 1.0}
     live = LiveRoutes(gateway_settings(database_url, servers.redis_url, **options))
     async with running_gateway(database_url, servers.redis_url, route_sets=[live], **options) as gw:
@@ -317,6 +322,111 @@ async def test_past_the_cap_a_stream_is_refused_with_503_and_retry_after(
         await eventually(a_place_again, within=10, what="the closed streams to leave")
         async with listeners([url]) as (heard,):
             assert heard.opened
+
+
+async def test_made_up_games_get_404_and_take_no_reader_from_the_real_games_fans(
+    database_url: str, servers: Servers
+) -> None:
+    event, other = _event_code(), _event_code()
+    await make_event(database_url, event, [UNIT_A])
+    await make_event(database_url, other)
+    # Room for one Games' reader beside the replays: a made-up code that took it would leave
+    # the real Games' fans with nothing.
+    options = {
+        "live_redis_connections": 5,
+        "live_heartbeat_seconds": 1.0,
+        "gateway_anonymous_burst": 1000,
+    }
+    live = LiveRoutes(gateway_settings(database_url, servers.redis_url, **options))
+    redis = aioredis.from_url(servers.redis_url)
+    publisher = LivePublisher(redis, max_length=1000)
+    try:
+        async with running_gateway(
+            database_url, servers.redis_url, route_sets=[live], **options
+        ) as gw:
+            hub = live_hub(gw.app)
+            made_up = [_event_code() for _ in range(150)]
+            answers = await asyncio.gather(*(gw.get(f"/v1/events/{c}/live") for c in made_up))
+            assert [a.status_code for a in answers] == [404] * 150
+            assert answers[0].json()["error"] == f"There is no event {made_up[0]}."
+            no_unit = await gw.get(f"/v1/events/{event}/units/{UNIT_B}/live")
+            assert no_unit.status_code == 404
+            assert no_unit.json()["error"] == f"There is no unit {UNIT_B} in event {event}."
+            assert hub.readers == {} and hub.count == 0
+
+            base = f"{gw.url}/v1/events/{event}"
+            urls = [f"{base}/live"] * 20 + [f"{base}/units/{UNIT_A}/live"] * 10
+            async with listeners(urls) as heard:
+                assert list(hub.readers) == [event]
+                # A second real Games finds every reader's connection taken: a plain 503,
+                # while the first Games' fans carry on.
+                refused = await gw.get(f"/v1/events/{other}/live")
+                assert refused.status_code == 503
+                assert 1 <= int(refused.headers["Retry-After"]) <= 60
+                assert "most Games at once (1)" in refused.json()["error"]
+
+                burst = [
+                    {"kind": "unit.changed", "unit": UNIT_A if n % 2 else UNIT_B, "n": n}
+                    for n in range(100)
+                ]
+                ids = await publisher.publish(event, burst)
+                everything = list(range(100))
+                only_a = [n for n in everything if n % 2]
+
+                async def all_heard() -> bool:
+                    return all(
+                        len(h.events) == (100 if i < 20 else 50) for i, h in enumerate(heard)
+                    )
+
+                await eventually(all_heard, within=30, what="every fan to hear the burst")
+                for i, h in enumerate(heard):
+                    assert h.numbers() == (everything if i < 20 else only_a), i
+                # Reconnects replay from the stream on the pool's other connections.
+                async with listeners(urls[:10], {"Last-Event-ID": ids[49]}) as back:
+
+                    async def replayed() -> bool:
+                        return all(len(h.events) == 50 for h in back)
+
+                    await eventually(replayed, within=30, what="every replay")
+                    assert all(h.numbers() == everything[50:] for h in back)
+            assert hub.dropped == 0
+    finally:
+        await redis.aclose()
+
+
+async def test_readers_and_replays_stay_within_the_live_pool(servers: Servers) -> None:
+    event, other = _event_code(), _event_code()
+    redis = aioredis.from_url(servers.redis_url)
+    publisher = LivePublisher(redis, max_length=1000)
+    try:
+        async with live_app(servers.redis_url, redis_connections=5) as live:
+            base, hub, name = live.url, live.hub, live.client_name
+            url = f"{base}/v1/events/{event}/live"
+            async with listeners([url] * 10) as heard, aiohttp.ClientSession() as http:
+                async with http.get(f"{base}/v1/events/{other}/live") as refused:
+                    assert refused.status == 503
+                    assert "Retry-After" in refused.headers
+                ids = await publisher.publish(
+                    event, [{"kind": "unit.changed", "n": n} for n in range(40)]
+                )
+                await eventually(
+                    lambda: _true(all(h.numbers() == list(range(40)) for h in heard)),
+                    what="every listener to hear the changes",
+                )
+                # Thirty reconnects at once: four replay at a time, the others wait their turn
+                # for a connection, none fails.
+                async with listeners([url] * 30, {"Last-Event-ID": ids[9]}) as back:
+
+                    async def replayed() -> bool:
+                        return all(len(h.events) == 30 for h in back)
+
+                    await eventually(replayed, within=30, what="every replay")
+                    assert all(h.numbers() == list(range(10, 40)) for h in back)
+                    assert all("error" not in h.kinds() for h in back)
+                assert await connections_named(redis, name) <= 5
+            assert len(hub.readers) <= 1
+    finally:
+        await redis.aclose()
 
 
 async def test_after_a_redis_restart_every_listener_resumes_told_of_the_gap(
