@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 import redis.asyncio as aioredis
 from aiohttp import web
 
@@ -474,6 +475,69 @@ async def test_after_a_redis_restart_every_listener_resumes_told_of_the_gap(
                     for h in heard:
                         after = h.kinds()[h.kinds().index("error") :]
                         assert after == ["error", "gap", "unit.changed", "unit.changed"]
+                    assert await connections_named(redis, name) <= 2
+                finally:
+                    await redis.aclose()
+            assert hub.dropped == 0
+
+
+async def _cut_connections(redis: aioredis.Redis, name: str) -> None:
+    """A brief network drop: Redis closes every connection of the client named `name`."""
+    clients: Any = await redis.client_list()
+    for client in clients:
+        if client.get("name") == name:
+            await redis.client_kill_filter(_id=client["id"])
+
+
+@pytest.mark.parametrize("outage", ["restarted_with_its_data", "connections_cut"])
+async def test_when_redis_keeps_the_stream_listeners_get_what_they_missed_and_no_gap(
+    tmp_path: Path, outage: str
+) -> None:
+    event = _event_code()
+    async with crashable_redis(tmp_path) as server:
+        options = {"heartbeat_seconds": 0.5, "retry_seconds": 1.0}
+        async with live_app(server.redis_url, **options) as live:
+            base, hub, name = live.url, live.hub, live.client_name
+            urls = [f"{base}/v1/events/{event}/live"] * 20
+            urls += [f"{base}/v1/events/{event}/units/{UNIT_A}/live"] * 20
+            async with listeners(urls) as heard:
+                redis = aioredis.from_url(server.redis_url, socket_timeout=2)
+                publisher = LivePublisher(redis, max_length=100)
+                try:
+                    ids = await publisher.publish(
+                        event, [{"kind": "unit.changed", "unit": UNIT_A, "n": n} for n in (1, 2)]
+                    )
+                    await eventually(
+                        lambda: _true(all(h.numbers() == [1, 2] for h in heard)),
+                        what="the first changes",
+                    )
+                    if outage == "restarted_with_its_data":
+                        await redis.aclose()
+                        await server.restart_with_its_data()
+                        redis = aioredis.from_url(server.redis_url, socket_timeout=2)
+                        publisher = LivePublisher(redis, max_length=100)
+                    else:
+                        await _cut_connections(redis, name)
+                    # Saved while the reader waits to try Redis again (a second): it must pick
+                    # them up from where it was, not from the stream's new end.
+                    await publisher.publish(
+                        event, [{"kind": "unit.changed", "unit": UNIT_A, "n": n} for n in (3, 4)]
+                    )
+                    await eventually(
+                        lambda: _true(all(h.numbers() == [1, 2, 3, 4] for h in heard)),
+                        what="every listener to get what it missed",
+                    )
+                    for h in heard:
+                        assert "gap" not in h.kinds()
+                        after = h.kinds()[h.kinds().index("error") :]
+                        assert after == ["error", "unit.changed", "unit.changed"]
+                    # A client that saw only the first change before the outage reconnects
+                    # with its id: the stream still holds it, so the rest comes with no gap.
+                    async with listeners(urls[:1], {"Last-Event-ID": ids[0]}) as (back,):
+                        await eventually(
+                            lambda: _true(back.numbers() == [2, 3, 4]), what="the replay"
+                        )
+                        assert "gap" not in back.kinds()
                     assert await connections_named(redis, name) <= 2
                 finally:
                     await redis.aclose()
