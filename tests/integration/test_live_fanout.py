@@ -142,6 +142,18 @@ async def connections_named(redis: aioredis.Redis, name: str) -> int:
     return sum(1 for c in clients if c.get("name") == name)
 
 
+async def reading(hub: LiveHub, event: str) -> None:
+    """Until the hub's reader of `event` knows where its stream is. A new stream starts "from
+    now", which is that first look, so only a change published after it reaches every listener
+    (a stream's opening lines go out before it)."""
+
+    async def knows() -> bool:
+        reader = hub.readers.get(event)
+        return reader is not None and reader.cursor is not None
+
+    await eventually(knows, what=f"the reader of {event} to know where its stream is")
+
+
 def _event_code() -> str:
     return f"T{uuid.uuid4().hex[:8].upper()}"
 
@@ -157,6 +169,7 @@ async def test_300_listeners_on_one_worker_hear_every_event_of_a_burst(servers: 
             urls += [f"{base}/v1/events/{event}/units/{UNIT_A}/live"] * 100
             async with listeners(urls) as heard:
                 assert hub.count == 300
+                await reading(hub, event)
                 burst = [
                     {"kind": "unit.changed", "unit": UNIT_A if n % 2 else UNIT_B, "n": n}
                     for n in range(300)
@@ -359,6 +372,7 @@ async def test_made_up_games_get_404_and_take_no_reader_from_the_real_games_fans
             urls = [f"{base}/live"] * 20 + [f"{base}/units/{UNIT_A}/live"] * 10
             async with listeners(urls) as heard:
                 assert list(hub.readers) == [event]
+                await reading(hub, event)
                 # A second real Games finds every reader's connection taken: a plain 503,
                 # while the first Games' fans carry on.
                 refused = await gw.get(f"/v1/events/{other}/live")
@@ -407,6 +421,7 @@ async def test_readers_and_replays_stay_within_the_live_pool(servers: Servers) -
                 async with http.get(f"{base}/v1/events/{other}/live") as refused:
                     assert refused.status == 503
                     assert "Retry-After" in refused.headers
+                await reading(hub, event)
                 ids = await publisher.publish(
                     event, [{"kind": "unit.changed", "n": n} for n in range(40)]
                 )
@@ -441,6 +456,7 @@ async def test_after_a_redis_restart_every_listener_resumes_told_of_the_gap(
             urls = [f"{base}/v1/events/{event}/live"] * 20
             urls += [f"{base}/v1/events/{event}/units/{UNIT_A}/live"] * 20
             async with listeners(urls) as heard:
+                await reading(hub, event)
                 redis = aioredis.from_url(server.redis_url, socket_timeout=2)
                 try:
                     await LivePublisher(redis, max_length=100).publish(
@@ -501,6 +517,7 @@ async def test_when_redis_keeps_the_stream_listeners_get_what_they_missed_and_no
             urls = [f"{base}/v1/events/{event}/live"] * 20
             urls += [f"{base}/v1/events/{event}/units/{UNIT_A}/live"] * 20
             async with listeners(urls) as heard:
+                await reading(hub, event)
                 redis = aioredis.from_url(server.redis_url, socket_timeout=2)
                 publisher = LivePublisher(redis, max_length=100)
                 try:
