@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import math
@@ -43,6 +44,7 @@ from google.protobuf import json_format, struct_pb2
 
 from bench._common import (
     BenchError,
+    cpu_seconds,
     database_url_for,
     drop,
     free_port,
@@ -183,11 +185,17 @@ def gateway(env: dict[str, str], logdir: Path) -> Iterator[subprocess.Popen[str]
         log.close()
 
 
+def _family(pid: int) -> list[int]:
+    """A server's parent process and its workers."""
+    return [pid, *map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]
+
+
 def family_rss_mb(pid: int) -> float:
-    """The gateway parent and its workers."""
-    total = rss_mb(pid)
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return total + sum(rss_mb(int(c)) for c in children)
+    return sum(rss_mb(p) for p in _family(pid))
+
+
+def family_cpu_seconds(pid: int) -> float:
+    return sum(cpu_seconds(p) for p in _family(pid))
 
 
 def plan_routes(listeners: int, units: list[str]) -> list[str]:
@@ -232,10 +240,10 @@ async def stop_clients(clients: list[tuple[asyncio.subprocess.Process, Path]]) -
     return results
 
 
-def change(command_id: str, n: int, unit_id: str) -> command_pb2.Command:
+def change(command_id: str, score: int, unit_id: str) -> command_pb2.Command:
     actor = actor_pb2.Actor(kind=actor_pb2.Actor.KIND_SCORER, name="bench scorer")
     payload = struct_pb2.Struct()
-    json_format.ParseDict({"sides": [{"order": 1, "score": str(n)}]}, payload)
+    json_format.ParseDict({"sides": [{"order": 1, "score": str(score)}]}, payload)
     return command_pb2.Command(
         command_id=command_id, code="results.set_sides",
         subject=command_pb2.Subject(kind="unit", id=unit_id), payload=payload, actor=actor,
@@ -256,6 +264,7 @@ class Phase:
     results: list[Any]
     redis_connections: int
     rss_mb: float
+    cpu_seconds: float  # the server's, parent and workers, while the changes went out
 
 
 async def listen_while_changing(
@@ -266,7 +275,7 @@ async def listen_while_changing(
     tmp: Path,
     submit: Callable[[str, int], Awaitable[None]],
     redis: aioredis.Redis,
-    rss_mb: Callable[[], float],
+    server_pid: int,
 ) -> Phase:
     """Every listener open on `url`, then the changes at the rate asked, then what each read."""
     say(f"{name}: opening {len(routes)} listeners")
@@ -276,6 +285,7 @@ async def listen_while_changing(
     total = int(args.rate * args.seconds)
     say(f"{name}: sending {total} changes over {args.seconds:.0f} s")
     prefix = f"{name}-push-"
+    cpu = family_cpu_seconds(server_pid)
     began = time.monotonic()
 
     async def send(n: int) -> None:
@@ -285,8 +295,8 @@ async def listen_while_changing(
     await asyncio.gather(*(send(n) for n in range(total)))
     await asyncio.sleep(args.settle)
     connections = max(connections, await redis_clients(redis))
-    rss = rss_mb()
-    return Phase(name, prefix, await stop_clients(clients), connections, rss)
+    rss, cpu = family_rss_mb(server_pid), family_cpu_seconds(server_pid) - cpu
+    return Phase(name, prefix, await stop_clients(clients), connections, rss, cpu)
 
 
 async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> list[dict[str, float]]:
@@ -327,8 +337,13 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> list[
             channel = open_channel(f"127.0.0.1:{ports['OMNIUM_COMMAND_PORT']}", settings)
             stub = command_pb2_grpc.CommandServiceStub(channel)
 
+            # A new score every time, so no change repeats the one before it on its unit (an
+            # unchanged result saves nothing, and the next phase would be sent fewer events).
+            scores = itertools.count(1)
+
             async def submit(command_id: str, n: int) -> None:
-                answer = await stub.Submit(change(command_id, n, units[n % len(units)]), timeout=10)
+                command = change(command_id, next(scores), units[n % len(units)])
+                answer = await stub.Submit(command, timeout=10)
                 if answer.outcome != command_pb2.OUTCOME_ACCEPTED:
                     raise BenchError(f"change {command_id} was {answer.outcome}: {answer.reason}")
 
@@ -343,7 +358,7 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> list[
                             tmp,
                             submit,
                             redis,
-                            lambda: family_rss_mb(gw.pid),
+                            gw.pid,
                         )
                     )
                 if args.anchor == "nchan":
@@ -386,9 +401,8 @@ async def nchan_phase(
         try:
             await asyncio.wait_for(ready.wait(), 10)
             phase = await listen_while_changing(
-                "nchan", nchan.url, routes, args, tmp, submit, redis,
-                lambda: family_rss_mb(nchan.pid),
-            )  # fmt: skip
+                "nchan", nchan.url, routes, args, tmp, submit, redis, nchan.pid
+            )
         finally:
             relaying.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -424,11 +438,15 @@ def tally(phase: Phase, saves: list[Any]) -> dict[str, float]:
         "push_p99_ms": percentile(delays, 99),
         rss: phase.rss_mb,
         "redis_connections": phase.redis_connections,
+        f"{phase.name}_cpu_seconds": phase.cpu_seconds,
     }
     if phase.name == "gateway":
         return figures
     # The anchor's figures beside the gateway's: the same names, prefixed.
-    return {name if name == rss else f"{phase.name}_{name}": v for name, v in figures.items()}
+    return {
+        name if name.startswith(phase.name) else f"{phase.name}_{name}": v
+        for name, v in figures.items()
+    }
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -479,7 +497,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     for figures in phases:
         for name, value in figures.items():
-            print(f"{name}: {value:.1f}" if name.endswith("_rss_mb") else f"{name}: {value:.0f}")
+            exact = name.endswith(("_rss_mb", "_cpu_seconds"))
+            print(f"{name}: {value:.1f}" if exact else f"{name}: {value:.0f}")
     return 0
 
 
