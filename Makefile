@@ -79,7 +79,7 @@ system: $(STAMP) ## Check PostgreSQL and Redis binaries; apt-get install them wh
 	@$(PY) -m omnium_devstack ensure
 
 .PHONY: tools
-tools: $(STAMP) ## Check the browser, sshd, wrk and Varnish the tests and benchmarks drive; apt-get them (as root)
+tools: $(STAMP) ## Check the browser, sshd, wrk, Varnish and nginx with nchan the tests and benchmarks drive; apt-get them (as root)
 	@$(PY) -m omnium_devstack ensure --tools >/dev/null
 
 .PHONY: run
@@ -144,7 +144,7 @@ bench-delivery: install system ## Benchmark: 300 changes over 60 s to 3 SFTP, 3 
 	$(PY) -m bench.delivery $(BENCH_ARGS)
 
 .PHONY: bench-push
-bench-push: install system ## Benchmark: live push to 1,000 SSE listeners on the real gateway, 5 changes a second for 30 s (--listeners N)
+bench-push: install system tools ## Benchmark: live push to 1,000 SSE listeners on the real gateway, 5 changes a second for 30 s (--listeners N; --anchor nchan: then nginx's nchan in its place)
 	$(PY) -m bench.push $(BENCH_ARGS)
 
 .PHONY: bench-api

@@ -26,7 +26,7 @@ import httpx
 from bench._common import BenchError, database_url_for, require, servers
 from omnium_db import apply_migrations
 from omnium_devstack.stack import free_port
-from omnium_devstack.varnish import running_varnish
+from omnium_devstack.varnish import RunningVarnish, running_varnish
 
 ROOT = Path(__file__).resolve().parents[1]
 DB_NAME = "omnium_bench_api"
@@ -66,6 +66,12 @@ end
 
 # The compressed run: what a browser sends.
 COMPRESSED = 'wrk.headers["Accept-Encoding"] = "gzip, br"'
+# How Varnish answered its wrk run (varnishstat counters).
+VARNISH_REQUESTS = "MAIN.client_req"  # every request it took
+VARNISH_HITS = "MAIN.cache_hit"  # served from its cache
+VARNISH_MISSES = "MAIN.cache_miss"  # fetched from the gateway, then kept
+# Below this share of hits, varnish_rps would measure the gateway behind Varnish, not Varnish.
+VARNISH_MIN_HIT_RATIO = 0.8
 
 log = logging.getLogger("bench.gateway_api")
 
@@ -91,6 +97,7 @@ class WrkRun:
     bad: int
     # Bytes read per response, headers included.
     bytes_per_response: float = 0.0
+    requests: int = 0
 
 
 @dataclass(slots=True)
@@ -99,6 +106,8 @@ class Results:
     api_compressed: list[WrkRun] = field(default_factory=list)
     bare: list[WrkRun] = field(default_factory=list)
     varnish: list[WrkRun] = field(default_factory=list)
+    # Of the requests Varnish took during its wrk run, the share it served from its cache.
+    varnish_hit_ratio: list[float] = field(default_factory=list)
     # The full schedule (every unit of the Games), by Content-Encoding.
     schedule_bytes: dict[str, int] = field(default_factory=dict)
     reads_per_key_per_ttl: list[float] = field(default_factory=list)
@@ -283,6 +292,7 @@ def wrk(url: str, script: Path, seconds: int, connections: int, threads: int) ->
         p99_ms=float(found[4]) / 1000,
         bad=int(found[5]) + int(found[6]),
         bytes_per_response=int(found[7]) / max(1, requests),
+        requests=requests,
     )
 
 
@@ -351,7 +361,7 @@ async def run(database_url: str, redis_url: str, args: argparse.Namespace) -> Re
                     await warm(varnish.url, mix, live_ttl)
                     for n in range(args.runs):
                         await one_run(n, args, results, mix, live_ttl, api_url, bare_url,
-                                      varnish.url, script, compressed)  # fmt: skip
+                                      varnish, script, compressed)  # fmt: skip
     return results
 
 
@@ -363,7 +373,7 @@ async def one_run(
     live_ttl: int,
     api_url: str,
     bare_url: str,
-    varnish_url: str,
+    varnish: RunningVarnish,
     script: Path,
     compressed: Path,
 ) -> None:
@@ -378,24 +388,51 @@ async def one_run(
     results.reads_per_key_per_ttl.append(live_reads / expected)
     packed = wrk(api_url, compressed, args.seconds, args.connections, args.threads)
     bare = wrk(bare_url, script, args.seconds, args.connections, args.threads)
-    varnish = wrk(varnish_url, script, args.seconds, args.connections, args.threads)
+    counted = varnish.counters(VARNISH_REQUESTS, VARNISH_HITS, VARNISH_MISSES)
+    cached = wrk(varnish.url, script, args.seconds, args.connections, args.threads)
+    served = await served_since(varnish, counted, cached.requests)
+    hit_ratio = served[VARNISH_HITS] / max(1, served[VARNISH_REQUESTS])
     results.api.append(api)
     results.api_compressed.append(packed)
     results.bare.append(bare)
-    results.varnish.append(varnish)
+    results.varnish.append(cached)
+    results.varnish_hit_ratio.append(hit_ratio)
     say(
         f"run {n + 1}: gateway {api.rps:,.0f} req/s p99 {api.p99_ms:.1f} ms "
         f"({api.bad} bad, {api.bytes_per_response:,.0f} B/response), "
         f"gzip/br {packed.rps:,.0f} req/s ({packed.bytes_per_response:,.0f} B/response), "
-        f"bare {bare.rps:,.0f} req/s, through Varnish {varnish.rps:,.0f} req/s, "
+        f"bare {bare.rps:,.0f} req/s, through Varnish {cached.rps:,.0f} req/s "
+        f"({served[VARNISH_HITS]:,} hits and {served[VARNISH_MISSES]:,} misses of "
+        f"{served[VARNISH_REQUESTS]:,} requests: {hit_ratio:.1%} hits), "
         f"live reads {live_reads:.0f} of {expected:.0f} expected, "
         f"other reads {sum(after.values()) - sum(before.values()) - live_reads:.0f}"
     )
     for name, done in (("the gateway", api), ("the gateway (gzip, br)", packed)):
         if done.bad:
             raise BenchError(f"{name} gave {done.bad} bad answers under load")
-    if varnish.bad:
-        raise BenchError(f"Varnish gave {varnish.bad} bad answers under load")
+    if cached.bad:
+        raise BenchError(f"Varnish gave {cached.bad} bad answers under load")
+    if hit_ratio < VARNISH_MIN_HIT_RATIO:
+        raise BenchError(
+            f"Varnish served only {hit_ratio:.1%} of its run from its cache "
+            f"({served[VARNISH_HITS]:,} hits, {served[VARNISH_MISSES]:,} misses, "
+            f"{served[VARNISH_REQUESTS]:,} requests), so varnish_rps would measure the gateway "
+            "behind it; check the Cache-Control the gateway sends and deploy/varnish/omnium.vcl"
+        )
+
+
+async def served_since(
+    varnish: RunningVarnish, counted: dict[str, int], requests: int
+) -> dict[str, int]:
+    """How much each counter grew since `counted`, once Varnish has published at least the
+    `requests` wrk counted (its workers publish their counters in batches), or after 5 s."""
+    deadline = time.monotonic() + 5
+    while True:
+        now = varnish.counters(*counted)
+        grown = {name: now[name] - counted[name] for name in counted}
+        if grown[VARNISH_REQUESTS] >= requests or time.monotonic() > deadline:
+            return grown
+        await asyncio.sleep(0.1)
 
 
 async def schedule_sizes(url: str) -> dict[str, int]:
@@ -447,6 +484,7 @@ def report(args: argparse.Namespace, results: Results) -> list[str]:
         f"varnish_rps {statistics.median(r.rps for r in results.varnish):.0f}",
         f"varnish_p99_ms {statistics.median(r.p99_ms for r in results.varnish):.2f}",
         f"varnish_vs_api_ratio {statistics.median(varnish_ratios):.2f}",
+        f"varnish_hit_ratio {statistics.median(results.varnish_hit_ratio):.3f}",
         *(f"schedule_bytes_{k} {v}" for k, v in results.schedule_bytes.items()),
         "schedule_br_vs_plain_ratio "
         f"{results.schedule_bytes['br'] / results.schedule_bytes['identity']:.3f}",

@@ -6,6 +6,13 @@ route and half spread over the hot units' routes. Changes go through the command
 `--rate` a second for `--seconds`; each delay is from the change's save (its outbox row's
 saved_at) to the moment a listener read its event. Not a test: it prints figures, last of all
 `name: value` lines.
+
+`--anchor nchan` then measures nginx's push engine in the gateway's place, in the same run on
+the same machine: the gateway stopped, nginx with nchan (as many workers) on the same routes,
+the same listener processes reading its EventSource endpoint, and the same changes at the same
+rate through command and delivery, each entry delivery publishes to Redis POSTed to nchan's
+publisher as it comes (a relay standing in for delivery publishing to nchan itself). It prints
+the same figures again with an `nchan_` prefix.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import math
@@ -24,7 +32,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +44,7 @@ from google.protobuf import json_format, struct_pb2
 
 from bench._common import (
     BenchError,
+    cpu_seconds,
     database_url_for,
     drop,
     free_port,
@@ -43,6 +53,7 @@ from bench._common import (
     rss_mb,
     servers,
 )
+from bench._nchan import relay, require_nchan, running_nchan
 from bench.delivery import EVENT, TOKEN, processes, seed
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
@@ -82,7 +93,9 @@ async def _listen(
     """One listener: the outbox id of each event and when it was read. Only the start of
     each `data:` line is looked at (`{"id":N,...`): the load must cost less than the gateway."""
     async with gate:
-        response = await http.get(url, headers={"X-API-Key": API_KEY})
+        # What a browser's EventSource sends (nchan serves only such requests).
+        headers = {"X-API-Key": API_KEY, "Accept": "text/event-stream"}
+        response = await http.get(url, headers=headers)
     if response.status != 200:
         raise BenchError(f"{url} answered {response.status}: {(await response.text())[:200]}")
     opened.set()
@@ -172,11 +185,17 @@ def gateway(env: dict[str, str], logdir: Path) -> Iterator[subprocess.Popen[str]
         log.close()
 
 
+def _family(pid: int) -> list[int]:
+    """A server's parent process and its workers."""
+    return [pid, *map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]
+
+
 def family_rss_mb(pid: int) -> float:
-    """The gateway parent and its workers."""
-    total = rss_mb(pid)
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return total + sum(rss_mb(int(c)) for c in children)
+    return sum(rss_mb(p) for p in _family(pid))
+
+
+def family_cpu_seconds(pid: int) -> float:
+    return sum(cpu_seconds(p) for p in _family(pid))
 
 
 def plan_routes(listeners: int, units: list[str]) -> list[str]:
@@ -192,6 +211,7 @@ async def start_clients(
     url: str, routes: list[str], per_client: int, tmp: Path
 ) -> list[tuple[asyncio.subprocess.Process, Path]]:
     clients = []
+    await asyncio.to_thread(tmp.mkdir, parents=True, exist_ok=True)
     for n in range(math.ceil(len(routes) / per_client)):
         part = routes[n * per_client : (n + 1) * per_client]
         out = tmp / f"client{n}.json"
@@ -220,12 +240,12 @@ async def stop_clients(clients: list[tuple[asyncio.subprocess.Process, Path]]) -
     return results
 
 
-def change(n: int, unit_id: str) -> command_pb2.Command:
+def change(command_id: str, score: int, unit_id: str) -> command_pb2.Command:
     actor = actor_pb2.Actor(kind=actor_pb2.Actor.KIND_SCORER, name="bench scorer")
     payload = struct_pb2.Struct()
-    json_format.ParseDict({"sides": [{"order": 1, "score": str(n)}]}, payload)
+    json_format.ParseDict({"sides": [{"order": 1, "score": str(score)}]}, payload)
     return command_pb2.Command(
-        command_id=f"push-{n}", code="results.set_sides",
+        command_id=command_id, code="results.set_sides",
         subject=command_pb2.Subject(kind="unit", id=unit_id), payload=payload, actor=actor,
     )  # fmt: skip
 
@@ -235,13 +255,58 @@ async def redis_clients(redis: aioredis.Redis) -> int:
     return int(info["connected_clients"])
 
 
-async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> dict[str, float]:
+@dataclass(slots=True)
+class Phase:
+    """One push engine under the same listeners and changes: what each listener read."""
+
+    name: str
+    command_prefix: str  # the command ids of its changes
+    results: list[Any]
+    redis_connections: int
+    rss_mb: float
+    cpu_seconds: float  # the server's, parent and workers, while the changes went out
+
+
+async def listen_while_changing(
+    name: str,
+    url: str,
+    routes: list[str],
+    args: argparse.Namespace,
+    tmp: Path,
+    submit: Callable[[str, int], Awaitable[None]],
+    redis: aioredis.Redis,
+    server_pid: int,
+) -> Phase:
+    """Every listener open on `url`, then the changes at the rate asked, then what each read."""
+    say(f"{name}: opening {len(routes)} listeners")
+    clients = await start_clients(url, routes, args.per_client, tmp / name)
+    await asyncio.sleep(1.0)
+    connections = await redis_clients(redis)
+    total = int(args.rate * args.seconds)
+    say(f"{name}: sending {total} changes over {args.seconds:.0f} s")
+    prefix = f"{name}-push-"
+    cpu = family_cpu_seconds(server_pid)
+    began = time.monotonic()
+
+    async def send(n: int) -> None:
+        await asyncio.sleep(max(0.0, began + n / args.rate - time.monotonic()))
+        await submit(f"{prefix}{n}", n)
+
+    await asyncio.gather(*(send(n) for n in range(total)))
+    await asyncio.sleep(args.settle)
+    connections = max(connections, await redis_clients(redis))
+    rss, cpu = family_rss_mb(server_pid), family_cpu_seconds(server_pid) - cpu
+    return Phase(name, prefix, await stop_clients(clients), connections, rss, cpu)
+
+
+async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> list[dict[str, float]]:
     await recreate(db_server, DB_NAME)
     db_url = database_url_for(db_server, DB_NAME)
     conn = await asyncpg.connect(db_url)
     await init_connection(conn)
     tmp = Path(tempfile.mkdtemp(prefix="omnium-bench-push-"))
     redis = aioredis.from_url(redis_url)
+    phases: list[Phase] = []
     try:
         await apply_migrations(conn)
         by_discipline = await seed(conn, 100)
@@ -263,54 +328,97 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> dict[
             "OMNIUM_GRPC_TOKEN": TOKEN,
             "OMNIUM_LOG_LEVEL": "WARNING",
         }
+        routes = plan_routes(args.listeners, list(hot.values()))
+        units = list(hot)
         port = free_port()
-        url = f"http://127.0.0.1:{port}"
         async with processes(env, tmp):
             baseline = await redis_clients(redis)
-            with gateway(gateway_env(env, port, args.workers), tmp) as gw:
-                say(f"opening {args.listeners} listeners")
-                routes = plan_routes(args.listeners, list(hot.values()))
-                clients = await start_clients(url, routes, args.per_client, tmp)
-                await asyncio.sleep(1.0)
-                connections = await redis_clients(redis)
-                settings = Settings.from_env({}, grpc_token=TOKEN)
-                channel = open_channel(f"127.0.0.1:{ports['OMNIUM_COMMAND_PORT']}", settings)
-                stub = command_pb2_grpc.CommandServiceStub(channel)
-                total = int(args.rate * args.seconds)
-                units = list(hot)
-                say(f"sending {total} changes over {args.seconds:.0f} s")
-                began = time.monotonic()
+            settings = Settings.from_env({}, grpc_token=TOKEN)
+            channel = open_channel(f"127.0.0.1:{ports['OMNIUM_COMMAND_PORT']}", settings)
+            stub = command_pb2_grpc.CommandServiceStub(channel)
 
-                async def send(n: int) -> None:
-                    await asyncio.sleep(max(0.0, began + n / args.rate - time.monotonic()))
-                    answer = await stub.Submit(change(n, units[n % len(units)]), timeout=10)
-                    if answer.outcome != command_pb2.OUTCOME_ACCEPTED:
-                        raise BenchError(f"change {n} was {answer.outcome}: {answer.reason}")
+            # A new score every time, so no change repeats the one before it on its unit (an
+            # unchanged result saves nothing, and the next phase would be sent fewer events).
+            scores = itertools.count(1)
 
-                await asyncio.gather(*(send(n) for n in range(total)))
+            async def submit(command_id: str, n: int) -> None:
+                command = change(command_id, next(scores), units[n % len(units)])
+                answer = await stub.Submit(command, timeout=10)
+                if answer.outcome != command_pb2.OUTCOME_ACCEPTED:
+                    raise BenchError(f"change {command_id} was {answer.outcome}: {answer.reason}")
+
+            try:
+                with gateway(gateway_env(env, port, args.workers), tmp) as gw:
+                    phases.append(
+                        await listen_while_changing(
+                            "gateway",
+                            f"http://127.0.0.1:{port}",
+                            routes,
+                            args,
+                            tmp,
+                            submit,
+                            redis,
+                            gw.pid,
+                        )
+                    )
+                if args.anchor == "nchan":
+                    phases.append(await nchan_phase(args, routes, tmp, submit, redis))
+            finally:
                 await channel.close()
-                await asyncio.sleep(args.settle)
-                connections = max(connections, await redis_clients(redis))
-                gateway_rss = family_rss_mb(gw.pid)
-                results = await stop_clients(clients)
         saves = await conn.fetch(
-            "SELECT d.id, extract(epoch FROM d.saved_at)::float8 AS saved, u.code "
+            "SELECT d.id, d.command_id, extract(epoch FROM d.saved_at)::float8 AS saved, u.code "
             "  FROM domain_event d JOIN unit u ON u.id = d.unit_id "
-            " WHERE d.command_id LIKE 'push-%' ORDER BY d.id"
+            " WHERE d.command_id LIKE '%-push-%' ORDER BY d.id"
         )
     finally:
         await conn.close()
         await redis.aclose()
         if not args.keep:
             await drop(db_server, DB_NAME)
+    say(
+        f"{args.rate:g} changes a second for {args.seconds:.0f} s; {args.listeners} listeners "
+        f"over {math.ceil(args.listeners / args.per_client)} load processes; {args.workers} "
+        f"workers; Redis clients {baseline} before the gateway"
+    )
+    return [
+        tally(phase, [r for r in saves if r["command_id"].startswith(phase.command_prefix)])
+        for phase in phases
+    ]
+
+
+async def nchan_phase(
+    args: argparse.Namespace,
+    routes: list[str],
+    tmp: Path,
+    submit: Callable[[str, int], Awaitable[None]],
+    redis: aioredis.Redis,
+) -> Phase:
+    """The same listeners and changes on nginx with nchan, fed what delivery publishes."""
+    port = free_port()
+    async with running_nchan(port, args.workers) as nchan:
+        ready = asyncio.Event()
+        relaying = asyncio.create_task(relay(redis, nchan.url, EVENT, ready))
+        try:
+            await asyncio.wait_for(ready.wait(), 10)
+            phase = await listen_while_changing(
+                "nchan", nchan.url, routes, args, tmp, submit, redis, nchan.pid
+            )
+        finally:
+            relaying.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await relaying
+    return phase
+
+
+def tally(phase: Phase, saves: list[Any]) -> dict[str, float]:
+    """The figures of one phase: every event each listener should have read, and when it did."""
     saved_at = {r["id"]: r["saved"] for r in saves}
     by_unit: dict[str, set[int]] = {}
     for r in saves:
         by_unit.setdefault(r["code"], set()).add(r["id"])
-    expected = missed = 0
+    expected = missed = failed = 0
     delays: list[float] = []
-    failed = 0
-    for result in results:
+    for result in phase.results:
         failed += result["failed"]
         for route, seen in zip(result["routes"], result["seen"], strict=True):
             code = route.split("/units/")[1].removesuffix("/live") if "/units/" in route else None
@@ -319,20 +427,25 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> dict[
             expected += len(wanted)
             missed += len(wanted - got)
             delays += [(t - saved_at[i]) * 1000 for i, t in seen if i in wanted]
-    say(
-        f"{len(saves)} saved changes at {args.rate:g}/s; {args.listeners} listeners over "
-        f"{math.ceil(args.listeners / args.per_client)} load processes; {args.workers} gateway "
-        f"workers; Redis clients {baseline} before the gateway; listeners that failed: {failed}"
-    )
-    return {
-        "push_listeners": args.listeners,
+    say(f"{phase.name}: {len(saves)} saved changes; listeners that failed: {failed}")
+    rss = f"{phase.name}_rss_mb"
+    figures = {
+        "push_listeners": sum(len(r["routes"]) for r in phase.results),
         "push_events_expected": expected,
         "push_events_missed": missed,
         "push_p50_ms": percentile(delays, 50),
         "push_p95_ms": percentile(delays, 95),
         "push_p99_ms": percentile(delays, 99),
-        "gateway_rss_mb": gateway_rss,
-        "redis_connections": connections,
+        rss: phase.rss_mb,
+        "redis_connections": phase.redis_connections,
+        f"{phase.name}_cpu_seconds": phase.cpu_seconds,
+    }
+    if phase.name == "gateway":
+        return figures
+    # The anchor's figures beside the gateway's: the same names, prefixed.
+    return {
+        name if name.startswith(phase.name) else f"{phase.name}_{name}": v
+        for name, v in figures.items()
     }
 
 
@@ -346,6 +459,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--settle", type=float, default=3.0, help="wait after the last change")
     parser.add_argument("--data-dir", type=Path, default=ROOT / ".omnium" / "bench")
     parser.add_argument("--keep", action="store_true", help="keep the bench database")
+    parser.add_argument(
+        "--anchor",
+        choices=["nchan"],
+        help="then measure this push engine in the gateway's place, in the same run",
+    )
     # The load processes this script starts.
     parser.add_argument("--client", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -362,18 +480,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     logging.basicConfig(level=logging.WARNING)
     try:
+        if args.anchor == "nchan":
+            require_nchan()
         with servers(args.data_dir, say) as (db_server, redis_url):
-            figures = asyncio.run(run(db_server, redis_url, args))
+            phases = asyncio.run(run(db_server, redis_url, args))
     except BenchError as exc:
         print(f"bench.push: {exc}", file=sys.stderr, flush=True)
         return 1
-    p95 = figures["push_p95_ms"]
-    say(
-        f"targets: 0 missed ({'met' if figures['push_events_missed'] == 0 else 'MISSED'}), "
-        f"p95 <= {TARGET_P95_MS:.0f} ms ({'met' if p95 <= TARGET_P95_MS else 'MISSED'})"
-    )
-    for name, value in figures.items():
-        print(f"{name}: {value:.0f}" if name != "gateway_rss_mb" else f"{name}: {value:.1f}")
+    for figures in phases:
+        engine = next(name for name in figures if name.endswith("_rss_mb")).removesuffix("_rss_mb")
+        missed = next(v for name, v in figures.items() if name.endswith("push_events_missed"))
+        p95 = next(v for name, v in figures.items() if name.endswith("push_p95_ms"))
+        say(
+            f"{engine} targets: 0 missed ({'met' if missed == 0 else 'MISSED'}), "
+            f"p95 <= {TARGET_P95_MS:.0f} ms ({'met' if p95 <= TARGET_P95_MS else 'MISSED'})"
+        )
+    for figures in phases:
+        for name, value in figures.items():
+            exact = name.endswith(("_rss_mb", "_cpu_seconds"))
+            print(f"{name}: {value:.1f}" if exact else f"{name}: {value:.0f}")
     return 0
 
 

@@ -133,6 +133,12 @@ TOOLS: tuple[tuple[str, str, str], ...] = (
         "/usr/lib/*/varnish/vmods/libvmod_xkey.so",
         "Varnish's xkey module, which purges by the gateway's Surrogate-Key groups",
     ),
+    ("nginx", "/usr/sbin/nginx", "nginx, which runs nchan for 'make bench-push'"),
+    (
+        "libnginx-mod-nchan",
+        "/usr/lib/nginx/modules/ngx_nchan_module.so",
+        "nchan, the push engine 'make bench-push' measures the gateway's live push against",
+    ),
 )
 
 
@@ -145,8 +151,9 @@ HA_TOOLS: tuple[tuple[str, str, str], ...] = (
 
 
 def _tool_present(program: str) -> bool:
-    if "*" in program:
-        # A library whose folder names the machine's architecture (a Varnish module).
+    if "*" in program or program.endswith(".so"):
+        # A module another program loads, not runs (its folder may name the machine's
+        # architecture, as a Varnish module's does): it need only be there.
         return bool(glob.glob(program))
     if program.startswith("/"):
         return os.access(program, os.X_OK)

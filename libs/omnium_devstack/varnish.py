@@ -38,16 +38,24 @@ class RunningVarnish:
 
     def counter(self, name: str) -> int:
         """One varnishstat counter, e.g. MAIN.cache_hit."""
+        return self.counters(name)[name]
+
+    def counters(self, *names: str) -> dict[str, int]:
+        """Several varnishstat counters read at one moment, by name."""
+        filters = [arg for name in names for arg in ("-f", name)]
         done = subprocess.run(
-            ["varnishstat", "-n", str(self.workdir), "-1", "-f", name],
+            ["varnishstat", "-n", str(self.workdir), "-1", *filters],
             capture_output=True,
             text=True,
             check=True,
             timeout=10,
         )
-        found = re.search(rf"^{re.escape(name)}\s+(\d+)", done.stdout, re.MULTILINE)
-        assert found is not None, done.stdout
-        return int(found[1])
+        values = {}
+        for name in names:
+            found = re.search(rf"^{re.escape(name)}\s+(\d+)", done.stdout, re.MULTILINE)
+            assert found is not None, done.stdout
+            values[name] = int(found[1])
+        return values
 
 
 def vcl_for(backend_port: int) -> str:

@@ -20,8 +20,9 @@ log = logging.getLogger("omnium.live")
 # What Redis raises when it, not the caller, is the trouble (timeouts are OSErrors).
 REDIS_ERRORS: tuple[type[BaseException], ...] = (aioredis.RedisError, OSError)
 # Replays (a reconnect with Last-Event-ID) read the stream beside the readers; this many at once
-# per process, so a herd of reconnects queues here instead of opening a connection each.
-_REPLAYS_AT_ONCE = 4
+# per process, so a herd of reconnects queues here instead of opening a connection each. The
+# readers take the rest of the pool, so a replay always finds a connection.
+REPLAYS_AT_ONCE = 4
 # Entries one XREAD brings back at most; the fan-out writes them to listeners as one batch.
 _READ_COUNT = 100
 # A listener dropped for being slow has this long to take its `gap` before its socket is cut:
@@ -72,6 +73,10 @@ class _NoCounters:
 
 class Full(Exception):
     """This process already serves as many streams as its setting allows."""
+
+
+class ReadersFull(Exception):
+    """A new Games would need a reader, and every Redis connection for readers is taken."""
 
 
 def decode(value: Any) -> str:
@@ -319,8 +324,10 @@ class LiveHub:
     """Every live stream of one process: a reader per Games stream, a queue per listener.
 
     Redis connections stay one per Games being listened to (plus a few for replays), however
-    many listeners there are; a listener too slow for its queue is dropped with a `gap`, so it
-    never holds the others up nor makes memory grow.
+    many listeners there are, and at most `max_readers` Games are read at once: each reader
+    holds a connection for its blocking read, so that many fill the pool but for the replays'
+    share. A listener too slow for its queue is dropped with a `gap`, so it never holds the
+    others up nor makes memory grow.
     """
 
     def __init__(
@@ -330,6 +337,7 @@ class LiveHub:
         heartbeat_seconds: float,
         retry_seconds: float,
         max_streams: int,
+        max_readers: int,
         listener_queue: int,
         counters: LiveCounters | None = None,
     ) -> None:
@@ -337,13 +345,14 @@ class LiveHub:
         self.heartbeat_seconds = heartbeat_seconds
         self.retry_seconds = retry_seconds
         self.max_streams = max_streams
+        self.max_readers = max_readers
         self.listener_queue = listener_queue
         self.counters: LiveCounters = counters or _NoCounters()
         self.readers: dict[str, StreamReader] = {}
         self.count = 0
         self.dropped = 0
         self.stopping = False
-        self.replays = asyncio.Semaphore(_REPLAYS_AT_ONCE)
+        self.replays = asyncio.Semaphore(REPLAYS_AT_ONCE)
         self.counters.live_listeners(0)
 
     def join(self, event: str, unit: str | None) -> Listener:
@@ -352,6 +361,11 @@ class LiveHub:
             raise Full
         reader = self.readers.get(event)
         if reader is None:
+            # A reader whose listeners left still holds its connection until its read returns
+            # (a heartbeat at most), so it counts until it has ended.
+            if len(self.readers) >= self.max_readers:
+                self.counters.live_refused()
+                raise ReadersFull
             reader = StreamReader(self, event)
             self.readers[event] = reader
         listener = Listener(reader, unit, self.listener_queue)

@@ -18,17 +18,19 @@ from redis.backoff import NoBackoff
 
 from omnium_live._hub import (
     REDIS_ERRORS,
+    REPLAYS_AT_ONCE,
     Full,
     Listener,
     LiveCounters,
     LiveHub,
+    ReadersFull,
     Signal,
     decode,
     id_number,
     render,
 )
 
-__all__ = ["REDIS_ERRORS", "add_live_routes", "live_redis"]
+__all__ = ["REDIS_ERRORS", "Known", "add_live_routes", "live_redis"]
 
 _EVENT = re.compile(r"^[A-Z0-9_-]{2,32}$")
 _UNIT = re.compile(r"^[A-Z0-9-]{34}$")
@@ -49,6 +51,8 @@ _PAUSED = b'event: error\ndata: {"message": "live updates paused; they resume by
 _KEEPALIVE = b": keepalive\n\n"
 _WAITING = b": waiting for redis\n\n"
 Admit = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
+# (Games code, unit code or None) -> None when they exist; else the answer to send instead.
+Known = Callable[[str, str | None], Awaitable[web.StreamResponse | None]]
 _T = TypeVar("_T")
 
 
@@ -56,19 +60,28 @@ class _Stopping(Exception):
     """The server is stopping: the stream ends so its client reconnects to another copy."""
 
 
-def live_redis(redis_url: str, *, heartbeat_seconds: float, grace_seconds: float) -> aioredis.Redis:
-    """A Redis client for the stream readers.
+def live_redis(
+    redis_url: str, *, heartbeat_seconds: float, grace_seconds: float, max_connections: int
+) -> aioredis.Redis:
+    """A Redis client for the stream readers, with at most `max_connections` connections.
 
     A read blocks for up to a heartbeat, so the socket waits that long and `grace_seconds`
     more: a quiet stream is not a Redis that stopped answering. redis-py does not retry by
     itself, so a failure reaches the route, which then checks the stream's continuity.
+
+    The pool is bounded, and a call waits for a connection rather than failing. The routes
+    read only as many Games at once as the pool holds beyond the replays' share, so a replay
+    gets a connection at once, or as soon as another replay is done.
     """
-    return aioredis.from_url(
+    pool = aioredis.BlockingConnectionPool.from_url(
         redis_url,
+        max_connections=max_connections,
+        timeout=None,
         socket_timeout=heartbeat_seconds + grace_seconds,
         socket_connect_timeout=grace_seconds,
         retry=Retry(NoBackoff(), 0),
     )
+    return aioredis.Redis.from_pool(pool)
 
 
 def add_live_routes(
@@ -78,6 +91,7 @@ def add_live_routes(
     heartbeat_seconds: float = 15.0,
     retry_seconds: float = 1.0,
     admit: Admit | None = None,
+    known: Known | None = None,
     max_streams: int = 5000,
     listener_queue: int = 500,
     counters: LiveCounters | None = None,
@@ -87,10 +101,13 @@ def add_live_routes(
 
     The app reads each Games' stream once, however many listen (see LiveHub): at most
     `max_streams` listeners (past it, 503 with Retry-After), each with up to `listener_queue`
-    events waiting to be written before it counts as too slow.
+    events waiting to be written before it counts as too slow, and at most as many Games at
+    once as `redis`'s pool has connections beside the replays' (past it, 503 too).
 
     `admit`, when given, runs first (the gateway's API key and rate limit): an answer from it
-    is sent instead of the stream.
+    is sent instead of the stream. `known`, when given, runs next with the codes asked for: an
+    answer from it (404 for a Games or unit that does not exist) is sent instead, so a made-up
+    code never takes one of the Redis connections the real Games' readers need.
 
     When the app shuts down, every stream ends at once with a `retry:` hint: the browser's
     EventSource reconnects (to another copy behind the load balancer) with its Last-Event-ID
@@ -103,11 +120,19 @@ def add_live_routes(
             f"quiet stream's read waits {heartbeat_seconds} s (the heartbeat), so every quiet "
             "stream would report an error; make the client with live_redis()"
         )
+    connections = redis.connection_pool.max_connections
+    if connections <= REPLAYS_AT_ONCE:
+        raise ValueError(
+            f"the live routes' Redis client allows {connections} connections, but replays take "
+            f"up to {REPLAYS_AT_ONCE} and each Games being read one more; give live_redis() "
+            "more max_connections (the gateway's OMNIUM_LIVE_REDIS_CONNECTIONS)"
+        )
     hub = LiveHub(
         redis,
         heartbeat_seconds=heartbeat_seconds,
         retry_seconds=retry_seconds,
         max_streams=max_streams,
+        max_readers=connections - REPLAYS_AT_ONCE,
         listener_queue=listener_queue,
         counters=counters,
     )
@@ -119,7 +144,9 @@ def add_live_routes(
         await hub.close()
 
     app.on_shutdown.append(end_streams)
-    handler: Handler = _live if admit is None else _admitted(admit)
+    handler = _handler(known)
+    if admit is not None:
+        handler = _admitted(admit, handler)
     app.router.add_get("/v1/events/{event}/live", handler)
     app.router.add_get("/v1/events/{event}/units/{unit_code}/live", handler)
 
@@ -129,10 +156,17 @@ def live_hub(app: web.Application) -> LiveHub:
     return app[_HUB]
 
 
-def _admitted(admit: Admit) -> Handler:
+def _handler(known: Known | None) -> Handler:
+    async def live(request: web.Request) -> web.StreamResponse:
+        return await _live(request, known)
+
+    return live
+
+
+def _admitted(admit: Admit, handler: Handler) -> Handler:
     async def live(request: web.Request) -> web.StreamResponse:
         refused = await admit(request)
-        return refused if refused is not None else await _live(request)
+        return refused if refused is not None else await handler(request)
 
     return live
 
@@ -171,7 +205,15 @@ def _goodbye() -> bytes:
     )
 
 
-async def _live(request: web.Request) -> web.StreamResponse:
+def _busy(message: str) -> web.Response:
+    """A plain refusal, not a stream of errors: the balancer or the client tries another copy,
+    or this one a little later, each client at its own moment."""
+    answer = _problem(503, message)
+    answer.headers["Retry-After"] = str(random.randint(2, 10))
+    return answer
+
+
+async def _live(request: web.Request, known: Known | None) -> web.StreamResponse:
     event = request.match_info["event"]
     unit = request.match_info.get("unit_code")
     if not _EVENT.match(event):
@@ -183,19 +225,23 @@ async def _live(request: web.Request) -> web.StreamResponse:
         return _problem(
             400, f"Last-Event-ID {last[:40]!r} is not an id this stream sent; reconnect without it"
         )
+    if known is not None:
+        refused = await known(event, unit)
+        if refused is not None:
+            return refused
     hub = request.app[_HUB]
     try:
         listener = hub.join(event, unit)
     except Full:
-        # A plain refusal, not a stream of errors: the balancer or the client tries another
-        # copy, or this one a little later, each client at its own moment.
-        answer = _problem(
-            503,
+        return _busy(
             f"this server already carries its most live streams ({hub.max_streams}); "
-            "try again after Retry-After seconds",
+            "try again after Retry-After seconds"
         )
-        answer.headers["Retry-After"] = str(random.randint(2, 10))
-        return answer
+    except ReadersFull:
+        return _busy(
+            f"this server already reads its most Games at once ({hub.max_readers}); "
+            "try again after Retry-After seconds"
+        )
     try:
         return await _stream(request, hub, listener, last)
     finally:

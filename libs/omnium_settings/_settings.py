@@ -271,6 +271,11 @@ class Settings:
         "Live push: events waiting for one listener before it is too slow: sent a gap and "
         "closed (it resumes with Last-Event-ID).",
     )
+    live_redis_connections: int = _setting(
+        20,
+        "Live push: Redis connections per gateway worker: 4 for replays, one per Games being "
+        "read (a stream on one more Games is refused with 503 and Retry-After).",
+    )
     sftp_sink_port: int = _setting(8022, "Dev stack: the local SFTP server clients' files go to.")
     webhook_sink_port: int = _setting(8092, "Dev stack: the local webhook receiver.")
 
@@ -453,6 +458,11 @@ class Settings:
                 "OMNIUM_GRPC_RETRY_FIRST_BACKOFF_SECONDS, OMNIUM_GRPC_RETRY_MAX_BACKOFF_SECONDS "
                 "and OMNIUM_GRPC_RETRY_BACKOFF_MULTIPLIER must be above 0 (gRPC refuses the "
                 "retry policy otherwise); set OMNIUM_GRPC_RETRY_ATTEMPTS=1 for no tries again."
+            )
+        if self.live_redis_connections < 5:
+            raise SettingsError(
+                f"OMNIUM_LIVE_REDIS_CONNECTIONS is {self.live_redis_connections}; live push "
+                "needs 4 for replays and one for each Games it reads, so use 5 or more."
             )
         if bool(self.grpc_tls_cert_file) != bool(self.grpc_tls_key_file):
             raise SettingsError(

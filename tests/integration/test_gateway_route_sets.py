@@ -10,6 +10,7 @@ import redis.asyncio as aioredis
 from omnium_gateway import LiveRoutes, ScorerRoutes
 from omnium_live import LivePublisher
 from tests.integration.test_live import read_events
+from tests.support.games import make_event
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.servers import Servers
 
@@ -20,6 +21,7 @@ async def test_live_stream_through_the_gateway_needs_a_key(
     database_url: str, servers: Servers
 ) -> None:
     event = f"T{uuid.uuid4().hex[:8].upper()}"
+    await make_event(database_url, event)
     options = {"gateway_anonymous_reads": False, "gateway_api_keys": (f"media:{KEY}",)}
     live = LiveRoutes(gateway_settings(database_url, servers.redis_url, **options))
     async with running_gateway(database_url, servers.redis_url, route_sets=[live], **options) as gw:

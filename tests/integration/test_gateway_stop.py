@@ -15,6 +15,7 @@ import aiohttp
 import redis.asyncio as aioredis
 
 from omnium_live import LivePublisher
+from tests.support.games import make_event
 from tests.support.gateway import gateway_process
 from tests.support.servers import Servers
 
@@ -57,6 +58,7 @@ async def test_a_stopping_gateway_ends_its_streams_and_another_carries_on(
     servers: Servers, database_url: str
 ) -> None:
     event = f"T{uuid.uuid4().hex[:8].upper()}"
+    await make_event(database_url, event)
     redis = aioredis.from_url(servers.redis_url)
     publisher = LivePublisher(redis, max_length=100)
     try:

@@ -30,6 +30,7 @@ from omnium_devstack.stack import port_is_free
 from omnium_live import LivePublisher
 from omnium_settings import Settings
 from tests.support.delivery import eventually
+from tests.support.games import make_event
 from tests.support.gateway import GatewayProcess, gateway_process
 from tests.support.servers import Servers
 
@@ -269,6 +270,7 @@ async def test_fans_move_to_the_surviving_copy_and_miss_nothing(
     database_url: str, servers: Servers, tmp_path: Path, stop: Callable[[GatewayProcess], None]
 ) -> None:
     event = f"T{uuid.uuid4().hex[:8].upper()}"
+    await make_event(database_url, event, [UNIT_A])
     redis = aioredis.from_url(servers.redis_url)
     publisher = LivePublisher(redis, max_length=1000)
     timeout = aiohttp.ClientTimeout(total=None, sock_read=None)

@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 import redis.asyncio as aioredis
 from aiohttp import web
 
 from omnium_gateway import LiveRoutes
 from omnium_live import LiveHub, LivePublisher, add_live_routes, live_hub, live_redis
 from tests.support.delivery import eventually
+from tests.support.games import make_event
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.outage import CONNECT_RACE, crashable_redis
 from tests.support.servers import Servers
@@ -116,7 +118,10 @@ async def live_app(redis_url: str, **options: Any) -> AsyncIterator[LiveApp]:
     """The live routes alone on one aiohttp app (one worker), wired as the gateway wires them.
     Its Redis client carries a name of its own, so the test can count its connections."""
     heartbeat = options.pop("heartbeat_seconds", 1.0)
-    redis = live_redis(redis_url, heartbeat_seconds=heartbeat, grace_seconds=1.0)
+    connections = options.pop("redis_connections", 20)
+    redis = live_redis(
+        redis_url, heartbeat_seconds=heartbeat, grace_seconds=1.0, max_connections=connections
+    )
     name = f"live-{uuid.uuid4().hex[:8]}"
     redis.connection_pool.connection_kwargs["client_name"] = name
     app = web.Application()
@@ -137,6 +142,18 @@ async def connections_named(redis: aioredis.Redis, name: str) -> int:
     return sum(1 for c in clients if c.get("name") == name)
 
 
+async def reading(hub: LiveHub, event: str) -> None:
+    """Until the hub's reader of `event` knows where its stream is. A new stream starts "from
+    now", which is that first look, so only a change published after it reaches every listener
+    (a stream's opening lines go out before it)."""
+
+    async def knows() -> bool:
+        reader = hub.readers.get(event)
+        return reader is not None and reader.cursor is not None
+
+    await eventually(knows, what=f"the reader of {event} to know where its stream is")
+
+
 def _event_code() -> str:
     return f"T{uuid.uuid4().hex[:8].upper()}"
 
@@ -152,6 +169,7 @@ async def test_300_listeners_on_one_worker_hear_every_event_of_a_burst(servers: 
             urls += [f"{base}/v1/events/{event}/units/{UNIT_A}/live"] * 100
             async with listeners(urls) as heard:
                 assert hub.count == 300
+                await reading(hub, event)
                 burst = [
                     {"kind": "unit.changed", "unit": UNIT_A if n % 2 else UNIT_B, "n": n}
                     for n in range(300)
@@ -297,6 +315,7 @@ async def test_past_the_cap_a_stream_is_refused_with_503_and_retry_after(
     database_url: str, servers: Servers
 ) -> None:
     event = _event_code()
+    await make_event(database_url, event, [UNIT_A])
     options = {"live_max_streams": 3, "live_heartbeat_seconds": 1.0}
     live = LiveRoutes(gateway_settings(database_url, servers.redis_url, **options))
     async with running_gateway(database_url, servers.redis_url, route_sets=[live], **options) as gw:
@@ -319,6 +338,113 @@ async def test_past_the_cap_a_stream_is_refused_with_503_and_retry_after(
             assert heard.opened
 
 
+async def test_made_up_games_get_404_and_take_no_reader_from_the_real_games_fans(
+    database_url: str, servers: Servers
+) -> None:
+    event, other = _event_code(), _event_code()
+    await make_event(database_url, event, [UNIT_A])
+    await make_event(database_url, other)
+    # Room for one Games' reader beside the replays: a made-up code that took it would leave
+    # the real Games' fans with nothing.
+    options = {
+        "live_redis_connections": 5,
+        "live_heartbeat_seconds": 1.0,
+        "gateway_anonymous_burst": 1000,
+    }
+    live = LiveRoutes(gateway_settings(database_url, servers.redis_url, **options))
+    redis = aioredis.from_url(servers.redis_url)
+    publisher = LivePublisher(redis, max_length=1000)
+    try:
+        async with running_gateway(
+            database_url, servers.redis_url, route_sets=[live], **options
+        ) as gw:
+            hub = live_hub(gw.app)
+            made_up = [_event_code() for _ in range(150)]
+            answers = await asyncio.gather(*(gw.get(f"/v1/events/{c}/live") for c in made_up))
+            assert [a.status_code for a in answers] == [404] * 150
+            assert answers[0].json()["error"] == f"There is no event {made_up[0]}."
+            no_unit = await gw.get(f"/v1/events/{event}/units/{UNIT_B}/live")
+            assert no_unit.status_code == 404
+            assert no_unit.json()["error"] == f"There is no unit {UNIT_B} in event {event}."
+            assert hub.readers == {} and hub.count == 0
+
+            base = f"{gw.url}/v1/events/{event}"
+            urls = [f"{base}/live"] * 20 + [f"{base}/units/{UNIT_A}/live"] * 10
+            async with listeners(urls) as heard:
+                assert list(hub.readers) == [event]
+                await reading(hub, event)
+                # A second real Games finds every reader's connection taken: a plain 503,
+                # while the first Games' fans carry on.
+                refused = await gw.get(f"/v1/events/{other}/live")
+                assert refused.status_code == 503
+                assert 1 <= int(refused.headers["Retry-After"]) <= 60
+                assert "most Games at once (1)" in refused.json()["error"]
+
+                burst = [
+                    {"kind": "unit.changed", "unit": UNIT_A if n % 2 else UNIT_B, "n": n}
+                    for n in range(100)
+                ]
+                ids = await publisher.publish(event, burst)
+                everything = list(range(100))
+                only_a = [n for n in everything if n % 2]
+
+                async def all_heard() -> bool:
+                    return all(
+                        len(h.events) == (100 if i < 20 else 50) for i, h in enumerate(heard)
+                    )
+
+                await eventually(all_heard, within=30, what="every fan to hear the burst")
+                for i, h in enumerate(heard):
+                    assert h.numbers() == (everything if i < 20 else only_a), i
+                # Reconnects replay from the stream on the pool's other connections.
+                async with listeners(urls[:10], {"Last-Event-ID": ids[49]}) as back:
+
+                    async def replayed() -> bool:
+                        return all(len(h.events) == 50 for h in back)
+
+                    await eventually(replayed, within=30, what="every replay")
+                    assert all(h.numbers() == everything[50:] for h in back)
+            assert hub.dropped == 0
+    finally:
+        await redis.aclose()
+
+
+async def test_readers_and_replays_stay_within_the_live_pool(servers: Servers) -> None:
+    event, other = _event_code(), _event_code()
+    redis = aioredis.from_url(servers.redis_url)
+    publisher = LivePublisher(redis, max_length=1000)
+    try:
+        async with live_app(servers.redis_url, redis_connections=5) as live:
+            base, hub, name = live.url, live.hub, live.client_name
+            url = f"{base}/v1/events/{event}/live"
+            async with listeners([url] * 10) as heard, aiohttp.ClientSession() as http:
+                async with http.get(f"{base}/v1/events/{other}/live") as refused:
+                    assert refused.status == 503
+                    assert "Retry-After" in refused.headers
+                await reading(hub, event)
+                ids = await publisher.publish(
+                    event, [{"kind": "unit.changed", "n": n} for n in range(40)]
+                )
+                await eventually(
+                    lambda: _true(all(h.numbers() == list(range(40)) for h in heard)),
+                    what="every listener to hear the changes",
+                )
+                # Thirty reconnects at once: four replay at a time, the others wait their turn
+                # for a connection, none fails.
+                async with listeners([url] * 30, {"Last-Event-ID": ids[9]}) as back:
+
+                    async def replayed() -> bool:
+                        return all(len(h.events) == 30 for h in back)
+
+                    await eventually(replayed, within=30, what="every replay")
+                    assert all(h.numbers() == list(range(10, 40)) for h in back)
+                    assert all("error" not in h.kinds() for h in back)
+                assert await connections_named(redis, name) <= 5
+            assert len(hub.readers) <= 1
+    finally:
+        await redis.aclose()
+
+
 async def test_after_a_redis_restart_every_listener_resumes_told_of_the_gap(
     tmp_path: Path,
 ) -> None:
@@ -330,6 +456,7 @@ async def test_after_a_redis_restart_every_listener_resumes_told_of_the_gap(
             urls = [f"{base}/v1/events/{event}/live"] * 20
             urls += [f"{base}/v1/events/{event}/units/{UNIT_A}/live"] * 20
             async with listeners(urls) as heard:
+                await reading(hub, event)
                 redis = aioredis.from_url(server.redis_url, socket_timeout=2)
                 try:
                     await LivePublisher(redis, max_length=100).publish(
@@ -364,6 +491,70 @@ async def test_after_a_redis_restart_every_listener_resumes_told_of_the_gap(
                     for h in heard:
                         after = h.kinds()[h.kinds().index("error") :]
                         assert after == ["error", "gap", "unit.changed", "unit.changed"]
+                    assert await connections_named(redis, name) <= 2
+                finally:
+                    await redis.aclose()
+            assert hub.dropped == 0
+
+
+async def _cut_connections(redis: aioredis.Redis, name: str) -> None:
+    """A brief network drop: Redis closes every connection of the client named `name`."""
+    clients: Any = await redis.client_list()
+    for client in clients:
+        if client.get("name") == name:
+            await redis.client_kill_filter(_id=client["id"])
+
+
+@pytest.mark.parametrize("outage", ["restarted_with_its_data", "connections_cut"])
+async def test_when_redis_keeps_the_stream_listeners_get_what_they_missed_and_no_gap(
+    tmp_path: Path, outage: str
+) -> None:
+    event = _event_code()
+    async with crashable_redis(tmp_path) as server:
+        options = {"heartbeat_seconds": 0.5, "retry_seconds": 1.0}
+        async with live_app(server.redis_url, **options) as live:
+            base, hub, name = live.url, live.hub, live.client_name
+            urls = [f"{base}/v1/events/{event}/live"] * 20
+            urls += [f"{base}/v1/events/{event}/units/{UNIT_A}/live"] * 20
+            async with listeners(urls) as heard:
+                await reading(hub, event)
+                redis = aioredis.from_url(server.redis_url, socket_timeout=2)
+                publisher = LivePublisher(redis, max_length=100)
+                try:
+                    ids = await publisher.publish(
+                        event, [{"kind": "unit.changed", "unit": UNIT_A, "n": n} for n in (1, 2)]
+                    )
+                    await eventually(
+                        lambda: _true(all(h.numbers() == [1, 2] for h in heard)),
+                        what="the first changes",
+                    )
+                    if outage == "restarted_with_its_data":
+                        await redis.aclose()
+                        await server.restart_with_its_data()
+                        redis = aioredis.from_url(server.redis_url, socket_timeout=2)
+                        publisher = LivePublisher(redis, max_length=100)
+                    else:
+                        await _cut_connections(redis, name)
+                    # Saved while the reader waits to try Redis again (a second): it must pick
+                    # them up from where it was, not from the stream's new end.
+                    await publisher.publish(
+                        event, [{"kind": "unit.changed", "unit": UNIT_A, "n": n} for n in (3, 4)]
+                    )
+                    await eventually(
+                        lambda: _true(all(h.numbers() == [1, 2, 3, 4] for h in heard)),
+                        what="every listener to get what it missed",
+                    )
+                    for h in heard:
+                        assert "gap" not in h.kinds()
+                        after = h.kinds()[h.kinds().index("error") :]
+                        assert after == ["error", "unit.changed", "unit.changed"]
+                    # A client that saw only the first change before the outage reconnects
+                    # with its id: the stream still holds it, so the rest comes with no gap.
+                    async with listeners(urls[:1], {"Last-Event-ID": ids[0]}) as (back,):
+                        await eventually(
+                            lambda: _true(back.numbers() == [2, 3, 4]), what="the replay"
+                        )
+                        assert "gap" not in back.kinds()
                     assert await connections_named(redis, name) <= 2
                 finally:
                     await redis.aclose()

@@ -28,7 +28,7 @@ from omnium_settings import Settings
 from tests.integration.test_delivery_webhook import hook_client
 from tests.support.command import CommandClient, running_command
 from tests.support.delivery import running_delivery
-from tests.support.games import EVENT, Games, make_games
+from tests.support.games import EVENT, Games, make_event, make_games
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.outage import CONNECT_RACE, crashable_redis
 from tests.support.receiver import webhook_receiver
@@ -109,6 +109,7 @@ async def test_a_quiet_stream_gets_keepalives_never_errors(
     # A heartbeat longer than redis-py's default 5 s read timeout, which once cut every
     # quiet read short ("live updates paused" every 6 s).
     options = {"live_heartbeat_seconds": 5.5, "live_read_grace_seconds": 0.5}
+    await make_event(database_url, EVENT)
     async with crashable_redis(tmp_path) as redis:
         live = LiveRoutes(gateway_settings(database_url, redis.redis_url, **options))
         async with (
@@ -130,6 +131,7 @@ async def live_server(settings: Settings) -> AsyncIterator[str]:
         settings.redis_url,
         heartbeat_seconds=settings.live_heartbeat_seconds,
         grace_seconds=settings.live_read_grace_seconds,
+        max_connections=settings.live_redis_connections,
     )
     app = web.Application()
     add_live_routes(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -73,6 +74,27 @@ async def make_games(conn: asyncpg.Connection, *, units: int = 10) -> Games:
         games.units.append(unit_id)
         games.unit_codes[unit_id] = code
     return games
+
+
+async def make_event(database_url: str, code: str, unit_codes: Sequence[str] = ()) -> None:
+    """A Games of that code with these units (in one discipline) and nothing else: what the
+    live routes look up before they stream, for a test that publishes to the stream itself."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        event_id = await conn.fetchval(
+            "INSERT INTO event (code, name) VALUES ($1, 'Live Games') RETURNING id", code
+        )
+        discipline_id = await conn.fetchval(
+            "INSERT INTO discipline (event_id, code, name) VALUES ($1, 'ATH', 'Athletics') "
+            "RETURNING id",
+            event_id,
+        )
+        await conn.executemany(
+            "INSERT INTO unit (event_id, discipline_id, code, name) VALUES ($1, $2, $3, $3)",
+            [(event_id, discipline_id, unit) for unit in unit_codes],
+        )
+    finally:
+        await conn.close()
 
 
 async def make_run(conn: asyncpg.Connection, games: Games, code: str = "scout-fbl") -> str:

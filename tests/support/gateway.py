@@ -34,6 +34,7 @@ class RunningGateway:
     http: httpx.AsyncClient
     gateway: Gateway
     settings: Settings
+    app: web.Application
 
     async def get(self, path: str, **kwargs: Any) -> httpx.Response:
         return await self.http.get(path, **kwargs)
@@ -56,7 +57,7 @@ async def running_gateway(
         async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as http:
             gateway = app[GATEWAY]
             await wait_until_relay(gateway)
-            yield RunningGateway(url, http, gateway, settings)
+            yield RunningGateway(url, http, gateway, settings, app)
     finally:
         await runner.cleanup()
 

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
+import redis.asyncio as aioredis
 
 from omnium_db import apply_migrations
 from omnium_devstack.stack import PostgresServer, RedisServer, free_port
@@ -91,6 +92,17 @@ class CrashableRedis:
 
     async def start(self) -> None:
         await asyncio.to_thread(self.server.start)
+
+    async def restart_with_its_data(self) -> None:
+        """Stop and start again holding what it held, as a Redis with persistence restarts:
+        a snapshot first (this one keeps nothing on disk by itself), which it loads at start."""
+        client = aioredis.from_url(self.redis_url, socket_timeout=5)
+        try:
+            await client.save()
+        finally:
+            await client.aclose()
+        await self.crash()
+        await self.start()
 
 
 @contextlib.asynccontextmanager

@@ -57,6 +57,7 @@ def test_values_are_read_and_typed() -> None:
         ({"OMNIUM_GRPC_AUTH_REQUIRED": "maybe"}, "is not a valid bool"),
         ({"OMNIUM_TELEMETRY_EXPORTER": "jaeger"}, "is not a valid"),
         ({"OMNIUM_GRPC_TLS_CERT_FILE": "/x.pem"}, "Set both"),
+        ({"OMNIUM_LIVE_REDIS_CONNECTIONS": "4"}, "4 for replays and one for each Games"),
     ],
 )
 def test_bad_values_fail_with_a_plain_message(env: dict[str, str], message: str) -> None:

@@ -380,6 +380,39 @@ class Gateway:
             headers["Content-Encoding"] = coding
         return headers
 
+    async def live_subject(self, event: str, unit: str | None) -> web.Response | None:
+        """None when the Games `event` exists (and its unit `unit`, when one is asked for); else
+        the 404 to answer, or a 503 when the database cannot say and nothing about them is
+        cached. The answers are the cached ones of `/disciplines` and the unit read (a made-up
+        code's 404 too, for the negative time to live), so a fan connecting costs a memory hit,
+        and a made-up code never gets a stream: it would take a Redis reader of its own."""
+        name = "disciplines:" + event
+        try:
+            found, _ = await self.cache.get(
+                CacheKey(name, name, lambda conn: _reads.read_disciplines(conn, event))
+            )
+            if found.status == 404:
+                return _no_event(event)
+            if unit is not None:
+                code = unit
+                name = f"unit:{event}:{code}"
+                found, _ = await self.cache.get(
+                    CacheKey(name, name, lambda conn: _reads.read_unit(conn, event, code))
+                )
+                if found.status == 404:
+                    return _error(404, f"There is no unit {code} in event {event}.")
+        except Unavailable:
+            answer = _error(
+                503,
+                "The results database cannot answer right now, so this stream's event cannot "
+                "be checked. Try again after Retry-After seconds.",
+            )
+            answer.headers["Retry-After"] = retry_after(
+                self.settings.gateway_database_timeout_seconds
+            )
+            return answer
+        return None
+
     # -- readiness ---------------------------------------------------------------------------
 
     async def ready(self) -> tuple[bool, dict[str, Any]]:

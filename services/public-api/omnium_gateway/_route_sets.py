@@ -55,13 +55,19 @@ def _stream_operation(summary: str, parameters: list[dict[str, Any]]) -> dict[st
                     "description": "No API key, or an unknown one.",
                     "content": {"application/json": {"schema": _ERROR}},
                 },
+                "404": {
+                    "description": "There is no such Games, or no such unit in it.",
+                    "content": {"application/json": {"schema": _ERROR}},
+                },
                 "429": {
                     "description": "Over this key's rate limit; see Retry-After.",
                     "content": {"application/json": {"schema": _ERROR}},
                 },
                 "503": {
                     "description": (
-                        "This copy carries its most live streams; try again after Retry-After."
+                        "This copy carries its most live streams or reads its most Games at "
+                        "once, or the database cannot say whether the Games exists; try again "
+                        "after Retry-After."
                     ),
                     "content": {"application/json": {"schema": _ERROR}},
                 },
@@ -94,6 +100,7 @@ class LiveRoutes:
             self.settings.redis_url,
             heartbeat_seconds=self.settings.live_heartbeat_seconds,
             grace_seconds=self.settings.live_read_grace_seconds,
+            max_connections=self.settings.live_redis_connections,
         )
         add_live_routes(
             app,
@@ -101,6 +108,7 @@ class LiveRoutes:
             heartbeat_seconds=self.settings.live_heartbeat_seconds,
             retry_seconds=self.settings.live_retry_seconds,
             admit=gateway.admit,
+            known=gateway.live_subject,
             max_streams=self.settings.live_max_streams,
             listener_queue=self.settings.live_listener_queue,
             counters=gateway.metrics,
