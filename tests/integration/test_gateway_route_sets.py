@@ -68,7 +68,9 @@ async def test_a_scorer_sign_in_with_the_database_down_is_a_plain_503(
     # A port nobody listens on: PostgreSQL "down" from the first connection on.
     down = "postgresql://postgres@127.0.0.1:9/nothing"
     scorer = ScorerRoutes(gateway_settings(down, servers.redis_url))
-    async with running_gateway(down, servers.redis_url, route_sets=[scorer]) as gw:
+    async with running_gateway(
+        down, servers.redis_url, route_sets=[scorer], database_up=False
+    ) as gw:
         answer = await gw.http.post(
             "/score/api/sign-in", json={"login": "someone", "password": "long enough pw"}
         )

@@ -42,8 +42,15 @@ class RunningGateway:
 
 @asynccontextmanager
 async def running_gateway(
-    database_url: str, redis_url: str, route_sets: Sequence[RouteSet] = (), **overrides: Any
+    database_url: str,
+    redis_url: str,
+    route_sets: Sequence[RouteSet] = (),
+    *,
+    database_up: bool = True,
+    **overrides: Any,
 ) -> AsyncIterator[RunningGateway]:
+    """`database_up=False` for a gateway started with PostgreSQL down: its relay then holds
+    the lease but cannot read the outbox head, so only the lease is waited for."""
     settings = gateway_settings(database_url, redis_url, **overrides)
     app = make_app(settings, route_sets=route_sets)
     runner = web.AppRunner(app, access_log=None)
@@ -56,19 +63,25 @@ async def running_gateway(
     try:
         async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as http:
             gateway = app[GATEWAY]
-            await wait_until_relay(gateway)
+            await wait_until_relay(gateway, reading=database_up)
             yield RunningGateway(url, http, gateway, settings, app)
     finally:
         await runner.cleanup()
 
 
-async def wait_until_relay(gateway: Gateway) -> None:
+async def wait_until_relay(gateway: Gateway, *, reading: bool = True) -> None:
     """Invalidations flow once this worker listens and the relay has read the outbox head (a
-    change saved before that is not relayed: the relay starts from the head)."""
+    change saved before that is not relayed: the relay starts from the head). With `reading`
+    off, until the relay holds its lease (it cannot read a database that is down)."""
+
+    def relaying() -> bool:
+        relay = gateway.relay
+        if relay is None:
+            return False
+        return relay.watermark is not None if reading else relay.leading
+
     async with asyncio.timeout(10):
-        while not (  # noqa: ASYNC110
-            gateway.cache.listening and gateway.relay and gateway.relay.watermark is not None
-        ):
+        while not (gateway.cache.listening and relaying()):  # noqa: ASYNC110
             await asyncio.sleep(0.02)
 
 
