@@ -56,6 +56,12 @@ def connection_lost(exc: BaseException) -> bool:
     # a statement is sent on (or waits on) a connection the server has dropped.
     if isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc):
         return True
+    # When the server closes a pooled connection, asyncpg's pool detaches it from the proxy we
+    # hold (pool.py, `_release_on_close`): a statement sent after that, such as the road's read
+    # started beside its parse, says the connection "has been released back to the pool". We
+    # never use a connection past our own `async with`, so this is the crash, not our code.
+    if isinstance(exc, asyncpg.InterfaceError) and "released back to the pool" in str(exc):
+        return True
     # A statement sent while the protocol was still taking in the error of the connection's
     # death says "cannot switch to state N; another operation (M) is in progress" (seen in the
     # failover drill at the instant the postmaster died). Using one connection from two tasks

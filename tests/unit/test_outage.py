@@ -18,13 +18,16 @@ NO_PRIMARY = TargetServerAttributeNotMatched(
     "exc",
     [
         asyncpg.InterfaceError("connection is closed"),
+        asyncpg.InterfaceError(
+            "cannot call Connection.fetchrow(): connection has been released back to the pool"
+        ),
         asyncpg.AdminShutdownError("terminating connection due to administrator command"),
         ConnectionResetError("reset by peer"),
         asyncpg.InternalClientError(
             "cannot switch to state 12; another operation (2) is in progress"
         ),
     ],
-    ids=["closed", "admin-shutdown", "reset", "protocol-mid-error"],
+    ids=["closed", "detached-by-the-pool", "admin-shutdown", "reset", "protocol-mid-error"],
 )
 def test_a_connection_that_broke_under_a_statement_may_have_saved(exc: BaseException) -> None:
     assert connection_lost(exc)
