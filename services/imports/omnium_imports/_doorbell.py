@@ -13,7 +13,7 @@ import asyncpg
 from aiohttp import web
 from asyncpg.exceptions import TargetServerAttributeNotMatched
 
-from omnium_db import pool_answers
+from omnium_db import is_outage, pool_answers
 from omnium_imports import _queue
 from omnium_imports._sql import QUERIES
 from omnium_settings import Settings
@@ -30,7 +30,9 @@ HEADER = "X-Scout-Signature"
 _NOBODY = b"\0" * 32
 _UNAUTHORISED = {"error": "the signature did not match"}
 # PostgreSQL down, restarting, failing over (a standby is read-only), full or refusing: the
-# ring cannot be queued now, but can be later. Any other error is a bug and keeps its traceback.
+# ring cannot be queued now, but can be later. So is whatever omnium_db counts as an outage (a
+# connection lost mid-statement, as asyncpg words it). Any other error is a bug and keeps its
+# traceback.
 _DATABASE_DOWN = (
     OSError,
     TimeoutError,
@@ -69,7 +71,9 @@ async def ring(request: web.Request) -> web.Response:
     try:
         async with asyncio.timeout(settings.doorbell_database_timeout_seconds):
             return await _queue_ring(request.app[POOL], code, body, request.headers.get(HEADER))
-    except _DATABASE_DOWN as exc:
+    except Exception as exc:
+        if not (isinstance(exc, _DATABASE_DOWN) or is_outage(exc)):
+            raise
         # One line, no traceback: an outage is not a bug, and Scout may ring many times.
         log.warning(
             "doorbell %s: the database did not answer (%s: %s); answered 503, nothing queued",
