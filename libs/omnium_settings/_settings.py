@@ -97,8 +97,10 @@ class Settings:
     listen_retry_first_seconds: float = _setting(
         0.1, "LISTEN connection lost: first wait before connecting again (then doubled)."
     )
+    # Short, so every listener is back within about a second of the primary answering (the
+    # failover drill's restart_listeners_back_s): one connect a try per process is cheap.
     listen_retry_max_seconds: float = _setting(
-        2.0, "LISTEN connection lost: longest wait between tries to connect again."
+        0.5, "LISTEN connection lost: longest wait between tries to connect again."
     )
     listen_probe_seconds: float = _setting(
         5.0, "LISTEN connections are probed this often: a lost machine may never close one."
