@@ -158,6 +158,36 @@ def _event_code() -> str:
     return f"T{uuid.uuid4().hex[:8].upper()}"
 
 
+async def _burst_heard(
+    publisher: LivePublisher,
+    event: str,
+    heard: list[Heard],
+    size: int,
+    *,
+    games_fans: int,
+    within: float,
+) -> list[str]:
+    """Publish `size` changes alternating between unit A (odd) and B (even); every Games fan
+    (the first `games_fans` of `heard`) hears them all, every unit-A fan the odd ones, in order.
+    Returns the entries' ids."""
+    burst = [
+        {"kind": "unit.changed", "unit": UNIT_A if n % 2 else UNIT_B, "n": n} for n in range(size)
+    ]
+    ids = await publisher.publish(event, burst)
+    everything = list(range(size))
+    only_a = [n for n in everything if n % 2]
+
+    async def all_heard() -> bool:
+        return all(
+            len(h.events) == (size if i < games_fans else size // 2) for i, h in enumerate(heard)
+        )
+
+    await eventually(all_heard, within=within, what="every listener to hear the burst")
+    for i, h in enumerate(heard):
+        assert h.numbers() == (everything if i < games_fans else only_a), i
+    return ids
+
+
 async def test_300_listeners_on_one_worker_hear_every_event_of_a_burst(servers: Servers) -> None:
     event = _event_code()
     redis = aioredis.from_url(servers.redis_url)
@@ -170,22 +200,7 @@ async def test_300_listeners_on_one_worker_hear_every_event_of_a_burst(servers: 
             async with listeners(urls) as heard:
                 assert hub.count == 300
                 await reading(hub, event)
-                burst = [
-                    {"kind": "unit.changed", "unit": UNIT_A if n % 2 else UNIT_B, "n": n}
-                    for n in range(300)
-                ]
-                ids = await publisher.publish(event, burst)
-                everything = list(range(300))
-                only_a = [n for n in everything if n % 2]
-
-                async def all_heard() -> bool:
-                    return all(
-                        len(h.events) == (300 if i < 200 else 150) for i, h in enumerate(heard)
-                    )
-
-                await eventually(all_heard, within=60, what="every listener to hear the burst")
-                for i, h in enumerate(heard):
-                    assert h.numbers() == (everything if i < 200 else only_a), i
+                ids = await _burst_heard(publisher, event, heard, 300, games_fans=200, within=60)
                 # One reader for the stream, however many listen: a handful of connections.
                 assert await connections_named(redis, name) <= 2
                 # A client joining late with the id of event 149 gets the rest, once each.
@@ -380,22 +395,7 @@ async def test_made_up_games_get_404_and_take_no_reader_from_the_real_games_fans
                 assert 1 <= int(refused.headers["Retry-After"]) <= 60
                 assert "most Games at once (1)" in refused.json()["error"]
 
-                burst = [
-                    {"kind": "unit.changed", "unit": UNIT_A if n % 2 else UNIT_B, "n": n}
-                    for n in range(100)
-                ]
-                ids = await publisher.publish(event, burst)
-                everything = list(range(100))
-                only_a = [n for n in everything if n % 2]
-
-                async def all_heard() -> bool:
-                    return all(
-                        len(h.events) == (100 if i < 20 else 50) for i, h in enumerate(heard)
-                    )
-
-                await eventually(all_heard, within=30, what="every fan to hear the burst")
-                for i, h in enumerate(heard):
-                    assert h.numbers() == (everything if i < 20 else only_a), i
+                ids = await _burst_heard(publisher, event, heard, 100, games_fans=20, within=30)
                 # Reconnects replay from the stream on the pool's other connections.
                 async with listeners(urls[:10], {"Last-Event-ID": ids[49]}) as back:
 
@@ -403,7 +403,7 @@ async def test_made_up_games_get_404_and_take_no_reader_from_the_real_games_fans
                         return all(len(h.events) == 50 for h in back)
 
                     await eventually(replayed, within=30, what="every replay")
-                    assert all(h.numbers() == everything[50:] for h in back)
+                    assert all(h.numbers() == list(range(50, 100)) for h in back)
             assert hub.dropped == 0
     finally:
         await redis.aclose()
