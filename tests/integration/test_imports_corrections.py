@@ -188,3 +188,28 @@ async def test_ten_clears_pass_and_a_pinned_value_is_not_counted(database_url: s
         await run_done(day)
         kept = await side_of(day, first["rsc"], fourth["order"])
     assert kept["rank"] == 4
+
+
+async def test_a_new_unit_records_no_clears_of_values_it_never_had(database_url: str) -> None:
+    """The mapping owns results, so a schedule row's empty results are sent as cleared; on a
+    unit being made they are nothing, and no diff, row log or client event says "null → null"."""
+    async with games_day(database_url) as day:
+        await run_done(day)
+        made = await day.db.fetchval(
+            "SELECT count(*) FROM domain_event WHERE kind = 'unit.created'"
+        )
+        assert made > 100
+        cleared_in_events = await day.db.fetchval(
+            "SELECT count(*) FROM domain_event e, jsonb_array_elements(e.payload->'changes') c"
+            " WHERE e.kind = 'unit.created' AND c->'new' = 'null'::jsonb"
+        )
+        cleared_in_rows = await day.db.fetchval(
+            "SELECT count(*) FROM integration_row r, jsonb_array_elements(r.diff) d"
+            " WHERE d->'new' = 'null'::jsonb"
+        )
+        unit_fields = await day.db.fetchval(
+            "SELECT count(*) FROM domain_event e, jsonb_array_elements(e.payload->'changes') c"
+            " WHERE e.kind = 'unit.created' AND c->>'field' = 'venue'"
+        )
+    assert (cleared_in_events, cleared_in_rows) == (0, 0)
+    assert unit_fields == made

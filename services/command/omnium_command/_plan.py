@@ -406,7 +406,8 @@ class Planner:
         if problem is not None:
             return Outcome(None, [], [], None, command_pb2.ROW_OUTCOME_NOT_PLACED, problem)
         unit_id = str(uuid.uuid4())
-        fields = intent.fields
+        # A field cleared on a unit we do not have yet is nothing to write or tell anyone.
+        fields = {f: v for f, v in intent.fields.items() if v is not None}
         self.writes.unit_inserts.append(
             {
                 "id": unit_id,
@@ -417,7 +418,8 @@ class Planner:
             }
         )
         changes = [_entry("unit", unit_id, code, f, None, v) for f, v in fields.items()]
-        for order, side in sorted(intent.sides.items()):
+        for order, given in sorted(intent.sides.items()):
+            side = {f: v for f, v in given.items() if v is not None}
             self.writes.side_inserts.append(
                 {
                     "unit_id": unit_id,
