@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -95,28 +96,51 @@ class ScoutClient:
                 f"Scout's run {run.id} has {run.row_count:,} rows; at most {limit:,} are read. "
                 "Nothing from this run was written."
             )
+        url = f"{_base(base_url)}/v1/runs/{run.id}/items"
+        # Where the run's row count says a next page is there, it is asked for while this one
+        # is read and decoded: Scout makes one page while we take in the other.
+        in_flight: deque[tuple[int, asyncio.Future[Any]]] = deque()
+        next_offset = 0
+
+        def ask() -> None:
+            nonlocal next_offset
+            known = run.row_count if run.row_count is not None else -1
+            while not in_flight or (len(in_flight) < 2 and next_offset <= known):
+                query = {"offset": str(next_offset), "limit": str(page)}
+                in_flight.append((next_offset, asyncio.ensure_future(self._get_json(url, query))))
+                next_offset += page
+
         rows: list[Any] = []
-        offset = 0
-        while True:
-            data = await self._get_json(
-                f"{_base(base_url)}/v1/runs/{run.id}/items",
-                {"offset": str(offset), "limit": str(page)},
-            )
-            items = data.get("items") if isinstance(data, dict) else None
-            if not isinstance(items, list):
-                raise ScoutError(
-                    f"Scout's page at offset {offset} of run {run.id} has no 'items' list. "
-                    "Nothing from this run was written."
-                )
-            rows.extend(items)
-            if len(rows) > limit:
-                raise ScoutError(
-                    f"Scout's run {run.id} has more than {limit:,} rows; stopped reading. "
-                    "Nothing from this run was written."
-                )
-            if len(items) < page:
-                break
-            offset += len(items)
+        try:
+            ask()
+            while True:
+                offset, pending = in_flight.popleft()
+                data = await pending
+                items = data.get("items") if isinstance(data, dict) else None
+                if not isinstance(items, list):
+                    raise ScoutError(
+                        f"Scout's page at offset {offset} of run {run.id} has no 'items' list. "
+                        "Nothing from this run was written."
+                    )
+                if len(items) > page:
+                    raise ScoutError(
+                        f"Scout sent {len(items):,} rows at offset {offset} of run {run.id} when "
+                        f"asked for {page:,}. Nothing from this run was written."
+                    )
+                rows.extend(items)
+                if len(rows) > limit:
+                    raise ScoutError(
+                        f"Scout's run {run.id} has more than {limit:,} rows; stopped reading. "
+                        "Nothing from this run was written."
+                    )
+                if len(items) < page:
+                    break
+                ask()
+        finally:
+            for _, pending in in_flight:
+                if pending.done() and not pending.cancelled():
+                    pending.exception()  # read, so it is not logged as never retrieved
+                pending.cancel()
         if len(rows) != run.row_count:
             raise ScoutError(
                 f"Scout said run {run.id} has {run.row_count:,} rows but sent {len(rows):,}. "
