@@ -20,6 +20,7 @@ TYPED := \
   libs/omnium_telemetry \
   libs/omnium_devstack \
   libs/omnium_process \
+  libs/omnium_alerts \
   libs/omnium_accounts \
   libs/omnium_live \
   libs/omnium_sports \

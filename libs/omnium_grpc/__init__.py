@@ -6,7 +6,7 @@ from omnium_grpc._auth import BearerTokens, TokenChannel
 from omnium_grpc._changes import field_changes, json_value
 from omnium_grpc._client import open_channel
 from omnium_grpc._errors import abort_internal
-from omnium_grpc._server import GrpcServer, wait_for_signal
+from omnium_grpc._server import GrpcServer
 from omnium_grpc._targets import RETRIED_METHODS, grpc_target, service_config
 
 __all__ = [
@@ -20,5 +20,4 @@ __all__ = [
     "json_value",
     "open_channel",
     "service_config",
-    "wait_for_signal",
 ]

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -94,18 +92,3 @@ class GrpcServer:
         await self.health.set("", status)
         for service in self._service_names:
             await self.health.set(service, status)
-
-
-async def wait_for_signal(
-    signals: Iterable[signal.Signals] = (signal.SIGTERM, signal.SIGINT),
-) -> None:
-    """Return when the process is asked to stop."""
-    loop = asyncio.get_running_loop()
-    stopped = asyncio.Event()
-    for sig in signals:
-        loop.add_signal_handler(sig, stopped.set)
-    try:
-        await stopped.wait()
-    finally:
-        for sig in signals:
-            loop.remove_signal_handler(sig)

@@ -6,17 +6,15 @@ import asyncio
 import gc
 import logging
 import os
+import signal
 import sys
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any
 
 from omnium_settings import Settings, SettingsError
 from omnium_telemetry import setup_tracing, shutdown_tracing
 
-if TYPE_CHECKING:  # httpx is loaded by the services that send alerts, not by every process
-    import httpx
-
-__all__ = ["post_alert", "run_process", "settle_after_start"]
+__all__ = ["run_process", "settle_after_start", "wait_for_signal"]
 
 
 def run_process(
@@ -57,28 +55,16 @@ def settle_after_start() -> None:
     gc.set_threshold(50_000, 20, 100)
 
 
-async def post_alert(
-    http: httpx.AsyncClient | None, settings: Settings, alert: dict[str, Any]
-) -> bool:
-    """POST a new alert to OMNIUM_ALERT_WEBHOOK_URL; True when the receiver took it.
-
-    Nothing to send to (no URL, or no HTTP client) is False; so is a failure, which is logged:
-    the alert stays open on the operators' screens either way."""
-    url = settings.alert_webhook_url
-    if not url or http is None:
-        return False
-    import httpx
-
+async def wait_for_signal(
+    signals: Iterable[signal.Signals] = (signal.SIGTERM, signal.SIGINT),
+) -> None:
+    """Return when the process is asked to stop."""
+    loop = asyncio.get_running_loop()
+    stopped = asyncio.Event()
+    for sig in signals:
+        loop.add_signal_handler(sig, stopped.set)
     try:
-        response = await http.post(url, json=alert, timeout=settings.alert_webhook_timeout_seconds)
-    except httpx.HTTPError as exc:
-        logging.getLogger(__name__).warning(
-            "alert %s could not be sent to %s: %s", alert.get("alert"), url, exc
-        )
-        return False
-    if response.status_code >= 300:
-        logging.getLogger(__name__).warning(
-            "alert %s: %s answered %s", alert.get("alert"), url, response.status_code
-        )
-        return False
-    return True
+        await stopped.wait()
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)

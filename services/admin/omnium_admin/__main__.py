@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from omnium_admin import AdminApp
-from omnium_grpc import wait_for_signal
-from omnium_process import run_process
+from omnium_process import run_process, wait_for_signal
 from omnium_settings import Settings
 
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from omnium_command import CommandApp
-from omnium_grpc import wait_for_signal
-from omnium_process import run_process, settle_after_start
+from omnium_process import run_process, settle_after_start, wait_for_signal
 from omnium_settings import Settings
 
 

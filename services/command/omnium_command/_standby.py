@@ -15,8 +15,8 @@ from typing import Any
 
 import asyncpg
 
+from omnium_alerts import post_alert
 from omnium_db import DATABASE_ERRORS
-from omnium_process import post_alert
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)

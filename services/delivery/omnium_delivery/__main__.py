@@ -12,8 +12,7 @@ import asyncpg
 
 from omnium_db import init_connection
 from omnium_delivery import ClientSettingsError, DeliveryApp, load_clients, read_clients_file
-from omnium_grpc import wait_for_signal
-from omnium_process import run_process
+from omnium_process import run_process, wait_for_signal
 from omnium_settings import Settings
 
 

@@ -21,6 +21,7 @@ import httpx
 import redis.asyncio as aioredis
 
 from omnium.delivery.v1 import delivery_pb2_grpc
+from omnium_alerts import post_alert
 from omnium_db import DATABASE_ERRORS, NotifyListener, Road, create_pool, is_outage
 from omnium_delivery._build import FeedRow, build
 from omnium_delivery._clients import load_clients, read_clients_file
@@ -32,7 +33,6 @@ from omnium_delivery._sql import QUERIES
 from omnium_delivery._transport import ClientSettingsError, Outgoing, SendResult, Transport
 from omnium_delivery._webhook import WebhookTransport
 from omnium_grpc import GrpcServer
-from omnium_process import post_alert
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import sys
 
-from omnium_grpc import wait_for_signal
 from omnium_imports import ImportsApp
-from omnium_process import run_process
+from omnium_process import run_process, wait_for_signal
 from omnium_settings import Settings
 
 

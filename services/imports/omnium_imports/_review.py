@@ -7,8 +7,8 @@ import logging
 import asyncpg
 import httpx
 
+from omnium_alerts import post_alert
 from omnium_imports._sql import QUERIES
-from omnium_process import post_alert
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)

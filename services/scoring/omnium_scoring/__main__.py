@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from omnium_grpc import wait_for_signal
-from omnium_process import run_process, settle_after_start
+from omnium_process import run_process, settle_after_start, wait_for_signal
 from omnium_scoring import ScoringApp
 from omnium_settings import Settings
 
