@@ -17,7 +17,7 @@ from uuid import UUID
 
 import asyncpg
 
-from omnium_accounts._passwords import DUMMY_HASH, hash_password, verify_password
+from omnium_accounts._passwords import DUMMY_HASH, hash_password, needs_rehash, verify_password
 from omnium_db import Queries
 from omnium_settings import Settings
 
@@ -274,6 +274,12 @@ class Accounts:
             wrong.retry_after = float(locked_for or 0.0)
             raise wrong
         await self._pool.execute(QUERIES["sign_in_passed"], row["id"])
+        if needs_rehash(row["password_hash"]):
+            # The same password, so the account's other sessions stay: only the hash changes.
+            rehashed = await asyncio.to_thread(hash_password, password)
+            await self._pool.execute(
+                QUERIES["rehash_password"], row["id"], rehashed, row["password_hash"]
+            )
         # Sign-ins are few (people, not requests): a good moment to drop sessions long over.
         await self.forget_expired()
         token = secrets.token_urlsafe(32)

@@ -26,6 +26,11 @@ RETURNING greatest(extract(epoch FROM locked_until - now()), 0)::float8 AS locke
 -- name: sign_in_passed
 UPDATE account SET failed_sign_ins = 0, locked_until = NULL WHERE id = $1;
 
+-- name: rehash_password
+-- A good sign-in on a hash of an older kind: the same password, hashed the current way. Only
+-- while the stored hash is still the one checked, so a password set meanwhile stays.
+UPDATE account SET password_hash = $2 WHERE id = $1 AND password_hash = $3;
+
 -- name: insert_session
 INSERT INTO account_session (token_hash, account_id, csrf_token, screen, expires_at)
 VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import os
 import subprocess
 import sys
@@ -39,10 +41,50 @@ async def accounts(database_url: str) -> AsyncIterator[Accounts]:
 
 def test_hash_is_salted_and_checks() -> None:
     one, two = hash_password(PASSWORD), hash_password(PASSWORD)
-    assert one != two and one.startswith("scrypt$")
+    # argon2id at OWASP's parameters: 19 MiB, 2 passes, 1 lane.
+    assert one != two and one.startswith("$argon2id$v=19$m=19456,t=2,p=1$")
     assert verify_password(PASSWORD, one)
     assert not verify_password(PASSWORD + "!", one)
     assert not verify_password(PASSWORD, "not a hash")
+
+
+def _scrypt_hash(password: str) -> str:
+    """A hash as omnium made them before argon2id: scrypt, N=2^14, r=8, p=1."""
+    salt = os.urandom(16)
+    digest = hashlib.scrypt(password.encode(), salt=salt, n=2**14, r=8, p=1)
+    return "$".join(
+        (
+            "scrypt",
+            "16384",
+            "8",
+            "1",
+            base64.b64encode(salt).decode(),
+            base64.b64encode(digest).decode(),
+        )
+    )
+
+
+async def test_an_old_scrypt_hash_signs_in_and_is_rehashed_with_argon2id(
+    accounts: Accounts, db: asyncpg.Connection
+) -> None:
+    await accounts.create("old.timer", "Old Timer", "operator", PASSWORD)
+    old = _scrypt_hash(PASSWORD)
+    assert verify_password(PASSWORD, old) and not verify_password(PASSWORD + "!", old)
+    await db.execute("UPDATE account SET password_hash = $1 WHERE login = 'old.timer'", old)
+    with pytest.raises(SignInRefused):
+        await accounts.sign_in("old.timer", "wrong password", screen="admin")
+    # A wrong password changes nothing: the old hash stays until the right one is given.
+    assert await db.fetchval("SELECT password_hash FROM account WHERE login = 'old.timer'") == old
+    first = await accounts.sign_in("old.timer", PASSWORD, screen="admin")
+    stored = await db.fetchval("SELECT password_hash FROM account WHERE login = 'old.timer'")
+    assert stored.startswith("$argon2id$") and verify_password(PASSWORD, stored)
+    # Same password: the session it was rehashed in, and later ones, stay good.
+    second = await accounts.sign_in("old.timer", PASSWORD, screen="admin")
+    assert await accounts.session(first.token) is not None
+    assert await accounts.session(second.token) is not None
+    assert (
+        await db.fetchval("SELECT password_hash FROM account WHERE login = 'old.timer'") == stored
+    )
 
 
 async def test_sign_in_session_and_sign_out(accounts: Accounts, db: asyncpg.Connection) -> None:
