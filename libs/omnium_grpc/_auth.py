@@ -1,15 +1,13 @@
-"""Bearer tokens: the server side that checks them and the channel that sends them.
+"""Bearer tokens: what the server checks (see _handlers) and the channel that sends them.
 
-Neither is a gRPC interceptor. A grpc.aio interceptor runs a chain of coroutines on every call,
-on both sides; here the server wraps each method's handler once, when the servicer is added, and
-the channel adds the header to each call's own metadata. Same checks, less work per call.
+The channel adds the header to each call's own metadata rather than through an interceptor,
+which would run a chain of coroutines on every call.
 """
 
 from __future__ import annotations
 
 import hmac
-import inspect
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -39,70 +37,6 @@ class BearerTokens:
         for known in self._tokens:
             matched |= hmac.compare_digest(given, known)
         return None if matched else "the bearer token is not one this service accepts"
-
-    def check(self, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        """The same method handler, refusing calls without a known token (UNAUTHENTICATED)."""
-        if handler.unary_unary is not None:
-            return handler._replace(unary_unary=self._unary(handler.unary_unary))
-        if handler.stream_unary is not None:
-            return handler._replace(stream_unary=self._unary(handler.stream_unary))
-        if handler.unary_stream is not None:
-            return handler._replace(unary_stream=self._streaming(handler.unary_stream))
-        return handler._replace(stream_stream=self._streaming(handler.stream_stream))
-
-    def _unary(self, behaviour: Callable[..., Any]) -> Callable[..., Any]:
-        async def checked(request: Any, context: aio.ServicerContext) -> Any:
-            problem = self.problem(context.invocation_metadata())
-            if problem is not None:
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED, problem)
-            return await behaviour(request, context)
-
-        return checked
-
-    def _streaming(self, behaviour: Callable[..., Any]) -> Callable[..., Any]:
-        if not inspect.isasyncgenfunction(behaviour):
-            # A handler that writes with context.write() and returns.
-            return self._unary(behaviour)
-
-        async def checked(request: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:
-            problem = self.problem(context.invocation_metadata())
-            if problem is not None:
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED, problem)
-            async for message in behaviour(request, context):
-                yield message
-
-        return checked
-
-
-class _CheckedGenericHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
-    def __init__(self, inner: grpc.GenericRpcHandler, tokens: BearerTokens) -> None:
-        self._inner = inner
-        self._tokens = tokens
-
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
-        handler = self._inner.service(handler_call_details)
-        return None if handler is None else self._tokens.check(handler)
-
-
-class CheckedRegistrar:
-    """Stands for the server when a servicer is added: its methods are registered wrapped in
-    the token check. Generated `add_..._to_server` functions call these two methods."""
-
-    def __init__(self, server: aio.Server, tokens: BearerTokens) -> None:
-        self._server = server
-        self._tokens = tokens
-
-    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
-        self._server.add_generic_rpc_handlers(
-            tuple(_CheckedGenericHandler(handler, self._tokens) for handler in handlers)
-        )
-
-    def add_registered_method_handlers(
-        self, service: str, handlers: dict[str, grpc.RpcMethodHandler]
-    ) -> None:
-        self._server.add_registered_method_handlers(
-            service, {name: self._tokens.check(handler) for name, handler in handlers.items()}
-        )
 
 
 class _WithToken:

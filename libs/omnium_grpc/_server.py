@@ -11,10 +11,11 @@ import grpc
 from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
-from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
-from omnium_grpc._auth import BearerTokens, CheckedRegistrar
+from omnium_grpc._auth import BearerTokens
 from omnium_grpc._client import channel_options
+from omnium_grpc._handlers import GuardedRegistrar
+from omnium_grpc._reflection import add_reflection
 from omnium_settings import Settings, SettingsError
 from omnium_telemetry import grpc_server_interceptors
 
@@ -42,12 +43,14 @@ class GrpcServer:
             options=channel_options(settings),
             maximum_concurrent_rpcs=None,
         )
-        # Services are added through this: their methods check the token (health is open).
-        self._registrar: Any = (
-            self.server if tokens is None else CheckedRegistrar(self.server, tokens)
-        )
+        # Services are added through this: their requests are decoded where a bad one can be
+        # answered, and their methods check the token (health is open).
+        self._registrar = GuardedRegistrar(self.server, tokens)
         self.health = HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        # Health is open to every caller; its requests are decoded safely like the rest.
+        health_pb2_grpc.add_HealthServicer_to_server(
+            self.health, GuardedRegistrar(self.server, None)
+        )
         self._service_names: list[str] = [
             health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
         ]
@@ -67,10 +70,7 @@ class GrpcServer:
 
     async def start(self, port: int) -> int:
         # Reflection answers only callers with a token, like every service but health.
-        reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
-            reflection.aio.ReflectionServicer([*self._service_names, reflection.SERVICE_NAME]),
-            self._registrar,
-        )
+        add_reflection(self._registrar, self._service_names)
         address = f"{self.settings.bind_host}:{port}"
         if self._credentials is not None:
             self.port = self.server.add_secure_port(address, self._credentials)
