@@ -125,6 +125,20 @@ async def resume_id(redis: aioredis.Redis, key: str, cursor: str | None) -> tupl
     return "0-0", True
 
 
+async def trimmed(redis: aioredis.Redis, key: str) -> bool:
+    """Whether the stream has lost entries off its front (trimmed, or deleted): more were
+    ever added than it holds. A stream that does not exist has lost nothing."""
+    try:
+        info: Any = await redis.xinfo_stream(key)
+    except aioredis.ResponseError:
+        return False
+    added = info.get("entries-added")
+    if added is None:
+        # Redis before 7 does not count what was added: say a gap rather than risk silence.
+        return True
+    return int(added) > int(info["length"])
+
+
 class Listener:
     """One SSE client: a bounded queue of what it has still to write, filled by the reader."""
 
@@ -412,7 +426,10 @@ class LiveHub:
                 kept: Any = await self.redis.xrange(key, min=since, max=since, count=1)
                 if kept:
                     return False, await self.redis.xrange(key, min=f"({since}", max="+")
-            return since != "0-0", await self.redis.xrange(key, min="-", max="+")
+                return True, await self.redis.xrange(key, min="-", max="+")
+            # "From the start": whole only if nothing was ever trimmed off the front.
+            entries = await self.redis.xrange(key, min="-", max="+")
+            return await trimmed(self.redis, key), entries
 
     async def close(self) -> None:
         """The server stops: every listener says goodbye, every reader ends."""

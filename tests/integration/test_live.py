@@ -113,6 +113,10 @@ async def test_a_resume_older_than_the_buffer_says_so(servers: Servers) -> None:
         got = await read_events(f"{base}/v1/events/{event}/live", 3, {"Last-Event-ID": first[0]})
         assert got[0]["event"] == "gap"
         assert [e["data"]["n"] for e in got[1:]] == [3, 4]
+        # "From the start" of a stream that was trimmed is older than it too.
+        whole = await read_events(f"{base}/v1/events/{event}/live", 3, {"Last-Event-ID": "0-0"})
+        assert whole[0]["event"] == "gap"
+        assert [e["data"]["n"] for e in whole[1:]] == [3, 4]
         await redis.delete(stream_key(event))
 
 
