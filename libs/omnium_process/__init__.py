@@ -14,7 +14,7 @@ from typing import Any
 from omnium_settings import Settings, SettingsError
 from omnium_telemetry import setup_tracing, shutdown_tracing
 
-__all__ = ["run_process", "settle_after_start", "wait_for_signal"]
+__all__ = ["malformed_http_as_info", "run_process", "settle_after_start", "wait_for_signal"]
 
 
 def run_process(
@@ -68,3 +68,29 @@ async def wait_for_signal(
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
+
+
+class _MalformedHttpAsInfo(logging.Filter):
+    """aiohttp logs a request it cannot parse as an ERROR with a traceback ("Error handling
+    request"). It is the client's mistake, already answered 400: one INFO line says so."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.msg = "refused a malformed HTTP request with %s: %s"
+            # aiohttp's message spans lines (the bad bytes, then a caret under the fault).
+            parts = (part.strip() for part in str(exc.message).splitlines())
+            record.args = (exc.code or 400, " ".join(p for p in parts if p and p != "^"))
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+_MALFORMED = _MalformedHttpAsInfo()
+
+
+def malformed_http_as_info() -> None:
+    """Call in a process that serves HTTP with aiohttp (once or more: it is added once)."""
+    logging.getLogger("aiohttp.server").addFilter(_MALFORMED)

@@ -20,6 +20,7 @@ from omnium_admin import _auth, _views
 from omnium_admin._present import FILTERS
 from omnium_db import Road, create_pool
 from omnium_grpc import open_channel
+from omnium_process import malformed_http_as_info
 from omnium_settings import Settings
 from omnium_telemetry import aiohttp_middlewares
 
@@ -105,6 +106,7 @@ class AdminApp:
         # Sign-in and sessions are people's writes; the screens read on the reader road.
         self.people = await create_pool(settings, Road.PEOPLE, application_name="admin")
         self.reader = await create_pool(settings, Road.READER, application_name="admin")
+        malformed_http_as_info()
         self.runner = web.AppRunner(self.web_app(), access_log=None, shutdown_timeout=CLOSE_SECONDS)
         await self.runner.setup()
         wanted = settings.admin_port if port is None else port

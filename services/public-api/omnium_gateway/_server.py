@@ -20,6 +20,7 @@ from aiohttp import web
 
 from omnium_gateway._app import GATEWAY, RouteSet, make_app
 from omnium_gateway._metrics import Metrics
+from omnium_process import malformed_http_as_info
 from omnium_settings import Settings
 from omnium_telemetry import setup_tracing, shutdown_tracing
 
@@ -51,6 +52,7 @@ async def run_worker(
     app = make_app(settings, route_sets=route_sets, metrics=metrics)
     # aiohttp waits this long for the requests in flight, then as long again for those it had
     # to cancel: both inside the grace. Live streams end at once (the app's on_shutdown).
+    malformed_http_as_info()
     runner = web.AppRunner(
         app,
         access_log=None,
