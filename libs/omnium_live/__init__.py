@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from omnium_live._hub import LiveCounters, LiveHub
 from omnium_live._publisher import LivePublisher, stream_key
-from omnium_live._routes import REDIS_ERRORS, Known, add_live_routes, live_hub, live_redis
+from omnium_live._routes import (
+    REDIS_ERRORS,
+    STREAM_ID_PATTERN,
+    Known,
+    add_live_routes,
+    live_hub,
+    live_redis,
+)
 
 __all__ = [
     "REDIS_ERRORS",
+    "STREAM_ID_PATTERN",
     "Known",
     "LiveCounters",
     "LiveHub",

@@ -34,7 +34,10 @@ __all__ = ["REDIS_ERRORS", "Known", "add_live_routes", "live_redis"]
 
 _EVENT = re.compile(r"^[A-Z0-9_-]{2,32}$")
 _UNIT = re.compile(r"^[A-Z0-9-]{34}$")
-_STREAM_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
+# A Redis stream id, "<ms>-<seq>", or "<ms>" alone (Redis reads it as "<ms>-0"). 19 digits
+# each at most, so every id that matches is one Redis takes (below 2^64).
+STREAM_ID_PATTERN = "^[0-9]{1,19}(-[0-9]{1,19})?$"
+_STREAM_ID = re.compile(STREAM_ID_PATTERN)
 _HUB: web.AppKey[LiveHub] = web.AppKey("omnium_live_hub", LiveHub)
 _STOPPING: web.AppKey[asyncio.Event] = web.AppKey("omnium_live_stopping", asyncio.Event)
 _GAP = (
@@ -95,6 +98,7 @@ def add_live_routes(
     max_streams: int = 5000,
     listener_queue: int = 500,
     counters: LiveCounters | None = None,
+    max_seconds: float = 0.0,
 ) -> None:
     """Add both live routes to `app`; `redis` is the one the delivery publisher writes to
     (made with `live_redis`, or any client whose reads outlast a heartbeat).
@@ -108,6 +112,8 @@ def add_live_routes(
     is sent instead of the stream. `known`, when given, runs next with the codes asked for: an
     answer from it (404 for a Games or unit that does not exist) is sent instead, so a made-up
     code never takes one of the Redis connections the real Games' readers need.
+
+    With `max_seconds`, a stream ends after that long with a `retry:` hint, as below.
 
     When the app shuts down, every stream ends at once with a `retry:` hint: the browser's
     EventSource reconnects (to another copy behind the load balancer) with its Last-Event-ID
@@ -144,7 +150,7 @@ def add_live_routes(
         await hub.close()
 
     app.on_shutdown.append(end_streams)
-    handler = _handler(known)
+    handler = _handler(known, max_seconds)
     if admit is not None:
         handler = _admitted(admit, handler)
     app.router.add_get("/v1/events/{event}/live", handler)
@@ -156,9 +162,9 @@ def live_hub(app: web.Application) -> LiveHub:
     return app[_HUB]
 
 
-def _handler(known: Known | None) -> Handler:
+def _handler(known: Known | None, max_seconds: float) -> Handler:
     async def live(request: web.Request) -> web.StreamResponse:
-        return await _live(request, known)
+        return await _live(request, known, max_seconds)
 
     return live
 
@@ -196,13 +202,11 @@ async def _unless_stopping(stopping: asyncio.Event, work: Awaitable[_T]) -> _T:
     return task.result()
 
 
-def _goodbye() -> bytes:
+def _goodbye(why: str) -> bytes:
     """The last lines of a stream whose server stops: reconnect soon, each client at its own
     moment within a second, so the copies left are not all hit in the same instant."""
     retry_ms = random.randint(250, 1250)
-    return (
-        f": this server is stopping; reconnect with Last-Event-ID\nretry: {retry_ms}\n\n".encode()
-    )
+    return f": {why}; reconnect with Last-Event-ID\nretry: {retry_ms}\n\n".encode()
 
 
 def _busy(message: str) -> web.Response:
@@ -213,7 +217,9 @@ def _busy(message: str) -> web.Response:
     return answer
 
 
-async def _live(request: web.Request, known: Known | None) -> web.StreamResponse:
+async def _live(
+    request: web.Request, known: Known | None, max_seconds: float
+) -> web.StreamResponse:
     event = request.match_info["event"]
     unit = request.match_info.get("unit_code")
     if not _EVENT.match(event):
@@ -221,10 +227,14 @@ async def _live(request: web.Request, known: Known | None) -> web.StreamResponse
     if unit is not None and not _UNIT.match(unit):
         return _problem(400, f"{unit[:40]!r} is not a unit code (34 of A-Z, 0-9 or -)")
     last = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
-    if last is not None and not _STREAM_ID.match(last):
-        return _problem(
-            400, f"Last-Event-ID {last[:40]!r} is not an id this stream sent; reconnect without it"
-        )
+    if last is not None:
+        if not _STREAM_ID.match(last):
+            return _problem(
+                400,
+                f"Last-Event-ID {last[:40]!r} is not an id this stream sent; reconnect without it",
+            )
+        if "-" not in last:
+            last = f"{last}-0"
     if known is not None:
         refused = await known(event, unit)
         if refused is not None:
@@ -243,7 +253,7 @@ async def _live(request: web.Request, known: Known | None) -> web.StreamResponse
             "try again after Retry-After seconds"
         )
     try:
-        return await _stream(request, hub, listener, last)
+        return await _stream(request, hub, listener, last, max_seconds)
     finally:
         listener.transport = None  # the connection may serve other requests now
         hub.leave(listener)
@@ -353,7 +363,7 @@ class _Follow:
 
 
 async def _stream(
-    request: web.Request, hub: LiveHub, listener: Listener, last: str | None
+    request: web.Request, hub: LiveHub, listener: Listener, last: str | None, max_seconds: float
 ) -> web.StreamResponse:
     response = web.StreamResponse(
         headers={
@@ -368,9 +378,12 @@ async def _stream(
     with contextlib.suppress(ConnectionError, asyncio.CancelledError):
         await response.write(b"retry: 1000\n\n")
         try:
-            await follow.run()
+            async with asyncio.timeout(max_seconds if max_seconds > 0 else None):
+                await follow.run()
+        except TimeoutError:
+            await response.write(_goodbye("this stream has run its time"))
         except _Stopping:
             # The handler returns, so aiohttp ends the chunked body properly: the client sees
             # the stream end, not a reset, and reconnects after the hint.
-            await response.write(_goodbye())
+            await response.write(_goodbye("this server is stopping"))
     return response

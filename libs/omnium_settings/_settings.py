@@ -273,6 +273,12 @@ class Settings:
         "Live push: events waiting for one listener before it is too slow: sent a gap and "
         "closed (it resumes with Last-Event-ID).",
     )
+    live_stream_max_seconds: float = _setting(
+        0.0,
+        "Live push: a stream ends after this long with a retry hint, and the client reconnects "
+        "with Last-Event-ID, missing nothing (0: never). Lets streams spread again over the "
+        "copies after a restart; keep it above a proxy's idle cut.",
+    )
     live_redis_connections: int = _setting(
         20,
         "Live push: Redis connections per gateway worker: 4 for replays, one per Games being "

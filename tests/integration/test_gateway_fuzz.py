@@ -1,16 +1,20 @@
-"""Schemathesis fuzzes the gateway from its own OpenAPI document: no 5xx, answers match it."""
+"""Schemathesis fuzzes the gateway from its own OpenAPI document, the live routes included: no
+5xx, answers match it, and nothing the document allows is refused. Live streams are set to end
+after half a second (OMNIUM_LIVE_STREAM_MAX_SECONDS), so each of the fuzzer's requests ends."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
 from omnium_gateway._openapi import EXAMPLE_UNIT
+from omnium_gateway._route_sets import LiveRoutes
 from tests.support.games import make_games
-from tests.support.gateway import running_gateway
+from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.servers import Servers
 
 CHECKS = ",".join(
@@ -20,6 +24,7 @@ CHECKS = ",".join(
         "content_type_conformance",
         "response_headers_conformance",
         "response_schema_conformance",
+        "positive_data_acceptance",
     )
 )
 
@@ -40,12 +45,17 @@ async def test_schema_driven_fuzz_finds_no_server_error(
         "INSERT INTO medal_row (event_id, noc, gold, silver, bronze, total, rank) "
         "SELECT id, 'JPN', 1, 0, 0, 1, 1 FROM event"
     )
-    async with running_gateway(
-        database_url,
-        servers.redis_url,
-        gateway_anonymous_rate_per_second=1e6,
-        gateway_anonymous_burst=1_000_000,
-    ) as gw:
+    options: dict[str, Any] = {
+        "gateway_anonymous_rate_per_second": 1e6,
+        "gateway_anonymous_burst": 1_000_000,
+        "live_stream_max_seconds": 0.5,
+    }
+    live = LiveRoutes(gateway_settings(database_url, servers.redis_url, **options))
+    async with running_gateway(database_url, servers.redis_url, [live], **options) as gw:
+        document = (await gw.get("/v1/openapi.json")).json()
+        assert {"/v1/events/{event}/live", "/v1/events/{event}/units/{unit_code}/live"} <= set(
+            document["paths"]
+        )
         # The CLI runs beside this event loop, which keeps serving it.
         process = await asyncio.create_subprocess_exec(
             sys.executable,

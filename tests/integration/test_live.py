@@ -26,10 +26,10 @@ UNIT_B = "ATHM200M--------------FNL-000100--"
 
 
 @asynccontextmanager
-async def live_app(redis_url: str) -> AsyncIterator[tuple[str, aioredis.Redis]]:
+async def live_app(redis_url: str, **options: Any) -> AsyncIterator[tuple[str, aioredis.Redis]]:
     redis = aioredis.from_url(redis_url)
     app = web.Application()
-    add_live_routes(app, redis, heartbeat_seconds=0.2)
+    add_live_routes(app, redis, heartbeat_seconds=0.2, **options)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -114,10 +114,39 @@ async def test_a_resume_older_than_the_buffer_says_so(servers: Servers) -> None:
         assert got[0]["event"] == "gap"
         assert [e["data"]["n"] for e in got[1:]] == [3, 4]
         # "From the start" of a stream that was trimmed is older than it too.
-        whole = await read_events(f"{base}/v1/events/{event}/live", 3, {"Last-Event-ID": "0-0"})
-        assert whole[0]["event"] == "gap"
-        assert [e["data"]["n"] for e in whole[1:]] == [3, 4]
+        for start in ("0-0", "0"):  # Redis reads "<ms>" as "<ms>-0", and so do we
+            whole = await read_events(f"{base}/v1/events/{event}/live", 3, {"Last-Event-ID": start})
+            assert whole[0]["event"] == "gap"
+            assert [e["data"]["n"] for e in whole[1:]] == [3, 4]
         await redis.delete(stream_key(event))
+
+
+async def test_a_stream_past_its_time_ends_with_a_hint_and_resumes_with_nothing_missed(
+    servers: Servers,
+) -> None:
+    event = f"T{uuid.uuid4().hex[:8].upper()}"
+    async with (
+        live_app(servers.redis_url, max_seconds=1.0) as (base, redis),
+        aiohttp.ClientSession() as http,
+    ):
+        publisher = LivePublisher(redis, max_length=100)
+        url = f"{base}/v1/events/{event}/live"
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with http.get(url) as response:
+            reading = asyncio.create_task(response.content.read())
+            await asyncio.sleep(0.3)
+            first = await publisher.publish(event, [{"kind": "x", "n": 1}])
+            body = (await asyncio.wait_for(reading, 10)).decode()
+        lasted = loop.time() - started
+        # Published while no stream was open: the reconnect's replay brings it.
+        await publisher.publish(event, [{"kind": "x", "n": 2}])
+        resumed = await read_events(url, 1, {"Last-Event-ID": first[0]})
+        await redis.delete(stream_key(event))
+    assert 1.0 <= lasted < 5.0, lasted
+    assert f"id: {first[0]}" in body and "this stream has run its time" in body, body
+    assert body.rstrip().splitlines()[-1].startswith("retry: "), body
+    assert [e["data"]["n"] for e in resumed] == [2]
 
 
 async def test_bad_requests_get_a_plain_answer(servers: Servers) -> None:

@@ -11,13 +11,27 @@ from aiohttp.typedefs import Handler
 from omnium_accounts import Accounts, AccountsUnavailable
 from omnium_db import DATABASE_ERRORS, Road, create_pool
 from omnium_gateway._app import Gateway, RouteSet
-from omnium_live import add_live_routes, live_redis
+from omnium_gateway._openapi import EVENT_PATTERN, UNIT_PATTERN
+from omnium_live import STREAM_ID_PATTERN, add_live_routes, live_redis
 from omnium_scorer_web import add_scorer_routes
 from omnium_settings import Settings
 
 log = logging.getLogger("omnium.gateway")
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
+
+
+# One Server-Sent Event: `change`-kind events carry the change as JSON in `data` and the
+# stream position in `id`; `gap` and `error` carry a JSON message.
+_SSE_EVENT = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string"},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+        "id": {"type": "string", "pattern": STREAM_ID_PATTERN},
+        "retry": {"type": "integer", "minimum": 0},
+    },
+}
 
 
 def _stream_operation(summary: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
@@ -31,7 +45,8 @@ def _stream_operation(summary: str, parameters: list[dict[str, Any]]) -> dict[st
                 "`gap` event says when some of it is no longer kept or may be lost (Redis "
                 "restarted), or that this client fell too far behind and is disconnected "
                 "(reconnect with `Last-Event-ID`). An `error` event says live updates paused; "
-                "they resume by themselves."
+                "they resume by themselves. Where the operator set a most time for a stream, "
+                "it then ends with a `retry:` hint: reconnect with `Last-Event-ID`."
             ),
             "parameters": [
                 *parameters,
@@ -39,13 +54,13 @@ def _stream_operation(summary: str, parameters: list[dict[str, Any]]) -> dict[st
                     "name": "Last-Event-ID",
                     "in": "header",
                     "required": False,
-                    "schema": {"type": "string", "pattern": "^[0-9]+-[0-9]+$"},
+                    "schema": {"type": "string", "pattern": STREAM_ID_PATTERN},
                 },
             ],
             "responses": {
                 "200": {
-                    "description": "The stream of changes.",
-                    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    "description": "The stream of changes; the schema is that of one event.",
+                    "content": {"text/event-stream": {"schema": _SSE_EVENT}},
                 },
                 "400": {
                     "description": "A bad Games or unit code, or a Last-Event-ID never sent.",
@@ -76,12 +91,18 @@ def _stream_operation(summary: str, parameters: list[dict[str, Any]]) -> dict[st
     }
 
 
-_EVENT_PARAMETER = {"name": "event", "in": "path", "required": True, "schema": {"type": "string"}}
+# The same patterns as the reads' parameters: the routes answer 400 to anything else.
+_EVENT_PARAMETER = {
+    "name": "event",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": EVENT_PATTERN},
+}
 _UNIT_PARAMETER = {
     "name": "unit_code",
     "in": "path",
     "required": True,
-    "schema": {"type": "string"},
+    "schema": {"type": "string", "pattern": UNIT_PATTERN},
 }
 
 
@@ -112,6 +133,7 @@ class LiveRoutes:
             max_streams=self.settings.live_max_streams,
             listener_queue=self.settings.live_listener_queue,
             counters=gateway.metrics,
+            max_seconds=self.settings.live_stream_max_seconds,
         )
 
         async def close(app: web.Application) -> None:
