@@ -122,6 +122,11 @@ lint: install ## ruff (lint and format check) and mypy strict
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy $(TYPED)
 
+.PHONY: docs
+docs: install ## Write docs/settings.md, the settings reference, from omnium_settings.Settings
+	$(PY) -m omnium_settings --markdown > docs/settings.md.new
+	mv docs/settings.md.new docs/settings.md
+
 .PHONY: fmt
 fmt: install ## Format the code with ruff
 	$(VENV)/bin/ruff format .

@@ -238,7 +238,7 @@ class Settings:
         30.0, "After a send failed every try, try that feed again after this."
     )
     delivery_clients_file: str | None = _setting(
-        None, "JSON file of clients and feeds loaded at start (see the README)."
+        None, "JSON file of clients and feeds loaded at start (see services/delivery/README.md)."
     )
     checker_disciplines: tuple[str, ...] = _setting(
         (), "Disciplines whose results wait for a person's approval (comma list)."
@@ -529,7 +529,7 @@ def _resolve(hint: Any) -> Any:
 
 
 def describe_settings() -> list[tuple[str, str, str]]:
-    """(variable, default, what it does) for every setting, for the README and `--help`."""
+    """(variable, default, what it does) for every setting, for docs/settings.md."""
     rows = []
     for f in fields(Settings):
         if f.name.startswith("_"):
