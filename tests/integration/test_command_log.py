@@ -69,6 +69,44 @@ async def test_actor_and_screen_are_on_the_timeline(
     }
 
 
+async def test_a_units_timeline_shows_only_its_part_of_a_batch(
+    database_url: str, db: asyncpg.Connection
+) -> None:
+    games = await make_games(db, units=3)
+    mine, other, third = games.units
+    async with running_command(database_url) as client:
+        run_id = await make_run(db, games)
+        await client.batch(
+            import_batch(
+                run_id,
+                0,
+                [
+                    unit_row(0, mine, venue="Hall A"),
+                    unit_row(1, other, venue="Hall B"),
+                    unit_row(2, third, venue="Hall C"),
+                ],
+            )
+        )
+        ours = await client.stub.GetTimeline(
+            command_pb2.GetTimelineRequest(subject=command_pb2.Subject(kind="unit", id=mine)),
+            timeout=10,
+        )
+        run = await client.stub.GetTimeline(
+            command_pb2.GetTimelineRequest(
+                subject=command_pb2.Subject(kind="integration_run", id=run_id)
+            ),
+            timeout=10,
+        )
+    (item,) = ours.items
+    assert item.code == "imports.apply_batch"
+    assert [(d.subject_id, d.field, d.new.string_value) for d in item.diff] == [
+        (mine, "venue", "Hall A")
+    ]
+    # The run's own timeline still holds the whole batch.
+    (whole,) = run.items
+    assert sorted(d.new.string_value for d in whole.diff) == ["Hall A", "Hall B", "Hall C"]
+
+
 async def test_one_outbox_row_per_change_and_a_notify(
     database_url: str, db: asyncpg.Connection
 ) -> None:
