@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import grpc
 from grpc import aio
 
 from omnium_grpc._auth import TokenChannel
@@ -39,15 +41,39 @@ def balancing_options(settings: Settings) -> list[tuple[str, Any]]:
 
 
 def open_channel(address: str, settings: Settings, token: str | None = None) -> aio.Channel:
-    """An insecure (loopback or service mesh) channel; TLS deployments terminate in the mesh.
+    """A channel to one of our services, TLS when OMNIUM_GRPC_TLS_CA_FILE is set (and then
+    with this process's certificate when client auth is on), plain otherwise.
 
     `address` may name several copies (see `grpc_target`); calls are spread over them.
     """
     interceptors: list[Any] = list(grpc_client_interceptors(settings))
-    channel = aio.insecure_channel(
-        grpc_target(address),
-        options=[*channel_options(settings), *balancing_options(settings)],
-        interceptors=interceptors or None,
-    )
+    options = [*channel_options(settings), *balancing_options(settings)]
+    credentials = channel_credentials(settings)
+    if credentials is None:
+        channel = aio.insecure_channel(
+            grpc_target(address), options=options, interceptors=interceptors or None
+        )
+    else:
+        if settings.grpc_tls_server_name:
+            options.append(("grpc.ssl_target_name_override", settings.grpc_tls_server_name))
+        channel = aio.secure_channel(
+            grpc_target(address), credentials, options=options, interceptors=interceptors or None
+        )
     token = token if token is not None else settings.grpc_token
     return TokenChannel(channel, token) if token else channel
+
+
+def channel_credentials(settings: Settings) -> grpc.ChannelCredentials | None:
+    """TLS credentials for channels: the CA bundle to trust, and with client auth this
+    process's own certificate and key. None without a CA bundle: plain channels."""
+    if not settings.grpc_tls_ca_file:
+        return None
+    key = cert = None
+    if settings.grpc_tls_client_auth and settings.grpc_tls_cert_file and settings.grpc_tls_key_file:
+        key = Path(settings.grpc_tls_key_file).read_bytes()
+        cert = Path(settings.grpc_tls_cert_file).read_bytes()
+    return grpc.ssl_channel_credentials(
+        root_certificates=Path(settings.grpc_tls_ca_file).read_bytes(),
+        private_key=key,
+        certificate_chain=cert,
+    )

@@ -59,7 +59,13 @@ class GrpcServer:
         if settings.grpc_tls_cert_file and settings.grpc_tls_key_file:
             key = Path(settings.grpc_tls_key_file).read_bytes()
             cert = Path(settings.grpc_tls_cert_file).read_bytes()
-            self._credentials = grpc.ssl_server_credentials([(key, cert)])
+            # Mutual TLS: callers must show a certificate the CA bundle signed.
+            ca = settings.grpc_tls_ca_file if settings.grpc_tls_client_auth else None
+            self._credentials = grpc.ssl_server_credentials(
+                [(key, cert)],
+                root_certificates=Path(ca).read_bytes() if ca else None,
+                require_client_auth=ca is not None,
+            )
 
     def add(
         self, register: Callable[[Any, aio.Server], None], servicer: Any, full_name: str

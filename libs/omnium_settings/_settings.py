@@ -79,8 +79,27 @@ class Settings:
     grpc_retry_backoff_multiplier: float = _setting(
         2.0, "Each try's longest wait is the one before times this."
     )
-    grpc_tls_cert_file: str | None = _setting(None, "PEM certificate; set with the key for TLS.")
+    grpc_tls_cert_file: str | None = _setting(
+        None,
+        "PEM certificate; set with the key for TLS. The server serves it; with client auth, "
+        "this process's channels present it too.",
+    )
     grpc_tls_key_file: str | None = _setting(None, "PEM private key for TLS.")
+    grpc_tls_ca_file: str | None = _setting(
+        None,
+        "PEM CA bundle. Set, every gRPC channel this process opens uses TLS and trusts only "
+        "these; with client auth, the server takes only callers whose certificate they signed.",
+    )
+    grpc_tls_client_auth: bool = _setting(
+        False,
+        "Mutual TLS: the server refuses callers without a certificate from "
+        "OMNIUM_GRPC_TLS_CA_FILE, and channels present OMNIUM_GRPC_TLS_CERT_FILE.",
+    )
+    grpc_tls_server_name: str | None = _setting(
+        None,
+        "The name channels expect in a server's certificate, when the address is not that "
+        "name (an IP address, say). Unset: the address's host.",
+    )
 
     # -- Database roads (DESIGN §4) --------------------------------------------------------
     people_pool_size: int = _setting(10, "Connections for people's and scorers' commands.")
@@ -476,6 +495,12 @@ class Settings:
             raise SettingsError(
                 "Set both OMNIUM_GRPC_TLS_CERT_FILE and OMNIUM_GRPC_TLS_KEY_FILE for TLS, "
                 "or neither."
+            )
+        if self.grpc_tls_client_auth and not (self.grpc_tls_ca_file and self.grpc_tls_cert_file):
+            raise SettingsError(
+                "OMNIUM_GRPC_TLS_CLIENT_AUTH needs OMNIUM_GRPC_TLS_CA_FILE (to check callers) "
+                "and OMNIUM_GRPC_TLS_CERT_FILE and OMNIUM_GRPC_TLS_KEY_FILE (to serve and to "
+                "present as a caller)."
             )
 
     def require_database_url(self) -> str:

@@ -87,7 +87,9 @@ def scorer(
 @asynccontextmanager
 async def running_scoring(database_url: str, **overrides: Any) -> AsyncIterator[ScoringClient]:
     overrides.setdefault("scoring_providers_dir", str(PROVIDERS))
-    async with running_command(database_url) as command:
+    # One deployment's processes share their TLS settings: the command service gets them too.
+    tls = {k: v for k, v in overrides.items() if k.startswith("grpc_tls_")}
+    async with running_command(database_url, **tls) as command:
         settings = settings_for(
             database_url, command_address=f"127.0.0.1:{command.port}", **overrides
         )
