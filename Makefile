@@ -40,6 +40,7 @@ help: ## List every target
 
 # Pinned with hashes (pip-compile, see requirements/README.md): runtime.txt is what the image
 # installs; build.txt makes the contracts; dev.txt adds the tests' and linters' tools.
+NODE_STAMP := tests/node/node_modules/.package-lock.json
 REQUIREMENTS := requirements/runtime.txt requirements/build.txt requirements/dev.txt
 
 $(STAMP): $(REQUIREMENTS) pyproject.toml
@@ -80,8 +81,16 @@ system: $(STAMP) ## Check PostgreSQL and Redis binaries; apt-get install them wh
 	@$(PY) -m omnium_devstack ensure
 
 .PHONY: tools
-tools: $(STAMP) ## Check the browser, sshd, wrk, Varnish and nginx with nchan the tests and benchmarks drive; apt-get them (as root)
+tools: $(STAMP) $(NODE_STAMP) ## Check the browser, sshd, wrk, Varnish and nginx with nchan the tests and benchmarks drive; apt-get them (as root)
 	@$(PY) -m omnium_devstack ensure --tools >/dev/null
+
+# Node's grpc-js and proto-loader, pinned by the lock file: a client in another language that
+# calls every gRPC method (tests/integration/test_grpc_node.py).
+$(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
+	  else echo "npm is missing: install the Debian packages nodejs and npm."; exit 2; fi; }
+	npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
 
 .PHONY: run
 run: install system ## Start PostgreSQL, Redis and every service; print where each listens
