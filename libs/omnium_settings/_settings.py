@@ -260,7 +260,9 @@ class Settings:
         None, "JSON file of clients and feeds loaded at start (see services/delivery/README.md)."
     )
     checker_disciplines: tuple[str, ...] = _setting(
-        (), "Disciplines whose results wait for a person's approval (comma list)."
+        (),
+        "Disciplines whose results wait for a person's approval (comma list): in every "
+        "client's files, the public API and live push.",
     )
     sftp_tries: int = _setting(5, "Tries of one SFTP upload, with growing waits.")
     sftp_retry_base_seconds: float = _setting(0.5, "First wait between SFTP tries; doubles.")

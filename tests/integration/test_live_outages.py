@@ -223,6 +223,7 @@ def _row(n: int) -> dict[str, Any]:
         "subject_kind": "unit",
         "payload": {"code": UNIT, "changes": [{"field": "sides[1].score", "new": str(n)}]},
         "saved_at": datetime.now(UTC),
+        "held": False,
     }
 
 

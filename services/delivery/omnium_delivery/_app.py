@@ -272,6 +272,7 @@ class DeliveryApp:
                 cursor["recent_ids"],
                 settings.delivery_outbox_lag_seconds,
                 _OUTBOX_BATCH,
+                [d.upper() for d in settings.checker_disciplines],
             )
             if not rows:
                 return 0

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import re
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -22,18 +23,44 @@ log = logging.getLogger(__name__)
 _CHUNK = 500  # changes per XADD pipeline: one round trip, and the loop stays responsive
 
 
-def live_item(row: asyncpg.Record) -> dict[str, Any]:
-    """One outbox row as listeners see it."""
+# A side's results: what a checker holds until a person approves them.
+_HELD_FIELD = re.compile(r"^sides\[\d+\]\.(score|result|rank|medal)$")
+_RESULT_FIELDS = ("score", "result", "rank", "medal")
+
+
+def live_item(row: asyncpg.Record) -> dict[str, Any] | None:
+    """One outbox row as listeners see it; None when the checker holds all it says.
+
+    While the checker holds a unit's results (`row["held"]`), its sides' results are left out
+    of its changes, and its approval carries them as the person approved them: fans see what
+    the client files show, never before."""
     payload = row["payload"] or {}
+    changes = payload.get("changes", [])
+    if row["held"]:
+        if row["kind"] == "results.approved":
+            changes = _approved_changes(payload.get("unit") or {})
+        else:
+            kept = [c for c in changes if not _HELD_FIELD.match(str(c.get("field", "")))]
+            if changes and not kept:
+                return None
+            changes = kept
     return {
         "id": row["id"],
         "kind": row["kind"],
         "subject_kind": row["subject_kind"],
         "unit": payload.get("code") if row["subject_kind"] == "unit" else None,
         "code": payload.get("code"),
-        "changes": payload.get("changes", []),
+        "changes": changes,
         "saved_at": row["saved_at"].isoformat(),
     }
+
+
+def _approved_changes(unit: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"field": f"sides[{side['order']}].{name}", "new": side.get(name)}
+        for side in unit.get("sides") or ()
+        for name in _RESULT_FIELDS
+    ]
 
 
 class LivePush:
@@ -59,8 +86,11 @@ class LivePush:
     def add(self, rows: Iterable[asyncpg.Record]) -> None:
         limit = self.settings.live_backlog_length
         for row in rows:
+            item = live_item(row)
+            if item is None:
+                continue
             queue = self.waiting.setdefault(row["event_code"], deque())
-            queue.append((next(self._numbers), live_item(row)))
+            queue.append((next(self._numbers), item))
             if len(queue) > limit:
                 queue.popleft()
                 self.lost[row["event_code"]] = self.lost.get(row["event_code"], 0) + 1

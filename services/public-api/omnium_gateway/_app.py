@@ -113,6 +113,9 @@ class Gateway:
         self, settings: Settings, metrics: Metrics, route_sets: Sequence[RouteSet]
     ) -> None:
         self.settings = settings
+        # Disciplines the checker holds for everyone by setting; clients' checkers are read
+        # from the database with each unit (see results_held in migration 0014).
+        self.held = tuple(d.upper() for d in settings.checker_disciplines)
         self.metrics = metrics
         self.route_sets = list(route_sets)
         self.pool: asyncpg.Pool | None = None
@@ -397,7 +400,9 @@ class Gateway:
                 code = unit
                 name = f"unit:{event}:{code}"
                 found, _ = await self.cache.get(
-                    CacheKey(name, name, lambda conn: _reads.read_unit(conn, event, code))
+                    CacheKey(
+                        name, name, lambda conn: _reads.read_unit(conn, event, code, self.held)
+                    )
                 )
                 if found.status == 404:
                     return _error(404, f"There is no unit {code} in event {event}.")
@@ -541,6 +546,7 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
             day,
             discipline,
             status,
+            gateway.held,
         )
 
     async def unit(request: web.Request) -> web.StreamResponse:
@@ -551,7 +557,9 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
         if not _UNIT.match(code):
             return _error(404, f"There is no unit with that code in event {event}.")
         name = "unit:" + event + ":" + code
-        return await gateway.cached(request, name, name, _reads.read_unit, event, code)
+        return await gateway.cached(
+            request, name, name, _reads.read_unit, event, code, gateway.held
+        )
 
     async def medals(request: web.Request) -> web.StreamResponse:
         event = _event(request)

@@ -143,6 +143,14 @@ _UNIT_FIELDS = {
     "start_at": _nullable("string", format="date-time"),
     "venue": _nullable("string"),
     "status": {"type": "string", "enum": list(UNIT_STATUSES)},
+    "held": {
+        "type": "boolean",
+        "description": (
+            "True while a checker holds this unit's results: its sides' scores, results, "
+            "ranks and medals show as a person last approved them, and none before the first "
+            "approval."
+        ),
+    },
     "sides": {"type": "array", "items": _ref("Side")},
 }
 

@@ -38,7 +38,8 @@ return 0
 
 def groups_for(kind: str, event: str, code: str | None) -> set[str]:
     """The cache groups one outbox row touches."""
-    if kind.startswith("unit."):
+    # An approval changes what a unit the checker holds shows (its results as approved).
+    if kind.startswith("unit.") or kind == "results.approved":
         groups = {f"schedule:{event}", f"unit:{event}:{code}"}
         if kind == "unit.created":
             groups.add(f"disciplines:{event}")

@@ -77,8 +77,10 @@ async def read_schedule(
     day: dt.date | None,
     discipline: str | None,
     status: str | None,
+    held: tuple[str, ...] = (),
 ) -> Loaded:
-    row = await conn.fetchrow(QUERIES["schedule"], event, day, discipline, status)
+    """`held`: the disciplines the checker holds by setting (clients' checkers are read too)."""
+    row = await conn.fetchrow(QUERIES["schedule"], event, day, discipline, status, list(held))
     if row is None:
         return not_found(f"There is no event {event}.")
     if not row["found_discipline"]:
@@ -90,8 +92,10 @@ async def read_schedule(
     return Loaded(200, body.encode(), state_of(row["statuses"]))
 
 
-async def read_unit(conn: asyncpg.Connection, event: str, unit_code: str) -> Loaded:
-    row = await conn.fetchrow(QUERIES["unit"], event, unit_code)
+async def read_unit(
+    conn: asyncpg.Connection, event: str, unit_code: str, held: tuple[str, ...] = ()
+) -> Loaded:
+    row = await conn.fetchrow(QUERIES["unit"], event, unit_code, list(held))
     if row is None:
         return not_found(f"There is no unit {unit_code} in event {event}.")
     return Loaded(200, row["body"].encode(), state_of([row["status"]]))

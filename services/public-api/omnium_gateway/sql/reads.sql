@@ -19,11 +19,12 @@ SELECT e.code AS event,
 
 -- name: schedule
 -- $1 event code, $2 day in the event's time zone (or null), $3 discipline (or null),
--- $4 status (or null). found_discipline is false when $3 names no discipline of the event.
+-- $4 status (or null), $5 the disciplines the checker holds by setting. found_discipline is
+-- false when $3 names no discipline of the event. A held unit shows its results as approved.
 WITH ev AS (
   SELECT id, code, time_zone FROM event WHERE code = $1
 ), picked AS (
-  SELECT u.*, d.code AS discipline
+  SELECT u.*, d.code AS discipline, results_held(ev.id, d.code, $5::text[]) AS held
     FROM ev
     JOIN unit u ON u.event_id = ev.id
     JOIN discipline d ON d.id = u.discipline_id
@@ -31,46 +32,45 @@ WITH ev AS (
                                AND u.start_at < ($2::date + 1)::timestamp AT TIME ZONE ev.time_zone))
      AND ($3::text IS NULL OR d.code = $3)
      AND ($4::text IS NULL OR u.status = $4)
+), shown AS (
+  SELECT p.*, CASE WHEN p.held THEN approved_unit(p.id) END AS approved FROM picked p
 )
 SELECT ev.code AS event,
        ($3::text IS NULL OR EXISTS (
           SELECT 1 FROM discipline d WHERE d.event_id = ev.id AND d.code = $3)) AS found_discipline,
        (SELECT coalesce(json_agg(json_build_object(
                  'code', p.code, 'name', p.name, 'discipline', p.discipline, 'phase', p.phase,
-                 'start_at', p.start_at, 'venue', p.venue, 'status', p.status,
-                 'sides', (SELECT coalesce(json_agg(json_build_object(
-                             'order', s.sort_order,
-                             'competitor', CASE WHEN c.id IS NULL THEN NULL ELSE json_build_object(
-                                 'code', c.code, 'name', c.name, 'noc', c.noc) END,
-                             'score', s.score, 'result', s.result, 'rank', s.rank,
-                             'medal', s.medal) ORDER BY s.sort_order), '[]')
-                             FROM unit_competitor s
-                             LEFT JOIN competitor c ON c.id = s.competitor_id
-                            WHERE s.unit_id = p.id))
+                 'start_at', p.start_at, 'venue', p.venue,
+                 'status', p.status,
+                 'held', p.held,
+                 'sides', public_sides(p.id, p.held, p.approved))
                ORDER BY p.start_at NULLS LAST, p.code), '[]')
-          FROM picked p)::text AS items,
+          FROM shown p)::text AS items,
        (SELECT array_agg(DISTINCT p.status) FROM picked p) AS statuses
   FROM ev;
 
 -- name: unit
+-- $3: the disciplines the checker holds by setting. A held unit shows its sides' results as
+-- last approved, and none before its first approval (`held` says so); its status as it is.
+WITH found AS (
+  SELECT e.code AS event, u.*, d.code AS discipline,
+         results_held(e.id, d.code, $3::text[]) AS held
+    FROM event e
+    JOIN unit u ON u.event_id = e.id AND u.code = $2
+    JOIN discipline d ON d.id = u.discipline_id
+   WHERE e.code = $1
+), shown AS (
+  SELECT f.*, CASE WHEN f.held THEN approved_unit(f.id) END AS approved FROM found f
+)
 SELECT json_build_object(
-         'event', e.code, 'code', u.code, 'name', u.name, 'discipline', d.code,
-         'phase', u.phase, 'start_at', u.start_at, 'venue', u.venue, 'status', u.status,
-         'updated_at', u.updated_at,
-         'sides', (SELECT coalesce(json_agg(json_build_object(
-                     'order', s.sort_order,
-                     'competitor', CASE WHEN c.id IS NULL THEN NULL ELSE json_build_object(
-                         'code', c.code, 'name', c.name, 'noc', c.noc) END,
-                     'score', s.score, 'result', s.result, 'rank', s.rank,
-                     'medal', s.medal) ORDER BY s.sort_order), '[]')
-                     FROM unit_competitor s
-                     LEFT JOIN competitor c ON c.id = s.competitor_id
-                    WHERE s.unit_id = u.id))::text AS body,
-       u.status
-  FROM event e
-  JOIN unit u ON u.event_id = e.id AND u.code = $2
-  JOIN discipline d ON d.id = u.discipline_id
- WHERE e.code = $1;
+         'event', x.event, 'code', x.code, 'name', x.name, 'discipline', x.discipline,
+         'phase', x.phase, 'start_at', x.start_at, 'venue', x.venue,
+         'status', x.status,
+         'held', x.held,
+         'updated_at', x.updated_at,
+         'sides', public_sides(x.id, x.held, x.approved))::text AS body,
+       x.status
+  FROM shown x;
 
 -- name: medals
 -- The whole Games' table (rows with no discipline), best first; $2 is the top N or null.
