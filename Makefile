@@ -80,7 +80,7 @@ system: $(STAMP) ## Check PostgreSQL and Redis binaries; apt-get install them wh
 	@$(PY) -m omnium_devstack ensure
 
 .PHONY: tools
-tools: $(STAMP) ## Check the browser, sshd, wrk, Varnish and nginx with nchan the tests and benchmarks drive; apt-get them (as root)
+tools: $(STAMP) ## Check the browsers (chromium; WebKitGTK under Xvfb), sshd, wrk, Varnish and nginx with nchan the tests and benchmarks drive; apt-get them (as root)
 	@$(PY) -m omnium_devstack ensure --tools >/dev/null
 
 .PHONY: run
