@@ -40,6 +40,7 @@ function say(text) {
 async function api(path, options = {}) {
   const headers = { "Content-Type": "application/json" };
   if (ui.user && ui.user.csrf) headers["X-CSRF-Token"] = ui.user.csrf;
+  const asked = ui.user;
   const response = await fetch(path, { credentials: "same-origin", ...options, headers });
   let body = null;
   try {
@@ -47,7 +48,9 @@ async function api(path, options = {}) {
   } catch {
     body = null;
   }
-  if (response.status === 401 && body && body.sign_in) {
+  // On a slow network an answer to a call made before signing in can come after it: only the
+  // sign-in the call was made with is over.
+  if (response.status === 401 && body && body.sign_in && ui.user === asked) {
     ui.user = null;
     localStorage.removeItem("omnium-user");
     route();
@@ -97,7 +100,7 @@ async function route() {
     if (me && me.ok) {
       ui.user = me.body;
       localStorage.setItem("omnium-user", JSON.stringify(ui.user));
-    } else {
+    } else if (!ui.user) {
       show("sign-in");
       return;
     }
