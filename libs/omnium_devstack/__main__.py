@@ -31,8 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--tools",
         action="store_true",
-        help="ensure: also the peers tests and benchmarks drive (chromium, sshd, wrk, Varnish, "
-        "nginx with nchan)",
+        help="ensure: also the peers tests and benchmarks drive (chromium, WebKitGTK under Xvfb, "
+        "sshd, wrk, Varnish, nginx with nchan)",
     )
     parser.add_argument(
         "--ha",

@@ -125,6 +125,10 @@ def find_redis_server() -> Path | None:
 # Tools the tests and benchmarks drive as real peers: (Debian package, program, what for).
 TOOLS: tuple[tuple[str, str, str], ...] = (
     ("chromium", "chromium", "the browser the console tests drive headless"),
+    # Safari's engine for the scorer console's tests (D10 certifies Safari on an iPad):
+    # WebKitGTK driven over WebDriver, on a virtual X display.
+    ("webkit2gtk-driver", "WebKitWebDriver", "WebKitGTK's WebDriver, Safari's engine for tests"),
+    ("xvfb", "Xvfb", "a virtual X display WebKitGTK draws on in the console tests"),
     ("openssh-server", "/usr/sbin/sshd", "OpenSSH's sshd, an SFTP peer for the delivery tests"),
     ("wrk", "wrk", "the HTTP load generator of 'make bench-api'"),
     ("varnish", "varnishd", "Varnish, the shared cache the gateway's cache-header tests use"),

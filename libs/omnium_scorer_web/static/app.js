@@ -40,6 +40,7 @@ function say(text) {
 async function api(path, options = {}) {
   const headers = { "Content-Type": "application/json" };
   if (ui.user && ui.user.csrf) headers["X-CSRF-Token"] = ui.user.csrf;
+  const asked = ui.user;
   const response = await fetch(path, { credentials: "same-origin", ...options, headers });
   let body = null;
   try {
@@ -47,7 +48,9 @@ async function api(path, options = {}) {
   } catch {
     body = null;
   }
-  if (response.status === 401 && body && body.sign_in) {
+  // On a slow network an answer to a call made before signing in can come after it: only the
+  // sign-in the call was made with is over.
+  if (response.status === 401 && body && body.sign_in && ui.user === asked) {
     ui.user = null;
     localStorage.removeItem("omnium-user");
     route();
@@ -57,29 +60,72 @@ async function api(path, options = {}) {
 
 // -- what the device can keep (D10) ------------------------------------------------------
 
-async function checkStorage() {
-  let warning = "";
+// Below this much room a day of scoring may not fit; actions are small, a match's copy is not.
+const ROOM_FLOOR_BYTES = 10 * 1024 * 1024;
+
+// Each reason the device may lose what it keeps, in plain words: [code, headline, more]. The
+// headline is short, so on a phone the buttons stay near the top; the rest opens on a tap.
+async function storageDoubts() {
   try {
     await queue.openDb();
-    let persisted = false;
-    if (navigator.storage && navigator.storage.persisted) {
-      persisted = await navigator.storage.persisted();
-      if (!persisted && navigator.storage.persist) persisted = await navigator.storage.persist();
-    }
-    if (!persisted) {
-      warning =
-        "This browser may delete actions kept on this device (Safari does after 7 days " +
-        "without a visit, and when a private window closes). Keep this page open until " +
-        "every action shows saved; for live scoring use a certified setup.";
+  } catch {
+    return [
+      [
+        "no-storage",
+        "This browser will not keep data on this device (a private window?).",
+        "Actions are lost if the page closes before they are saved. Use a normal window.",
+      ],
+    ];
+  }
+  const doubts = [];
+  const storage = navigator.storage;
+  let persisted = false;
+  try {
+    if (storage && storage.persisted) persisted = await storage.persisted();
+    if (!persisted && storage && storage.persist) persisted = await storage.persist();
+  } catch {
+    persisted = false;
+  }
+  if (!persisted) {
+    // Chrome's incognito and Safari's private windows refuse the grant and do not say they are
+    // private (on purpose): the refusal is the one sign, so its words name them.
+    doubts.push([
+      "not-kept",
+      "This browser may delete actions before they are saved.",
+      "It has not promised to keep what this page stores: Safari deletes it after 7 days " +
+        "without a visit, and a private or guest window when it closes. Keep this page open " +
+        "until every action shows saved; for live scoring use a certified setup in a normal " +
+        "window.",
+    ]);
+  }
+  try {
+    const estimate = storage && storage.estimate ? await storage.estimate() : null;
+    if (estimate && estimate.quota - estimate.usage < ROOM_FLOOR_BYTES) {
+      const free = Math.max(0, (estimate.quota - estimate.usage) / (1024 * 1024)).toFixed(1);
+      doubts.push([
+        "small",
+        `This browser lets this page keep only ${free} MB more on this device.`,
+        "Actions may not fit. Free some space on the device, or use a certified setup.",
+      ]);
     }
   } catch {
-    warning =
-      "This browser will not keep data on this device (a private window?): actions are " +
-      "lost if the page closes before they are saved. Use a normal window.";
+    // No estimate: nothing more to say than the grant already did.
   }
+  return doubts;
+}
+
+async function checkStorage() {
+  const doubts = await storageDoubts();
   const el = $("storage-warning");
-  el.textContent = warning;
-  el.hidden = !warning;
+  el.dataset.reasons = doubts.map(([code]) => code).join(" ");
+  $("storage-reasons").replaceChildren(
+    ...doubts.map(([code, headline, more]) => {
+      const details = Object.assign(document.createElement("details"), { className: `reason ${code}` });
+      details.append(Object.assign(document.createElement("summary"), { textContent: headline }), ` ${more}`);
+      return details;
+    }),
+  );
+  el.hidden = !doubts.length;
 }
 
 // -- views -------------------------------------------------------------------------------
@@ -97,7 +143,7 @@ async function route() {
     if (me && me.ok) {
       ui.user = me.body;
       localStorage.setItem("omnium-user", JSON.stringify(ui.user));
-    } else {
+    } else if (!ui.user) {
       show("sign-in");
       return;
     }
@@ -198,6 +244,12 @@ async function refreshPending() {
   const count = ui.pending.length;
   $("waiting").textContent = `${count} waiting`;
   $("waiting").dataset.count = String(count);
+  // What the warning is about, counted: what this device holds that the server has not.
+  const kept = $("kept-here");
+  kept.dataset.count = String(count);
+  kept.textContent = count
+    ? `${count === 1 ? "1 action is" : `${count} actions are`} waiting on this device, not saved yet.`
+    : "No actions are waiting on this device.";
 }
 
 function setOnline(online) {
