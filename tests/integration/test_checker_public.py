@@ -7,7 +7,6 @@ saved."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import asyncpg
@@ -22,24 +21,7 @@ from tests.support.delivery import eventually, running_delivery
 from tests.support.games import EVENT, make_games
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.servers import Servers
-
-
-async def _events(url: str, n: int, http: Any) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    current: dict[str, Any] = {}
-    async with http.stream("GET", url) as response:
-        async for line in response.aiter_lines():
-            if not line:
-                if "data" in current:
-                    events.append(current)
-                    if len(events) == n:
-                        return events
-                current = {}
-            elif line.startswith("event: "):
-                current["event"] = line[7:]
-            elif line.startswith("data: "):
-                current["data"] = json.loads(line[6:])
-    return events
+from tests.support.sse import read_events
 
 
 @pytest.mark.parametrize("held_by", ["setting", "client"])
@@ -75,7 +57,7 @@ async def test_held_results_reach_the_public_api_and_live_push_only_once_approve
         before = await read()
         assert before["held"] is True
         listening = asyncio.create_task(
-            _events(f"{gw.url}/v1/events/{EVENT}/units/{code}/live", 2, gw.http)
+            read_events(f"{gw.url}/v1/events/{EVENT}/units/{code}/live", 2, within=60)
         )
         hub = live_hub(gw.app)
 

@@ -9,10 +9,10 @@ import redis.asyncio as aioredis
 
 from omnium_gateway import LiveRoutes, ScorerRoutes
 from omnium_live import LivePublisher
-from tests.integration.test_live import read_events
 from tests.support.games import make_event
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.servers import Servers
+from tests.support.sse import read_events
 
 KEY = "media-key-0001"
 

@@ -20,6 +20,7 @@ from tests.support.command import running_command
 from tests.support.delivery import running_delivery
 from tests.support.games import EVENT, make_games
 from tests.support.servers import Servers
+from tests.support.sse import read_events
 
 UNIT_A = "ATHM100M--------------FNL-000100--"
 UNIT_B = "ATHM200M--------------FNL-000100--"
@@ -39,33 +40,6 @@ async def live_app(redis_url: str, **options: Any) -> AsyncIterator[tuple[str, a
     finally:
         await runner.cleanup()
         await redis.aclose()
-
-
-async def read_events(
-    url: str, n: int, headers: dict[str, str] | None = None, within: float = 10
-) -> list[dict[str, Any]]:
-    """The first `n` SSE events (comments and retry lines skipped), parsed."""
-    events: list[dict[str, Any]] = []
-    async with aiohttp.ClientSession() as http, http.get(url, headers=headers) as response:
-        assert response.status == 200
-        assert response.headers["Content-Type"].startswith("text/event-stream")
-        current: dict[str, Any] = {}
-        async with asyncio.timeout(within):
-            async for raw in response.content:
-                line = raw.decode().rstrip("\n")
-                if not line:
-                    if "data" in current:
-                        events.append(current)
-                        if len(events) == n:
-                            return events
-                    current = {}
-                    continue
-                field, _, value = line.partition(": ")
-                if field in ("id", "event"):
-                    current[field] = value
-                elif field == "data":
-                    current["data"] = json.loads(value)
-    return events
 
 
 async def test_events_stream_and_resume_from_last_event_id(servers: Servers) -> None:
