@@ -10,13 +10,18 @@ import time
 import asyncpg
 import brotli
 import httpx
+import redis.asyncio as aioredis
 
 from omnium_devstack.stack import free_port
 from omnium_devstack.varnish import running_varnish
+from omnium_gateway._route_sets import LiveRoutes
+from omnium_live import LivePublisher, live_hub
 from tests.support.command import running_command
+from tests.support.delivery import eventually
 from tests.support.games import EVENT, make_games
-from tests.support.gateway import RunningGateway, running_gateway
+from tests.support.gateway import RunningGateway, gateway_settings, running_gateway
 from tests.support.servers import Servers
+from tests.support.sse import read_events
 
 
 def gateway_requests(gw: RunningGateway, route: str) -> float:
@@ -108,8 +113,9 @@ async def test_live_streams_and_probes_pass_through_varnish(
 ) -> None:
     await make_games(db, units=1)
     varnish_port = free_port()
+    live = LiveRoutes(gateway_settings(database_url, servers.redis_url))
     async with (
-        running_gateway(database_url, servers.redis_url) as gw,
+        running_gateway(database_url, servers.redis_url, [live]) as gw,
         running_varnish(varnish_port, int(gw.url.rsplit(":", 1)[1])) as varnish,
         httpx.AsyncClient(base_url=varnish.url, timeout=10) as http,
     ):
@@ -120,3 +126,23 @@ async def test_live_streams_and_probes_pass_through_varnish(
         # Only the relay's own address may purge; a purge must name its groups.
         refused = await http.request("PURGE", "/")
         assert refused.status_code == 400
+        # A live stream passes through, unbuffered: an event published reaches the fan.
+        listening = asyncio.create_task(
+            read_events(f"{varnish.url}/v1/events/{EVENT}/live", 1, within=30)
+        )
+        hub = live_hub(gw.app)
+
+        async def reading() -> bool:
+            reader = hub.readers.get(EVENT)
+            return hub.count == 1 and reader is not None and reader.cursor is not None
+
+        await eventually(reading, what="the stream through Varnish to be open")
+        redis = aioredis.from_url(servers.redis_url)
+        try:
+            await LivePublisher(redis, max_length=10).publish(
+                EVENT, [{"kind": "unit.changed", "unit": "X", "n": 1}]
+            )
+        finally:
+            await redis.aclose()
+        (heard,) = await listening
+    assert heard["event"] == "unit.changed" and heard["data"]["n"] == 1
