@@ -174,7 +174,7 @@ class Pipeline:
             if job.scout_run_id is None:
                 return RunResult("failed", reason=str(exc))
             # The doorbell named the run: it goes on record as failed, with Scout's answer.
-            unread = ScoutRun(job.scout_run_id, integration.job, None, None, None, None, None, None)
+            unread = ScoutRun.unread(job.scout_run_id, integration.job)
             run_id = await self._record(integration, job, unread, "failed", str(exc))
             return RunResult("failed", run_id, str(exc))
         if scout_run is None:
