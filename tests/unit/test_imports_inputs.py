@@ -8,15 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from omnium_imports._files import integration_from, lookups_from, mapping_file, mapping_from
 from omnium_imports._inputs import Document, SetupError, read_document
-from omnium_imports._setup import (
-    check_reference,
-    integration_from,
-    lookups_from,
-    mapping_file,
-    mapping_from,
-    unread_fields,
-)
+from omnium_imports._reference import check_reference, unread_fields
 from omnium_scout_sim import ScoutSimulator
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "services" / "imports" / "examples"

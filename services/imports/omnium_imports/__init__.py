@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from omnium_imports._app import ImportsApp
+from omnium_imports._files import IntegrationSpec, mapping_file
 from omnium_imports._inputs import Problem, SetupError
 from omnium_imports._pipeline import Pipeline, RunResult
 from omnium_imports._queue import Job
 from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
 from omnium_imports._setup import (
-    IntegrationSpec,
     add_lookups,
     add_version,
     load_reference,
-    mapping_file,
     register_integration,
     set_state,
 )

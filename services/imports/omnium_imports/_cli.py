@@ -29,22 +29,18 @@ import asyncpg
 from omnium_db import DATABASE_ERRORS, Road, apply_migrations, create_pool, init_connection
 from omnium_imports import _queue
 from omnium_imports._check import CommandUnavailable, check_mapping, describe
+from omnium_imports._files import LookupLine, integration_from, lookups_from, mapping_from
 from omnium_imports._inputs import Document, Problem, SetupError, read_document
+from omnium_imports._reference import check_reference, unread_fields
 from omnium_imports._scout import ScoutError
 from omnium_imports._setup import (
-    LookupLine,
     add_lookups,
     add_version,
-    check_reference,
-    integration_from,
     integration_id,
     load_reference,
-    lookups_from,
-    mapping_from,
     register_integration,
     resolve_lookups,
     set_state,
-    unread_fields,
 )
 from omnium_imports._sql import QUERIES
 from omnium_imports.mapping import LOOKUP_KINDS, MappingVersion

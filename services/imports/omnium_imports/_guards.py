@@ -1,4 +1,7 @@
-"""The guards: checks on a whole run before any of it is written. Pure code, no I/O."""
+"""The guards: checks on a whole run before any of it is written.
+
+`first_stop` reads what the checks compare a run with; the checks themselves are pure.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
+
 from omnium_imports._batches import Clearing
+from omnium_imports._runs import Integration
+from omnium_imports._sql import QUERIES
 from omnium_imports.mapping import MappedRow
 from omnium_settings import Settings
 
@@ -129,3 +136,52 @@ def _written_clears(names: Sequence[str], ours: Mapping[str, Any]) -> int:
 
 def _first_reason(mapped: Sequence[MappedRow]) -> str:
     return next((row.reason for row in mapped if row.outcome == "problem"), "")
+
+
+async def first_stop(
+    conn: asyncpg.Connection,
+    integration: Integration,
+    build: str | None,
+    mapped: list[MappedRow],
+    ready: list[MappedRow],
+    unit_ids: dict[str, str],
+    clearing: Clearing,
+    limits: Limits,
+) -> tuple[str | None, bool | None]:
+    """The first guard that stops this run, in plain words (None when all pass), and
+    whether it passed the size check (None for a page run, which has none)."""
+    history = [
+        r["row_count"]
+        for r in await conn.fetch(
+            QUERIES["usual_row_counts"], integration.id, build, limits.usual_runs
+        )
+    ]
+    ids = [
+        i
+        for i in (r.value.get("unit_id") or unit_ids.get(str(r.value.get("code"))) for r in ready)
+        if i
+    ]
+    current = (
+        {row["id"]: dict(row) for row in await conn.fetch(QUERIES["current_units"], ids)}
+        if integration.target == "unit" and ids
+        else {}
+    )
+    unplaceable = (
+        0
+        if integration.creates_units or integration.target != "unit"
+        else sum(
+            1
+            for r in mapped
+            if r.outcome == "ok"
+            and not (r.value.get("unit_id") or unit_ids.get(str(r.value.get("code"))))
+        )
+    )
+    short = too_few(len(mapped), usual_rows(history, limits), limits) if build != "page" else None
+    checks = (
+        short,
+        unusable(mapped, limits),
+        not_placed_or_held(mapped, unplaceable, limits),
+        cleared_and_reopened(ready, current, unit_ids, clearing, limits),
+    )
+    stop = next((reason for reason in checks if reason is not None), None)
+    return stop, (short is None if build != "page" else None)

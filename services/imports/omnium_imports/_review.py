@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 
 import asyncpg
 import httpx
 
 from omnium_alerts import post_alert
 from omnium_imports._sql import QUERIES
+from omnium_imports.mapping import MappedRow
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -65,3 +67,41 @@ async def open_review(
         QUERIES["open_review"], integration_id, kind, subject_key, question, run_id, subject_id
     )
     return item
+
+
+async def ask_about_held(
+    conn: asyncpg.Connection,
+    integration_id: str,
+    run_id: str,
+    mapped: Sequence[MappedRow],
+    counted: Mapping[int, str],
+    held_reasons: Mapping[int, str],
+    complete: bool,
+) -> None:
+    """Waiting for you: one open question per key this run held, by the mapping or by the
+    command service; a key no longer held closes its own. So does one a complete run no
+    longer lists: its question is about a row Scout does not send any more."""
+    held: dict[str, str] = {}
+    answered: set[str] = set()
+    for row in mapped:
+        if not row.key:
+            continue
+        outcome = counted.get(row.position)
+        if outcome == "held":
+            held[row.key] = held_reasons.get(row.position) or row.reason
+        elif outcome != "not_sent":
+            answered.add(row.key)
+    for key, question in held.items():
+        await open_review(conn, integration_id, "held", key, question, run_id)
+    await conn.execute(
+        QUERIES["close_reviews"],
+        integration_id,
+        "held",
+        sorted(answered.difference(held)),
+        "import",
+    )
+    listed = [row.key for row in mapped if row.key]
+    if complete and listed:
+        await conn.execute(
+            QUERIES["close_unlisted_reviews"], integration_id, "held", listed, "import"
+        )

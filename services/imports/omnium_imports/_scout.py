@@ -33,6 +33,12 @@ class ScoutRun:
     day: str | None
 
     @classmethod
+    def unread(cls, run_id: str, job: str) -> ScoutRun:
+        """A run known only by its id (the doorbell named it), for the record when Scout
+        could not be read."""
+        return cls(run_id, job, None, None, None, None, None, None)
+
+    @classmethod
     def from_json(cls, data: Any) -> ScoutRun:
         if not isinstance(data, dict) or not isinstance(data.get("id"), str):
             raise ScoutError(f"Scout sent a run without an id: {str(data)[:200]}")

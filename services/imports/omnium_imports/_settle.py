@@ -3,8 +3,13 @@ first hours, then every 6 hours, then daily, up to 72 hours (a protest decided l
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 
+import asyncpg
+
+from omnium_imports._sql import QUERIES
+from omnium_imports.mapping import MappedRow
 from omnium_settings import Settings
 
 
@@ -25,3 +30,33 @@ def next_read(official_at: datetime, now: datetime, settings: Settings) -> datet
     if now >= end:
         return None
     return min(now + step, end)
+
+
+async def open_windows(
+    conn: asyncpg.Connection,
+    settings: Settings,
+    integration_id: str,
+    build: str | None,
+    mapped: Sequence[MappedRow],
+) -> None:
+    """Official rows open their settle window; a page run moves its keys on."""
+    now = datetime.now(UTC)
+    official = [
+        row.key
+        for row in mapped
+        if row.key and row.outcome == "ok" and row.value.get("status") == "OFFICIAL"
+    ]
+    if official:
+        await conn.execute(
+            QUERIES["mark_official"], integration_id, official, first_read(now, settings), now
+        )
+    if build == "page":
+        listed = [row.key for row in mapped if row.key]
+        settling = await conn.fetch(QUERIES["settling"], integration_id, listed)
+        if settling:
+            await conn.execute(
+                QUERIES["settle_listed"],
+                integration_id,
+                [row["subject_key"] for row in settling],
+                [next_read(row["official_at"], now, settings) for row in settling],
+            )

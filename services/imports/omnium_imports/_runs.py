@@ -1,0 +1,192 @@
+"""A run in PostgreSQL: its integration, what it maps with, its record, its batches, its close."""
+
+from __future__ import annotations
+
+import gc
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+import asyncpg
+
+from omnium_imports import _batches
+from omnium_imports._queue import Job
+from omnium_imports._scout import ScoutRun
+from omnium_imports._sql import QUERIES
+from omnium_imports.mapping import MappedRow, MappingContext, MappingVersion
+
+# A run ending so settles the guard pauses it overtook: its own (written, or older), and
+# those of older runs (Start would end them older).
+_NO_LONGER_PAUSED = frozenset({"done", "partly_done", "older"})
+
+# A batch: each row with our id of the unit it names, when we know it.
+Batch = list[tuple[MappedRow, str | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Integration:
+    id: str
+    code: str
+    state: str
+    target: str
+    base_url: str
+    job: str
+    creates_units: bool
+    version: int | None
+    event_code: str
+    time_zone: str
+    spec: Any
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+async def integration(conn: asyncpg.Connection, integration_id: str) -> Integration | None:
+    row = await conn.fetchrow(QUERIES["integration"], integration_id)
+    if row is None:
+        return None
+    return Integration(
+        id=row["id"],
+        code=row["code"],
+        state=row["state"],
+        target=row["target"],
+        base_url=row["scout_base_url"],
+        job=row["scout_job"],
+        creates_units=row["creates_units"],
+        version=row["current_version"],
+        event_code=row["event_code"],
+        time_zone=row["time_zone"],
+        spec=row["spec"],
+        settings=dict(row["settings"] or {}),
+    )
+
+
+async def mapped(
+    conn: asyncpg.Connection, integration: Integration, version: MappingVersion, items: list[Any]
+) -> list[MappedRow]:
+    """Map a run's rows with the integration's lookups, the cycle collector paused: mapping
+    makes no reference cycles, and tens of thousands of new rows would set it off for nothing."""
+    lookups: dict[str, dict[str, str]] = {}
+    for row in await conn.fetch(QUERIES["lookups"], integration.id):
+        lookups.setdefault(row["kind"], {})[row["external_id"]] = row["our_id"]
+    context = MappingContext(integration.time_zone, lookups)
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return version.map_rows(items, context)
+    finally:
+        if paused:
+            gc.enable()
+
+
+async def unit_ids(
+    conn: asyncpg.Connection, integration: Integration, ready: list[MappedRow]
+) -> dict[str, str]:
+    """Our ids of the units the rows name by code, for placing and sorting the batches."""
+    codes = [str(row.value.get("code")) for row in ready if row.value.get("code")]
+    if integration.target != "unit" or not codes:
+        return {}
+    return dict(await conn.fetch(QUERIES["unit_ids_by_code"], integration.id, codes))
+
+
+async def record(
+    conn: asyncpg.Connection,
+    integration: Integration,
+    job: Job,
+    run: ScoutRun,
+    status: str,
+    reason: str | None,
+) -> str:
+    """The run on record with this status, and the job pointing at it; its id."""
+    row = await conn.fetchrow(
+        QUERIES["record_run"],
+        integration.id,
+        run.id,
+        status,
+        run.status,
+        run.build,
+        _day(run.day),
+        run.row_count,
+        run.finished_at,
+        integration.version,
+        job.id,
+        reason,
+    )
+    await conn.execute(
+        "UPDATE integration_job SET run_id = $2::uuid WHERE id = $1", job.id, row["id"]
+    )
+    run_id: str = row["id"]
+    return run_id
+
+
+async def newer_applied(
+    conn: asyncpg.Connection, integration: Integration, run: ScoutRun
+) -> str | None:
+    """The Scout id of a newer run applied already, which this one must not take back."""
+    row = await conn.fetchrow(
+        QUERIES["newer_applied_run"], integration.id, run.finished_at, run.build
+    )
+    return None if row is None else str(row[0])
+
+
+async def plan(
+    conn: asyncpg.Connection,
+    run_id: str,
+    target: str,
+    mapped: list[MappedRow],
+    ready: list[MappedRow],
+    unit_ids: dict[str, str],
+    size: int,
+) -> list[Batch]:
+    """The run's batches: as first cut when this run was tried before, else cut now."""
+    planned_keys: list[list[str]] | None = await conn.fetchval(QUERIES["run_plan"], run_id)
+    if planned_keys:
+        # Same batches under the same numbers; rows that became ready since go after them.
+        ok = {row.key: row for row in mapped if row.outcome == "ok" and row.key}
+        planned = {key for keys in planned_keys for key in keys}
+        later = [row for row in ready if row.key not in planned]
+        groups = [
+            _batches.ordered([ok[key] for key in keys if key in ok], target, unit_ids)
+            for keys in planned_keys
+        ]
+        groups += _batches.chunks(_batches.ordered(later, target, unit_ids), size)
+    else:
+        groups = _batches.chunks(_batches.ordered(ready, target, unit_ids), size)
+    keys = [[row.key or "" for row, _ in group] for group in groups]
+    await conn.execute(QUERIES["set_batches"], run_id, len(groups), keys)
+    return groups
+
+
+async def log_mapping(
+    conn: asyncpg.Connection, integration: Integration, run_id: str, mapped: list[MappedRow]
+) -> None:
+    """The rows mapping held or found a problem in, in the run's row log (in a transaction)."""
+    logged = [row for row in mapped if row.outcome in ("held", "problem")]
+    await conn.execute(QUERIES["forget_mapping_rows"], run_id)
+    if logged:
+        await conn.execute(
+            QUERIES["log_mapping_rows"],
+            run_id,
+            integration.id,
+            integration.target,
+            [row.position for row in logged],
+            [row.key or f"row {row.position}" for row in logged],
+            [row.hash for row in logged],
+            [row.outcome for row in logged],
+            [row.reason for row in logged],
+        )
+
+
+async def finish(
+    conn: asyncpg.Connection, run_id: str, status: str, reason: str | None, outcomes: Counter[str]
+) -> None:
+    """The run closed with its status and outcomes (in a transaction)."""
+    await conn.execute(QUERIES["finish_run"], run_id, status, reason, dict(outcomes))
+    if status in _NO_LONGER_PAUSED:
+        await conn.execute(QUERIES["close_outdated_guards"], run_id)
+
+
+def _day(day: str | None) -> date | None:
+    try:
+        return date.fromisoformat(day) if day else None
+    except ValueError:
+        return None

@@ -1,0 +1,127 @@
+"""What a run sends to the command service: its batches, each tried again on its own, and the
+cancel of a unit Scout stopped listing, when the integration says so."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import grpc
+from google.protobuf import struct_pb2
+
+from omnium.command.v1 import command_pb2, command_pb2_grpc
+from omnium.common.v1 import actor_pb2
+from omnium_imports._runs import Integration
+from omnium_settings import Settings
+
+log = logging.getLogger(__name__)
+
+# Answers of the command service that pass by themselves (a restart, a failover, a full
+# queue): the batch is sent again until batch_retry_seconds are over.
+_PASSING_CODES = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.ABORTED,
+    }
+)
+
+# The command service's row answers by their names in a run's outcomes ("accepted", "held").
+ROW_OUTCOMES = {
+    value: name.removeprefix("ROW_OUTCOME_").lower()
+    for name, value in command_pb2.RowOutcome.items()
+    if value
+}
+
+
+async def batch(
+    command: command_pb2_grpc.CommandServiceStub,
+    settings: Settings,
+    integration: Integration,
+    run_id: str,
+    batch_no: int,
+    rows: list[command_pb2.BatchRow],
+    *,
+    dry_run: bool = False,
+) -> tuple[command_pb2.BatchAnswer | None, str]:
+    """One batch, tried again on its own (growing waits) while the answer is try again."""
+    message = command_pb2.ImportBatch(
+        command_id=f"{run_id}:{batch_no}",
+        integration_code=integration.code,
+        run_id=run_id,
+        batch_no=batch_no,
+        event_code=integration.event_code,
+        rows=rows,
+        create_units=integration.creates_units,
+        dry_run=dry_run,
+        actor=actor_pb2.Actor(
+            kind=actor_pb2.Actor.KIND_INTEGRATION,
+            name=f"integration:{integration.code}",
+            source_code=integration.code,
+            screen="imports",
+        ),
+    )
+    # Tried again for as long as a failover takes: a batch command id is its run and number,
+    # so a batch saved before a lost answer answers duplicate and nothing is written twice.
+    started = time.monotonic()
+    deadline = started + settings.batch_retry_seconds
+    wait = settings.batch_retry_first_seconds
+    problem = ""
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            answer: command_pb2.BatchAnswer = await command.ApplyImportBatch(
+                message, timeout=settings.grpc_deadline_seconds
+            )
+        except grpc.aio.AioRpcError as exc:
+            problem = f"the command service answered {exc.code().name}: {exc.details()}"
+            if exc.code() not in _PASSING_CODES:
+                break
+        else:
+            if answer.outcome in (command_pb2.OUTCOME_ACCEPTED, command_pb2.OUTCOME_DUPLICATE):
+                return answer, ""
+            if answer.outcome == command_pb2.OUTCOME_REFUSED:
+                return None, f"refused: {answer.reason}"
+            problem = answer.reason or "try again"
+        if time.monotonic() + wait > deadline:
+            break
+        log.info("run %s batch %s: %s; trying again in %.1f s", run_id, batch_no, problem, wait)
+        await asyncio.sleep(wait)
+        wait = min(wait * 2, settings.batch_retry_max_seconds)
+    return None, f"{problem} ({tries} tries in {time.monotonic() - started:.0f} s)"
+
+
+async def cancel(
+    command: command_pb2_grpc.CommandServiceStub,
+    settings: Settings,
+    integration: Integration,
+    key: str,
+    unit_id: str,
+) -> None:
+    """auto_cancel_missing: the same command a person would send, never a direct write."""
+    payload = struct_pb2.Struct()
+    payload.update({"status": "CANCELLED"})
+    answer = await command.Submit(
+        command_pb2.Command(
+            command_id=f"{integration.code}:missing:{key}",
+            code="results.set_status",
+            subject=command_pb2.Subject(kind="unit", id=unit_id),
+            payload=payload,
+            actor=actor_pb2.Actor(
+                kind=actor_pb2.Actor.KIND_INTEGRATION,
+                name=f"integration:{integration.code}",
+                source_code=integration.code,
+                screen="imports:missing",
+            ),
+        ),
+        timeout=settings.grpc_deadline_seconds,
+    )
+    log.info(
+        "missing %s: cancel answered %s %s",
+        key,
+        command_pb2.Outcome.Name(answer.outcome),
+        answer.reason,
+    )
