@@ -272,10 +272,16 @@ class Road:
             return
         # Someone did: lock first, then read and write under the locks.
         async with conn.transaction():
+            lock = QUERIES.statement("lock")
             await conn.fetchrow(
-                QUERIES["lock"],
-                *(_guard(state[kind], 0, 0)[0] for kind in ("units", "competitors")),
-                _guard(state["medal_rows"], 0, 0)[0],
+                lock.text,
+                *lock.args(
+                    {
+                        "unit_ids": _guard(state["units"], 0, 0)[0],
+                        "competitor_ids": _guard(state["competitors"], 0, 0)[0],
+                        "medal_row_ids": _guard(state["medal_rows"], 0, 0)[0],
+                    }
+                ),
             )
             state = await self._read(conn, request)
             if not await self._plan_and_write(conn, request, state, answer):
@@ -432,7 +438,7 @@ class Road:
         state: Mapping[str, Any],
         units: _Units,
         stored: bytes,
-    ) -> list[Any]:
+    ) -> dict[str, Any]:
         writes = plan.writes
         written, only_read = units
         actor = request.actor
@@ -449,34 +455,48 @@ class Road:
             "diff": writes.diff,
         }
         batch = request.batch
-        return [
-            state["seq"],
-            writes.unit_updates,
-            writes.side_updates,
-            writes.side_inserts,
-            writes.medal_updates,
-            writes.medal_inserts,
-            writes.competitor_updates,
-            timeline,
-            request.command_id,
-            request.code,
-            writes.outbox,
-            actor.source_code or None,
-            request.request_hash,
-            stored,
-            state["integration_id"],
-            batch.run_id if batch else None,
-            writes.row_log,
-            batch.batch_no if batch else None,
-            *_guard(written, 0, 9),
-            *_guard(state["competitors"], 0, 6),
-            *_guard(state["medal_rows"], 0, 9),
-            writes.unit_inserts,
-            writes.match_actions,
-            *_guard(only_read, 0, 9),
-            # The key states as columns ($29 to $33): key, kind, subject id, hash, applied_seq.
-            *(list(column) for column in zip(*writes.key_states, strict=True)),
-        ]
+        locked_unit_ids, locked_unit_seqs = _guard(written, 0, 9)
+        checked_unit_ids, checked_unit_seqs = _guard(only_read, 0, 9)
+        competitor_ids, competitor_seqs = _guard(state["competitors"], 0, 6)
+        medal_row_ids, medal_row_seqs = _guard(state["medal_rows"], 0, 9)
+        # The key states as columns: key, kind, subject id, hash, applied_seq.
+        key_states = [list(column) for column in zip(*writes.key_states, strict=True)]
+        keys, kinds, subject_ids, hashes, applied_seqs = key_states or ([], [], [], [], [])
+        return {
+            "seq": state["seq"],
+            "command_id": request.command_id,
+            "code": request.code,
+            "source_code": actor.source_code or None,
+            "request_hash": request.request_hash,
+            "answer": stored,
+            "timeline": timeline,
+            "locked_unit_ids": locked_unit_ids,
+            "locked_unit_seqs": locked_unit_seqs,
+            "checked_unit_ids": checked_unit_ids,
+            "checked_unit_seqs": checked_unit_seqs,
+            "competitor_ids": competitor_ids,
+            "competitor_seqs": competitor_seqs,
+            "medal_row_ids": medal_row_ids,
+            "medal_row_seqs": medal_row_seqs,
+            "unit_inserts": writes.unit_inserts,
+            "unit_updates": writes.unit_updates,
+            "side_updates": writes.side_updates,
+            "side_inserts": writes.side_inserts,
+            "medal_updates": writes.medal_updates,
+            "medal_inserts": writes.medal_inserts,
+            "competitor_updates": writes.competitor_updates,
+            "outbox": writes.outbox,
+            "match_actions": writes.match_actions,
+            "integration_id": state["integration_id"],
+            "run_id": batch.run_id if batch else None,
+            "batch_no": batch.batch_no if batch else None,
+            "row_log": writes.row_log,
+            "key_state_keys": keys,
+            "key_state_kinds": kinds,
+            "key_state_subject_ids": subject_ids,
+            "key_state_hashes": hashes,
+            "key_state_applied_seqs": applied_seqs,
+        }
 
     def _batch_rows(self, request: Request, plan: Plan) -> None:
         writes = plan.writes
