@@ -515,25 +515,30 @@ class DeliveryApp:
         )
         result = await transport.send(item)
         async with self.pool.acquire() as conn:
+            record = QUERIES.statement("record_send")
             await conn.fetchval(
-                QUERIES["record_send"],
-                feed.id,
-                feed.wanted_id,
-                client.id,
-                version,
-                item.file_name,
-                item.sha256,
-                len(body),
-                result.attempts,
-                result.outcome,
-                result.error,
-                saved_at,
-                result.delivered_at,
-                settings.delivery_retry_seconds,
-                feed.force,
-                content_sha,
-                window,
-                feed.marks,
+                record.text,
+                *record.args(
+                    {
+                        "feed_id": feed.id,
+                        "client_id": client.id,
+                        "version": version,
+                        "file_name": item.file_name,
+                        "sha256": item.sha256,
+                        "bytes": len(body),
+                        "attempts": result.attempts,
+                        "outcome": result.outcome,
+                        "error": result.error,
+                        "outbox_id": feed.wanted_id,
+                        "saved_at": saved_at,
+                        "delivered_at": result.delivered_at,
+                        "resend": feed.force,
+                        "content_sha": content_sha,
+                        "marks": feed.marks,
+                        "retry_seconds": settings.delivery_retry_seconds,
+                        "window_seconds": window,
+                    }
+                ),
             )
             if result.outcome != "delivered" and result.alert:
                 await self._alert(conn, client, result.alert, result.error or "")

@@ -203,19 +203,24 @@ class Providers:
 
     async def register(self, spec: ProviderSpec) -> None:
         async with self.pool.acquire() as conn:
+            save = QUERIES.statement("save_provider")
             await conn.execute(
-                QUERIES["save_provider"],
-                spec.code,
-                spec.name,
-                spec.format,
-                spec.mode,
-                spec.address,
-                spec.login,
-                spec.secret,
-                spec.api_key_hash,
-                spec.interval_seconds,
-                spec.event_code,
-                spec.enabled,
+                save.text,
+                *save.args(
+                    {
+                        "code": spec.code,
+                        "name": spec.name,
+                        "format": spec.format,
+                        "mode": spec.mode,
+                        "address": spec.address,
+                        "login": spec.login,
+                        "secret": spec.secret,
+                        "api_key_hash": spec.api_key_hash,
+                        "interval_seconds": spec.interval_seconds,
+                        "event_code": spec.event_code,
+                        "enabled": spec.enabled,
+                    }
+                ),
             )
         self.specs[spec.code] = spec
 
