@@ -92,18 +92,18 @@ def _refs(state: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     """How each record was named (id, code or medal row ref) -> its id, per kind."""
     refs: dict[str, dict[str, str]] = {"unit": {}, "competitor": {}, "medal_row": {}}
     for row in state["units"] or ():
-        refs["unit"][row[0]] = refs["unit"][row[1]] = row[0]
+        refs["unit"][row["id"]] = refs["unit"][row["code"]] = row["id"]
     for row in state["competitors"] or ():
-        refs["competitor"][row[0]] = refs["competitor"][row[1]] = row[0]
+        refs["competitor"][row["id"]] = refs["competitor"][row["code"]] = row["id"]
     for row in state["medal_rows"] or ():
-        refs["medal_row"][row[1]] = row[0]
+        refs["medal_row"][row["ref"]] = row["id"]
     return refs
 
 
-def _guard(rows: Any, id_column: int, seq_column: int) -> tuple[list[str], list[int]]:
+def _guard(rows: Any) -> tuple[list[str], list[int]]:
     """The ids read and the changed_seq each had: the write locks them and checks them."""
     rows = rows or ()
-    return [row[id_column] for row in rows], [row[seq_column] for row in rows]
+    return [row["id"] for row in rows], [row["changed_seq"] for row in rows]
 
 
 _Units = tuple[list[Any], list[Any]]
@@ -116,7 +116,10 @@ def _written_units(state: Mapping[str, Any], plan: Plan) -> _Units:
     if not units:
         return [], []
     ids = {update["id"] for update in plan.writes.unit_updates}
-    return [row for row in units if row[0] in ids], [row for row in units if row[0] not in ids]
+    return (
+        [row for row in units if row["id"] in ids],
+        [row for row in units if row["id"] not in ids],
+    )
 
 
 class _Repeat(Exception):
@@ -277,9 +280,9 @@ class Road:
                 lock.text,
                 *lock.args(
                     {
-                        "unit_ids": _guard(state["units"], 0, 0)[0],
-                        "competitor_ids": _guard(state["competitors"], 0, 0)[0],
-                        "medal_row_ids": _guard(state["medal_rows"], 0, 0)[0],
+                        "unit_ids": _guard(state["units"])[0],
+                        "competitor_ids": _guard(state["competitors"])[0],
+                        "medal_row_ids": _guard(state["medal_rows"])[0],
                     }
                 ),
             )
@@ -455,10 +458,10 @@ class Road:
             "diff": writes.diff,
         }
         batch = request.batch
-        locked_unit_ids, locked_unit_seqs = _guard(written, 0, 9)
-        checked_unit_ids, checked_unit_seqs = _guard(only_read, 0, 9)
-        competitor_ids, competitor_seqs = _guard(state["competitors"], 0, 6)
-        medal_row_ids, medal_row_seqs = _guard(state["medal_rows"], 0, 9)
+        locked_unit_ids, locked_unit_seqs = _guard(written)
+        checked_unit_ids, checked_unit_seqs = _guard(only_read)
+        competitor_ids, competitor_seqs = _guard(state["competitors"])
+        medal_row_ids, medal_row_seqs = _guard(state["medal_rows"])
         # The key states as columns: key, kind, subject id, hash, applied_seq.
         key_states = [list(column) for column in zip(*writes.key_states, strict=True)]
         keys, kinds, subject_ids, hashes, applied_seqs = key_states or ([], [], [], [], [])
