@@ -21,7 +21,7 @@ import httpx
 import redis.asyncio as aioredis
 
 from omnium.delivery.v1 import delivery_pb2_grpc
-from omnium_db import DATABASE_ERRORS, NotifyListener, Road, create_pool, is_outage
+from omnium_db import DATABASE_ERRORS, NotifyListener, PoolRoad, create_pool, is_outage
 from omnium_delivery._build import FeedRow, build
 from omnium_delivery._clients import load_clients, read_clients_file
 from omnium_delivery._documents import Document, render
@@ -108,7 +108,7 @@ class DeliveryApp:
 
     async def start(self, grpc_port: int | None = None) -> int:
         settings = self.settings
-        self.pool = await create_pool(settings, Road.READER, application_name="delivery")
+        self.pool = await create_pool(settings, PoolRoad.READER, application_name="delivery")
         if settings.delivery_clients_file:
             async with self.pool.acquire() as conn:
                 codes = await load_clients(
