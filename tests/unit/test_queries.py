@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from omnium_command._road import QUERIES
+from omnium_command._sql import QUERIES
 from omnium_db import Queries
 from omnium_db._migrations import MigrationError, load_migrations
 
@@ -168,5 +168,10 @@ def test_names_and_numbers_in_one_statement_are_an_error(tmp_path: Path) -> None
 
 def test_every_package_s_queries_load() -> None:
     # Each service's statements, and those of the imports (still numbered) alike.
-    for folder in sorted(Path(__file__).resolve().parents[2].glob("*/*/*/sql")):
+    root = Path(__file__).resolve().parents[2]
+    folders = sorted([*root.glob("services/*/*/sql"), *root.glob("libs/*/sql")])
+    assert len(folders) >= 7
+    for folder in folders:
         assert Queries.load(folder).names(), folder
+    # Nothing of a package's SQL lies beside its code, outside sql/.
+    assert not [p for p in [*root.glob("services/*/*/*.sql"), *root.glob("libs/*/*.sql")]]

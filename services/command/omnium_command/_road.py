@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
-from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
@@ -21,13 +20,13 @@ from omnium_command._parse import (
     parse_command,
 )
 from omnium_command._plan import Outcome, Plan, Planner, Stale, now_timestamp
-from omnium_db import Queries, connection_lost, is_outage, not_connected
+from omnium_command._sql import QUERIES
+from omnium_db import connection_lost, is_outage, not_connected
 from omnium_grpc import field_changes
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
 
-QUERIES = Queries.load(Path(__file__).with_name("sql"))
 Row = command_pb2.RowOutcome
 _FINISHED_RUNS = frozenset({"done", "failed", "scout_failed", "older"})
 

@@ -20,7 +20,8 @@ from google.protobuf import json_format, struct_pb2
 
 from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2
-from omnium_scoring._scorer import QUERIES, Scorer
+from omnium_scoring._scorer import Scorer
+from omnium_scoring._sql import QUERIES
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
