@@ -555,10 +555,7 @@ class Road:
         stored, stored_hash = repeat.answer, repeat.request_hash
         if stored is None:
             async with pool.acquire() as conn:
-                row = await conn.fetchrow(
-                    "SELECT answer, request_hash FROM command WHERE command_id = $1",
-                    request.command_id,
-                )
+                row = await conn.fetchrow(QUERIES["stored_answer"], request.command_id)
             stored, stored_hash = row["answer"], row["request_hash"]
         if request.request_hash is not None and stored_hash != request.request_hash:
             answer.command_id = request.command_id

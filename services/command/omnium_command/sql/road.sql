@@ -122,6 +122,10 @@ m AS MATERIALIZED (SELECT x.id FROM medal_row x WHERE x.id = ANY(:medal_row_ids:
 SELECT (SELECT count(*) FROM u) AS units, (SELECT count(*) FROM c) AS competitors,
        (SELECT count(*) FROM m) AS medal_rows;
 
+-- name: stored_answer
+-- The first answer to a command id, for a repeat that committed while this copy ran.
+SELECT answer, request_hash FROM command WHERE command_id = $1;
+
 -- name: write
 -- Every write of one command in one statement: one round trip, one transaction. The road
 -- leaves out the parts a command has nothing for (QUERIES.compose): PostgreSQL then opens
