@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,13 @@ def test_every_package_s_queries_load() -> None:
         assert Queries.load(folder).names(), folder
     # Nothing of a package's SQL lies beside its code, outside sql/.
     assert not [p for p in [*root.glob("services/*/*/*.sql"), *root.glob("libs/*/*.sql")]]
+
+
+def test_no_statement_lines_up_more_than_nine_positions() -> None:
+    # Past $9 a reader counts; such a statement takes its arguments by name. The imports'
+    # statements are still being reworked and come later.
+    root = Path(__file__).resolve().parents[2]
+    for path in sorted([*root.glob("services/*/*/sql/*.sql"), *root.glob("libs/*/sql/*.sql")]):
+        if path.parent.parent.name == "omnium_imports":
+            continue
+        assert not re.search(r"\$[1-9]\d", path.read_text()), path
