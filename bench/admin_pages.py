@@ -25,7 +25,7 @@ from bench._common import BenchError, database_server, database_url_for, drop, r
 from omnium_accounts import Accounts
 from omnium_admin import AdminApp
 from omnium_command import CommandApp
-from omnium_db import Road, apply_migrations, create_pool, init_connection
+from omnium_db import PoolRoad, apply_migrations, create_pool, init_connection
 from omnium_imports import (
     ImportsApp,
     IntegrationSpec,
@@ -110,7 +110,7 @@ async def stack(database_url: str, runs: int) -> AsyncIterator[tuple[AdminApp, s
                 sim.reschedule(unit["externalId"], venue=f"Bench Venue {n}")
             run = await sim.make_run("schedule", wait_doorbell=True)
             await wait_for_run(db, run.id)
-        pool = await create_pool(settings, Road.PEOPLE, application_name="bench", size=1)
+        pool = await create_pool(settings, PoolRoad.PEOPLE, application_name="bench", size=1)
         await Accounts(pool, settings).create("bench", "Bench Operator", "operator", PASSWORD)
         await pool.close()
         await admin.start(0)

@@ -53,7 +53,7 @@ DISCIPLINES = (("ATH", "Athletics"), ("BKB", "Basketball"), ("FBL", "Football"),
 NOCS = ("KOR", "JPN", "CHN", "IND", "THA", "VIE", "PHI", "INA", "MAS", "SGP", "KAZ", "UZB")
 COMPETITORS = 400
 NEW_STATUS = {"RUNNING": "UNOFFICIAL"}  # current -> new; any other current becomes RUNNING
-# The import road's session settings (omnium_db._pool.server_settings for Road.IMPORTS).
+# The import road's session settings (omnium_db._pool.server_settings for PoolRoad.IMPORTS).
 ANCHOR_SESSION = {
     "application_name": "bench:anchor",
     "synchronous_commit": "on",

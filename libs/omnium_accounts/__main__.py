@@ -16,7 +16,7 @@ import asyncpg
 
 from omnium_accounts._accounts import ROLES, AccountError, Accounts, check_password_rules
 from omnium_db import apply_migrations, create_pool, init_connection
-from omnium_db._pool import Road
+from omnium_db._pool import PoolRoad
 from omnium_devstack.binaries import MissingBinaries
 from omnium_devstack.local import dev_database
 from omnium_devstack.stack import StackError
@@ -66,7 +66,7 @@ async def _run(args: argparse.Namespace, settings: Settings) -> None:
         await apply_migrations(conn)
     finally:
         await conn.close()
-    pool = await create_pool(settings, Road.PEOPLE, application_name="accounts-cli", size=2)
+    pool = await create_pool(settings, PoolRoad.PEOPLE, application_name="accounts-cli", size=2)
     # Recorded with each change, as the console records the signed-in person.
     by = (f"the command line ({getpass.getuser()})", "cli")
     try:

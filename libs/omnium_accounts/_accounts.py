@@ -11,21 +11,19 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Literal
 from uuid import UUID
 
 import asyncpg
 
 from omnium_accounts._passwords import DUMMY_HASH, hash_password, needs_rehash, verify_password
-from omnium_db import Queries
+from omnium_accounts._sql import QUERIES
 from omnium_settings import Settings
 
 Role = Literal["admin", "operator", "scorer", "viewer"]
 ROLES: tuple[Role, ...] = ("admin", "operator", "scorer", "viewer")
 _LOGIN = re.compile(r"^[a-z0-9._@-]{2,64}$")
 
-QUERIES = Queries.load(Path(__file__).parent)
 # Who changes an account: a name to show, and where from (account:<id>, or the command line).
 Changer = tuple[str, str | None]
 COMMAND_LINE: Changer = ("the command line", "cli")

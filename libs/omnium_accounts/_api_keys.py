@@ -11,7 +11,8 @@ from uuid import UUID
 
 import asyncpg
 
-from omnium_accounts._accounts import QUERIES, AccountError
+from omnium_accounts._accounts import AccountError
+from omnium_accounts._sql import QUERIES
 
 _NAME = re.compile(r"^[a-z0-9._-]{2,64}$")
 

@@ -13,7 +13,7 @@ from omnium_db._outage import (
     pool_answers,
 )
 from omnium_db._pool import (
-    Road,
+    PoolRoad,
     connect_each_host,
     connect_primary,
     create_pool,
@@ -31,8 +31,8 @@ __all__ = [
     "MigrationError",
     "Notified",
     "NotifyListener",
+    "PoolRoad",
     "Queries",
-    "Road",
     "applied_versions",
     "apply_migrations",
     "connect_each_host",

@@ -15,7 +15,7 @@ from omnium_db._outage import is_outage
 from omnium_settings import Settings
 
 
-class Road(Enum):
+class PoolRoad(Enum):
     """Which road a pool serves; each has its own size and time limits (DESIGN §4)."""
 
     PEOPLE = "people"
@@ -27,10 +27,10 @@ def _ms(seconds: float) -> str:
     return str(int(seconds * 1000))
 
 
-def server_settings(settings: Settings, road: Road, application_name: str) -> dict[str, str]:
+def server_settings(settings: Settings, road: PoolRoad, application_name: str) -> dict[str, str]:
     """The session settings a road's connections start with, so no transaction pays a SET."""
     common = {"application_name": application_name, "synchronous_commit": "on"}
-    if road is Road.IMPORTS:
+    if road is PoolRoad.IMPORTS:
         return {
             **common,
             "lock_timeout": _ms(settings.import_lock_timeout_seconds),
@@ -126,7 +126,7 @@ if not any(isinstance(f, _OutageInOneLine) for f in _POOL_LOG.filters):
 
 async def create_pool(
     settings: Settings,
-    road: Road,
+    road: PoolRoad,
     *,
     application_name: str,
     size: int | None = None,
@@ -135,9 +135,9 @@ async def create_pool(
 ) -> asyncpg.Pool:
     """Create the pool for one road. Call once at start-up and close it at shutdown."""
     default_size = {
-        Road.PEOPLE: settings.people_pool_size,
-        Road.IMPORTS: settings.import_pool_size,
-        Road.READER: settings.reader_pool_size,
+        PoolRoad.PEOPLE: settings.people_pool_size,
+        PoolRoad.IMPORTS: settings.import_pool_size,
+        PoolRoad.READER: settings.reader_pool_size,
     }[road]
     max_size = size or default_size
     dsn = settings.require_database_url()

@@ -21,7 +21,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from omnium_accounts import Accounts, SignInRefused, hash_key
 from omnium_admin import AdminApp
 from omnium_admin._auth import PUBLIC
-from omnium_db import Road, create_pool
+from omnium_db import PoolRoad, create_pool
 from tests.conftest import REPO
 from tests.support.delivery import eventually
 from tests.support.gateway import RunningGateway, running_gateway
@@ -103,7 +103,7 @@ async def console(
             imports_address=f"127.0.0.1:{day.imports.grpc_port}",
             admin_refresh_seconds=0.3,
         )
-        pool = await create_pool(settings, Road.PEOPLE, application_name="e2e", size=2)
+        pool = await create_pool(settings, PoolRoad.PEOPLE, application_name="e2e", size=2)
         accounts = Accounts(pool, settings)
         operator = await accounts.create("ana", "Ana Operator", "operator", PASSWORD)
         await accounts.create("vic", "Vic Viewer", "viewer", PASSWORD)

@@ -23,7 +23,7 @@ from omnium_accounts import (
     verify_password,
 )
 from omnium_accounts.web import CSRF_FIELD, csrf_ok, request_session, set_session_cookie
-from omnium_db import Road, create_pool
+from omnium_db import PoolRoad, create_pool
 from omnium_settings import Settings
 
 PASSWORD = "correct horse battery"
@@ -32,7 +32,7 @@ PASSWORD = "correct horse battery"
 @pytest.fixture
 async def accounts(database_url: str) -> AsyncIterator[Accounts]:
     settings = Settings.from_env({}, database_url=database_url, sign_in_lock_seconds=30.0)
-    pool = await create_pool(settings, Road.PEOPLE, application_name="test", size=2)
+    pool = await create_pool(settings, PoolRoad.PEOPLE, application_name="test", size=2)
     try:
         yield Accounts(pool, settings)
     finally:

@@ -171,14 +171,14 @@ async def running_console(
     from aiohttp import web
 
     from omnium_accounts import Accounts
-    from omnium_db import Road, create_pool
+    from omnium_db import PoolRoad, create_pool
     from omnium_gateway import ScorerRoutes, make_app
 
     async with running_scoring(database_url, **overrides) as scoring:
         settings = scoring.settings.replace(
             scoring_address=f"127.0.0.1:{scoring.port}", redis_url=redis_url
         )
-        pool = await create_pool(settings, Road.PEOPLE, application_name="test", size=2)
+        pool = await create_pool(settings, PoolRoad.PEOPLE, application_name="test", size=2)
         app = make_app(settings, route_sets=[ScorerRoutes(settings)])
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()

@@ -18,7 +18,7 @@ from omnium.imports.v1 import imports_pb2_grpc
 from omnium_accounts import Accounts
 from omnium_admin import _auth, _views
 from omnium_admin._present import FILTERS
-from omnium_db import Road, create_pool
+from omnium_db import PoolRoad, create_pool
 from omnium_grpc import open_channel
 from omnium_process import malformed_http_as_info
 from omnium_settings import Settings
@@ -104,8 +104,8 @@ class AdminApp:
     async def start(self, port: int | None = None) -> int:
         settings = self.settings
         # Sign-in and sessions are people's writes; the screens read on the reader road.
-        self.people = await create_pool(settings, Road.PEOPLE, application_name="admin")
-        self.reader = await create_pool(settings, Road.READER, application_name="admin")
+        self.people = await create_pool(settings, PoolRoad.PEOPLE, application_name="admin")
+        self.reader = await create_pool(settings, PoolRoad.READER, application_name="admin")
         malformed_http_as_info()
         self.runner = web.AppRunner(self.web_app(), access_log=None, shutdown_timeout=CLOSE_SECONDS)
         await self.runner.setup()

@@ -6,7 +6,6 @@ import logging
 import re
 import uuid
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -22,10 +21,10 @@ from omnium.imports.v1 import imports_pb2
 from omnium_accounts import ROLES, AccountError, ApiKeys
 from omnium_admin import _present
 from omnium_admin._auth import console, may_act, plain_page, session_of
-from omnium_db import DATABASE_ERRORS, UNIT_STATUSES, Queries
+from omnium_admin._sql import QUERIES
+from omnium_db import DATABASE_ERRORS, UNIT_STATUSES
 
 log = logging.getLogger(__name__)
-QUERIES = Queries.load(Path(__file__).parent)
 UNIT_FIELDS = ("name", "phase", "start_at", "venue", "status")
 # A side's fields a person can set by hand, and so pin: unpinned as "sides[2].result".
 SIDE_FIELDS = ("competitor_id", "score", "result", "rank", "medal")

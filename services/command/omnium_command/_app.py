@@ -12,8 +12,7 @@ from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium_command._road import Road
 from omnium_command._service import CommandService
 from omnium_command._standby import StandbyWatch
-from omnium_db import Road as PoolRoad
-from omnium_db import apply_migrations, create_pool
+from omnium_db import PoolRoad, apply_migrations, create_pool
 from omnium_grpc import GrpcServer
 from omnium_settings import Settings
 

@@ -96,21 +96,21 @@ class ReadKeys:
             if needed
         ]
 
-    def args(self) -> list[Any]:
-        """The whole read's arguments, $1 to $10 (QUERIES.compose picks those it takes); the
+    def args(self) -> dict[str, Any]:
+        """The whole read's arguments, by name (QUERIES.compose picks those it takes); the
         disciplines part needs no argument, only to be asked for (`parts`)."""
-        return [
-            self.command_id,
-            list(self.unit_ids),
-            list(self.unit_codes),
-            self.event_code,
-            list(self.competitor_ids),
-            list(self.competitor_codes),
-            list(self.medal_refs),
-            list(self.referenced_competitors),
-            self.integration_code,
-            self.run_id,
-        ]
+        return {
+            "command_id": self.command_id,
+            "unit_ids": list(self.unit_ids),
+            "unit_codes": list(self.unit_codes),
+            "event_code": self.event_code,
+            "competitor_ids": list(self.competitor_ids),
+            "competitor_codes": list(self.competitor_codes),
+            "medal_refs": list(self.medal_refs),
+            "referenced_competitors": list(self.referenced_competitors),
+            "integration_code": self.integration_code,
+            "run_id": self.run_id,
+        }
 
 
 @dataclass(slots=True)

@@ -6,6 +6,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import timestamp_pb2
@@ -94,41 +95,18 @@ def _pins(
 
 _UNIT_CODE = re.compile(r"^[A-Z0-9-]{34}$")
 
-# The columns of the read's row arrays, in order.
-_UNIT = (
-    "id",
-    "code",
-    "event_id",
-    "name",
-    "phase",
-    "start_at",
-    "venue",
-    "status",
-    "pinned",
-    "changed_seq",
-    "match_seq",
-)
-_SIDE = ("unit_id", "id", "order", "competitor_id", "score", "result", "rank", "medal", "pinned")
-_COMPETITOR = ("id", "code", "event_id", "name", "noc", "pinned", "changed_seq")
-_MEDAL_ROW = (
-    "id",
-    "ref",
-    "event_id",
-    "gold",
-    "silver",
-    "bronze",
-    "total",
-    "rank",
-    "pinned",
-    "changed_seq",
-)
-
 
 def _units(units: Any, sides: Any) -> dict[str, dict[str, Any]]:
-    by_id = {u[0]: {**dict(zip(_UNIT, u, strict=True)), "sides": []} for u in units}
+    """The read's units by id, each with its sides; start_at a datetime in UTC, as asyncpg
+    gives a timestamptz column (the read's JSON carries it as text)."""
+    by_id = {u["id"]: {**u, "start_at": _moment(u["start_at"]), "sides": []} for u in units}
     for side in sides:
-        by_id[side[0]]["sides"].append(dict(zip(_SIDE, side, strict=True)))
+        by_id[side["unit_id"]]["sides"].append(side)
     return by_id
+
+
+def _moment(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value).astimezone(UTC)
 
 
 class Planner:
@@ -141,12 +119,8 @@ class Planner:
         self.locked = locked
         self.seq: int = state["seq"]
         self.units = _units(state["units"] or (), state["sides"] or ())
-        self.competitors = {
-            c[0]: dict(zip(_COMPETITOR, c, strict=True)) for c in state["competitors"] or ()
-        }
-        self.medal_rows = {
-            m[0]: dict(zip(_MEDAL_ROW, m, strict=True)) for m in state["medal_rows"] or ()
-        }
+        self.competitors = {c["id"]: c for c in state["competitors"] or ()}
+        self.medal_rows = {m["id"]: m for m in state["medal_rows"] or ()}
         self.known_competitors = set(state["known_competitors"] or ())
         self.known_nocs = set(state["known_nocs"] or ())
         self.event_id: str | None = state["event_id"]

@@ -1,4 +1,4 @@
-"""The one road: lock, check the command id, diff, write, log and confirm after the commit."""
+"""The one road's transaction and its retry: read, plan, write; under contention, locks first."""
 
 from __future__ import annotations
 
@@ -6,12 +6,13 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
-from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
 
 from omnium.command.v1 import command_pb2
+from omnium_command import _statements as statements
+from omnium_command._answers import render, show_dry_run
 from omnium_command._intent import ReadKeys, Request
 from omnium_command._parse import (
     Refusal,
@@ -20,15 +21,13 @@ from omnium_command._parse import (
     parse_batch,
     parse_command,
 )
-from omnium_command._plan import Outcome, Plan, Planner, Stale, now_timestamp
-from omnium_db import Queries, connection_lost, is_outage, not_connected
-from omnium_grpc import field_changes
+from omnium_command._plan import Planner, Stale
+from omnium_command._sql import QUERIES
+from omnium_db import connection_lost, is_outage, not_connected
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
 
-QUERIES = Queries.load(Path(__file__).with_name("sql"))
-Row = command_pb2.RowOutcome
 _FINISHED_RUNS = frozenset({"done", "failed", "scout_failed", "older"})
 
 
@@ -64,59 +63,7 @@ _NOT_ANSWERED = (
 )
 
 
-# Every column of the read; those of the parts a command leaves out are None.
-_NOTHING_READ: dict[str, Any] = dict.fromkeys(
-    [
-        "previous_answer",
-        "previous_hash",
-        "seq",
-        "units",
-        "sides",
-        "competitors",
-        "medal_rows",
-        "known_competitors",
-        "known_nocs",
-        "disciplines",
-        "integration_id",
-        "run_integration_id",
-        "run_status",
-        "run_batch_done",
-        "event_id",
-    ]
-)
-
 _AnswerT = TypeVar("_AnswerT", command_pb2.Answer, command_pb2.BatchAnswer)
-
-
-def _refs(state: Mapping[str, Any]) -> dict[str, dict[str, str]]:
-    """How each record was named (id, code or medal row ref) -> its id, per kind."""
-    refs: dict[str, dict[str, str]] = {"unit": {}, "competitor": {}, "medal_row": {}}
-    for row in state["units"] or ():
-        refs["unit"][row[0]] = refs["unit"][row[1]] = row[0]
-    for row in state["competitors"] or ():
-        refs["competitor"][row[0]] = refs["competitor"][row[1]] = row[0]
-    for row in state["medal_rows"] or ():
-        refs["medal_row"][row[1]] = row[0]
-    return refs
-
-
-def _guard(rows: Any, id_column: int, seq_column: int) -> tuple[list[str], list[int]]:
-    """The ids read and the changed_seq each had: the write locks them and checks them."""
-    rows = rows or ()
-    return [row[id_column] for row in rows], [row[seq_column] for row in rows]
-
-
-_Units = tuple[list[Any], list[Any]]
-
-
-def _written_units(state: Mapping[str, Any], plan: Plan) -> _Units:
-    """The units read that the plan writes (the write locks them) and those it only read
-    (the write checks they are unchanged since the read, without a lock)."""
-    units = state["units"] or ()
-    if not units:
-        return [], []
-    ids = {update["id"] for update in plan.writes.unit_updates}
-    return [row for row in units if row[0] in ids], [row for row in units if row[0] not in ids]
 
 
 class _Repeat(Exception):
@@ -272,11 +219,8 @@ class Road:
             return
         # Someone did: lock first, then read and write under the locks.
         async with conn.transaction():
-            await conn.fetchrow(
-                QUERIES["lock"],
-                *(_guard(state[kind], 0, 0)[0] for kind in ("units", "competitors")),
-                _guard(state["medal_rows"], 0, 0)[0],
-            )
+            text, args = statements.lock(state)
+            await conn.fetchrow(text, *args)
             state = await self._read(conn, request)
             if not await self._plan_and_write(conn, request, state, answer):
                 raise _Busy("a record it names changed while it held the locks")
@@ -288,25 +232,16 @@ class Road:
         if state["previous_answer"] is not None:
             raise _Repeat(state["previous_answer"], state["previous_hash"])
         run_batch_done = self._check_batch(request, state)
-        plan = Planner(request, _refs(state), state).plan()
+        plan = Planner(request, statements.refs(state), state).plan()
         answer.Clear()
         answer.command_id = request.command_id
-        self._render(request, plan, state["seq"], answer, run_batch_done)
+        render(answer, request, plan, state["seq"], run_batch_done)
         if request.batch is not None and request.batch.dry_run:
-            # What it would do, row by row, with the changes; nothing is written or recorded.
-            by_position = {a.position: a for a in answer.rows}
-            for intent, outcome in plan.outcomes:
-                if intent.row is not None and intent.row.position in by_position:
-                    by_position[intent.row.position].changes.extend(field_changes(outcome.changes))
+            # Nothing is written or recorded.
+            show_dry_run(answer, plan)
             return True
-        stored = answer.SerializeToString()
-        if request.batch is not None:
-            self._batch_rows(request, plan)
-        units = _written_units(state, plan)
-        write = QUERIES.compose("write", self._write_parts(request, plan, state, units))
-        result = await conn.fetchrow(
-            write.text, *write.args(self._write_args(request, plan, state, units, stored))
-        )
+        text, args = statements.write(request, plan, state, answer.SerializeToString())
+        result = await conn.fetchrow(text, *args)
         if not result["current"]:
             return False
         if not result["recorded"]:
@@ -319,9 +254,9 @@ class Road:
 
     @staticmethod
     async def _fetch_read(conn: asyncpg.Connection, keys: ReadKeys) -> dict[str, Any]:
-        read = QUERIES.compose("read", keys.parts())
-        found = await conn.fetchrow(read.text, *read.args(keys.args()))
-        return _NOTHING_READ | dict(found.items())
+        text, args = statements.read(keys)
+        found = await conn.fetchrow(text, *args)
+        return statements.NOTHING_READ | dict(found.items())
 
     def _check_batch(self, request: Request, state: Mapping[str, Any]) -> int:
         batch = request.batch
@@ -345,198 +280,13 @@ class Road:
         done: int = state["run_batch_done"]
         return done
 
-    def _render(
-        self, request: Request, plan: Plan, seq: int, answer: Any, run_batch_done: int
-    ) -> None:
-        answer.outcome = command_pb2.OUTCOME_ACCEPTED
-        if plan.changed:
-            answer.seq = seq
-        if isinstance(answer, command_pb2.Answer):
-            changes = [d for d in plan.writes.diff if not d.get("kept_by_hand")]
-            kept = [d for d in plan.writes.diff if d.get("kept_by_hand")]
-            answer.changes.extend(field_changes(changes))
-            answer.kept_by_hand.extend(field_changes(kept))
-            answer.saved_at.CopyFrom(now_timestamp())
-            return
-        # Built in place, in position order: extending from separate messages copies each one.
-        rows: list[tuple[int, Any]] = [
-            (position, (key, reason))
-            for position, (key, _hash, reason) in request.refused_rows.items()
-        ]
-        for intent, outcome in plan.outcomes:
-            assert intent.row is not None
-            rows.append((intent.row.position, (intent, outcome)))
-        rows.sort(key=lambda r: r[0])
-        add = answer.rows.add
-        for position, item in rows:
-            if isinstance(item[1], Outcome):
-                intent, outcome = item
-                add(
-                    position=position,
-                    key=intent.row.key,
-                    outcome=outcome.row_outcome,
-                    reason=outcome.reason,
-                    subject_id=outcome.subject_id or "",
-                    changed_fields=[c["field"] for c in outcome.changes],
-                    kept_by_hand=[k["field"] for k in outcome.kept],
-                    applied_seq=outcome.applied_seq or 0,
-                )
-            else:
-                key, reason = item
-                add(
-                    position=position,
-                    key=key,
-                    outcome=command_pb2.ROW_OUTCOME_REFUSED,
-                    reason=reason,
-                )
-        answer.batch_done = run_batch_done + 1
-
-    @staticmethod
-    def _write_parts(
-        request: Request, plan: Plan, state: Mapping[str, Any], units: _Units
-    ) -> list[str]:
-        """The parts of the write this command has something for."""
-        writes = plan.writes
-        written, only_read = units
-        parts = [
-            name
-            for name, present in (
-                ("unit_locks", written),
-                ("unit_checks", only_read),
-                ("competitor_locks", state["competitors"]),
-                ("medal_locks", state["medal_rows"]),
-                ("unit_inserts", writes.unit_inserts),
-                ("unit_updates", writes.unit_updates),
-                ("side_updates", writes.side_updates),
-                ("side_inserts", writes.side_inserts),
-                ("medal_updates", writes.medal_updates),
-                ("medal_inserts", writes.medal_inserts),
-                ("competitor_updates", writes.competitor_updates),
-                ("outbox", writes.outbox),
-                ("key_states", writes.key_states),
-                ("row_log", writes.row_log),
-                ("match_actions", writes.match_actions),
-            )
-            if present
-        ]
-        if any(action.get("undoes") for action in writes.match_actions):
-            parts.append("match_undos")
-        if request.batch is not None:
-            parts.append("run")
-        return parts
-
-    def _write_args(
-        self,
-        request: Request,
-        plan: Plan,
-        state: Mapping[str, Any],
-        units: _Units,
-        stored: bytes,
-    ) -> list[Any]:
-        writes = plan.writes
-        written, only_read = units
-        actor = request.actor
-        timeline = {
-            "event_id": plan.event_id or state["event_id"],
-            "subject_kind": request.subject_kind,
-            "subject_id": request.batch.run_id if request.batch else plan.subject_id,
-            "unit_ids": writes.unit_ids,
-            "actor_kind": request.actor_kind,
-            "actor_name": actor.name,
-            "source_code": actor.source_code or None,
-            "screen": actor.screen or None,
-            "payload": request.payload,
-            "diff": writes.diff,
-        }
-        batch = request.batch
-        return [
-            state["seq"],
-            writes.unit_updates,
-            writes.side_updates,
-            writes.side_inserts,
-            writes.medal_updates,
-            writes.medal_inserts,
-            writes.competitor_updates,
-            timeline,
-            request.command_id,
-            request.code,
-            writes.outbox,
-            actor.source_code or None,
-            request.request_hash,
-            stored,
-            state["integration_id"],
-            batch.run_id if batch else None,
-            writes.row_log,
-            batch.batch_no if batch else None,
-            *_guard(written, 0, 9),
-            *_guard(state["competitors"], 0, 6),
-            *_guard(state["medal_rows"], 0, 9),
-            writes.unit_inserts,
-            writes.match_actions,
-            *_guard(only_read, 0, 9),
-            # The key states as columns ($29 to $33): key, kind, subject id, hash, applied_seq.
-            *(list(column) for column in zip(*writes.key_states, strict=True)),
-        ]
-
-    def _batch_rows(self, request: Request, plan: Plan) -> None:
-        writes = plan.writes
-        for position, (key, row_hash, reason) in request.refused_rows.items():
-            writes.key_states.append((key, "unknown", None, None, None))
-            writes.row_log.append(
-                {
-                    "position": position,
-                    "key": key,
-                    "kind": "unknown",
-                    "subject_id": None,
-                    "hash": row_hash.hex(),
-                    "outcome": "refused",
-                    "reason": reason,
-                }
-            )
-        for intent, outcome in plan.outcomes:
-            row = intent.row
-            assert row is not None
-            placed = outcome.row_outcome in (
-                command_pb2.ROW_OUTCOME_ACCEPTED,
-                command_pb2.ROW_OUTCOME_UNCHANGED,
-                command_pb2.ROW_OUTCOME_KEPT_BY_HAND,
-            )
-            writes.key_states.append(
-                (
-                    row.key,
-                    intent.kind,
-                    outcome.subject_id,
-                    row.hash if placed else None,
-                    outcome.applied_seq if placed else None,
-                )
-            )
-            if outcome.row_outcome != command_pb2.ROW_OUTCOME_UNCHANGED:
-                writes.row_log.append(
-                    {
-                        "position": row.position,
-                        "key": row.key,
-                        "kind": intent.kind,
-                        "subject_id": outcome.subject_id,
-                        "hash": row.hash.hex(),
-                        "outcome": Row.Name(outcome.row_outcome)
-                        .removeprefix("ROW_OUTCOME_")
-                        .lower(),
-                        "reason": outcome.reason or None,
-                        "diff": outcome.changes,
-                        "kept": outcome.kept,
-                    }
-                )
-
     async def _repeat(
         self, pool: asyncpg.Pool, request: Request, repeat: _Repeat, answer: _AnswerT
     ) -> _AnswerT:
         stored, stored_hash = repeat.answer, repeat.request_hash
         if stored is None:
             async with pool.acquire() as conn:
-                row = await conn.fetchrow(
-                    "SELECT answer, request_hash FROM command WHERE command_id = $1",
-                    request.command_id,
-                )
+                row = await conn.fetchrow(QUERIES["stored_answer"], request.command_id)
             stored, stored_hash = row["answer"], row["request_hash"]
         if request.request_hash is not None and stored_hash != request.request_hash:
             answer.command_id = request.command_id

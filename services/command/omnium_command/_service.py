@@ -14,7 +14,8 @@ from grpc import aio
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium_command._intent import ACTOR_KIND_NAMES
-from omnium_command._road import QUERIES, Road
+from omnium_command._road import Road
+from omnium_command._sql import QUERIES
 from omnium_grpc import abort_internal, field_changes
 from omnium_settings import Settings
 

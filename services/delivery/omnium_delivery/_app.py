@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 
 from omnium.delivery.v1 import delivery_pb2_grpc
 from omnium_alerts import post_alert
-from omnium_db import DATABASE_ERRORS, NotifyListener, Road, create_pool, is_outage
+from omnium_db import DATABASE_ERRORS, NotifyListener, PoolRoad, create_pool, is_outage
 from omnium_delivery._build import FeedRow, build
 from omnium_delivery._clients import load_clients, read_clients_file
 from omnium_delivery._documents import Document, render
@@ -108,7 +108,7 @@ class DeliveryApp:
 
     async def start(self, grpc_port: int | None = None) -> int:
         settings = self.settings
-        self.pool = await create_pool(settings, Road.READER, application_name="delivery")
+        self.pool = await create_pool(settings, PoolRoad.READER, application_name="delivery")
         if settings.delivery_clients_file:
             async with self.pool.acquire() as conn:
                 codes = await load_clients(
@@ -516,25 +516,30 @@ class DeliveryApp:
         )
         result = await transport.send(item)
         async with self.pool.acquire() as conn:
+            record = QUERIES.statement("record_send")
             await conn.fetchval(
-                QUERIES["record_send"],
-                feed.id,
-                feed.wanted_id,
-                client.id,
-                version,
-                item.file_name,
-                item.sha256,
-                len(body),
-                result.attempts,
-                result.outcome,
-                result.error,
-                saved_at,
-                result.delivered_at,
-                settings.delivery_retry_seconds,
-                feed.force,
-                content_sha,
-                window,
-                feed.marks,
+                record.text,
+                *record.args(
+                    {
+                        "feed_id": feed.id,
+                        "client_id": client.id,
+                        "version": version,
+                        "file_name": item.file_name,
+                        "sha256": item.sha256,
+                        "bytes": len(body),
+                        "attempts": result.attempts,
+                        "outcome": result.outcome,
+                        "error": result.error,
+                        "outbox_id": feed.wanted_id,
+                        "saved_at": saved_at,
+                        "delivered_at": result.delivered_at,
+                        "resend": feed.force,
+                        "content_sha": content_sha,
+                        "marks": feed.marks,
+                        "retry_seconds": settings.delivery_retry_seconds,
+                        "window_seconds": window,
+                    }
+                ),
             )
             if result.outcome != "delivered" and result.alert:
                 await self._alert(conn, client, result.alert, result.error or "")

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from omnium.command.v1 import command_pb2_grpc
 from omnium.imports.v1 import imports_pb2_grpc
-from omnium_db import NotifyListener, Road, create_pool
+from omnium_db import NotifyListener, PoolRoad, create_pool
 from omnium_grpc import GrpcServer, open_channel
 from omnium_imports import _queue
 from omnium_imports._doorbell import doorbell_app
@@ -57,7 +57,7 @@ class ImportsApp:
     ) -> int:
         """`followups` (the settle window's timer) goes with `scheduler` unless it is given."""
         settings = self.settings
-        self.pool = await create_pool(settings, Road.IMPORTS, application_name="imports")
+        self.pool = await create_pool(settings, PoolRoad.IMPORTS, application_name="imports")
         self.scout = ScoutClient(settings)
         self.http = httpx.AsyncClient()
         pipeline = Pipeline(

@@ -26,7 +26,7 @@ from typing import Any, TextIO
 
 import asyncpg
 
-from omnium_db import DATABASE_ERRORS, Road, apply_migrations, create_pool, init_connection
+from omnium_db import DATABASE_ERRORS, PoolRoad, apply_migrations, create_pool, init_connection
 from omnium_imports import _queue
 from omnium_imports._check import CommandUnavailable, check_mapping, describe
 from omnium_imports._files import LookupLine, integration_from, lookups_from, mapping_from
@@ -209,7 +209,7 @@ async def _run(args: argparse.Namespace, settings: Settings, prepared: Any, out:
         await apply_migrations(conn)
     finally:
         await conn.close()
-    pool = await create_pool(settings, Road.IMPORTS, application_name="imports-cli", size=2)
+    pool = await create_pool(settings, PoolRoad.IMPORTS, application_name="imports-cli", size=2)
     try:
         act: Act = args.act
         return await act(Context(settings, pool, out), args, prepared)

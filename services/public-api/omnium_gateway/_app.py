@@ -19,7 +19,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from omnium_accounts import ApiKeys, hash_key
-from omnium_db import DATABASE_ERRORS, UNIT_STATUSES, Road, create_pool, pool_answers
+from omnium_db import DATABASE_ERRORS, UNIT_STATUSES, PoolRoad, create_pool, pool_answers
 from omnium_gateway import _reads
 from omnium_gateway._cache import (
     HIT,
@@ -202,7 +202,9 @@ class Gateway:
 
     async def _connect_database(self) -> None:
         try:
-            self.pool = await create_pool(self.settings, Road.READER, application_name="gateway")
+            self.pool = await create_pool(
+                self.settings, PoolRoad.READER, application_name="gateway"
+            )
         except DATABASE_ERRORS as exc:
             log.warning("PostgreSQL does not answer (%s); serving cached copies only", exc)
 

@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 from omnium_db import DATABASE_ERRORS, NotifyListener, connect_primary
 from omnium_gateway._cache import REDIS_ERRORS, Cache
 from omnium_gateway._purge import SharedCachePurge
-from omnium_gateway._reads import QUERIES
+from omnium_gateway._sql import QUERIES
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)

@@ -5,13 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import asyncpg
 
-from omnium_db import Queries
-
-QUERIES = Queries.load(Path(__file__).with_name("sql"))
+from omnium_gateway._sql import QUERIES
 
 # How fast a response's data changes, which sets how long it is cached (settings cache_ttl_*).
 LIVE = "live"

@@ -9,7 +9,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from omnium_accounts import Accounts, AccountsUnavailable
-from omnium_db import DATABASE_ERRORS, Road, create_pool
+from omnium_db import DATABASE_ERRORS, PoolRoad, create_pool
 from omnium_gateway._app import Gateway, RouteSet
 from omnium_gateway._openapi import EVENT_PATTERN, UNIT_PATTERN
 from omnium_live import STREAM_ID_PATTERN, add_live_routes, live_redis
@@ -173,7 +173,7 @@ class ScorerRoutes:
             # made until one is needed, so a database that is down does not stop the gateway.
             pool = await create_pool(
                 settings,
-                Road.PEOPLE,
+                PoolRoad.PEOPLE,
                 application_name="gateway-scorers",
                 size=settings.gateway_scorer_pool_size,
                 min_size=0,

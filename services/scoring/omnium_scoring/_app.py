@@ -10,7 +10,7 @@ from grpc import aio
 
 from omnium.command.v1 import command_pb2_grpc
 from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
-from omnium_db import Road, create_pool
+from omnium_db import PoolRoad, create_pool
 from omnium_grpc import GrpcServer, open_channel
 from omnium_scoring._providers import PROVIDERS_DIR, Providers
 from omnium_scoring._scorer import Scorer, Watchers
@@ -40,9 +40,9 @@ class ScoringApp:
         # A bad sport file stops the start, with the file, line and field in the message.
         sports = load_sports(Path(settings.scoring_sports_dir or SPORTS_DIR))
         log.info("sports: %s", ", ".join(sorted(sports)))
-        reader = await create_pool(settings, Road.READER, application_name="scoring")
+        reader = await create_pool(settings, PoolRoad.READER, application_name="scoring")
         self.pools.append(reader)
-        writer = await create_pool(settings, Road.PEOPLE, application_name="scoring", size=4)
+        writer = await create_pool(settings, PoolRoad.PEOPLE, application_name="scoring", size=4)
         self.pools.append(writer)
         self.channel = open_channel(settings.command_address, settings)
         self.scorer = Scorer(

@@ -20,7 +20,8 @@ from google.protobuf import json_format, struct_pb2
 
 from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2
-from omnium_scoring._scorer import QUERIES, Scorer
+from omnium_scoring._scorer import Scorer
+from omnium_scoring._sql import QUERIES
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -203,19 +204,24 @@ class Providers:
 
     async def register(self, spec: ProviderSpec) -> None:
         async with self.pool.acquire() as conn:
+            save = QUERIES.statement("save_provider")
             await conn.execute(
-                QUERIES["save_provider"],
-                spec.code,
-                spec.name,
-                spec.format,
-                spec.mode,
-                spec.address,
-                spec.login,
-                spec.secret,
-                spec.api_key_hash,
-                spec.interval_seconds,
-                spec.event_code,
-                spec.enabled,
+                save.text,
+                *save.args(
+                    {
+                        "code": spec.code,
+                        "name": spec.name,
+                        "format": spec.format,
+                        "mode": spec.mode,
+                        "address": spec.address,
+                        "login": spec.login,
+                        "secret": spec.secret,
+                        "api_key_hash": spec.api_key_hash,
+                        "interval_seconds": spec.interval_seconds,
+                        "event_code": spec.event_code,
+                        "enabled": spec.enabled,
+                    }
+                ),
             )
         self.specs[spec.code] = spec
 

@@ -22,12 +22,12 @@ from grpc import aio
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2
-from omnium_db import NotifyListener, Queries, is_outage
+from omnium_db import NotifyListener, is_outage
+from omnium_scoring._sql import QUERIES
 from omnium_settings import Settings
 from omnium_sports import UNDO, ActionRefused, Sport, sport_for_discipline
 
 log = logging.getLogger(__name__)
-QUERIES = Queries.load(Path(__file__).with_name("sql"))
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")
 Outcome = scoring_pb2.Outcome
 DATABASE_OUT = (

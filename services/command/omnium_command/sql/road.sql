@@ -9,39 +9,42 @@
 
 -- name: read
 -- The road leaves out the parts a command names nothing for (QUERIES.compose); the columns
--- of a part left out read as NULL.
+-- of a part left out read as NULL. Records come as JSON objects, read by their keys (a
+-- timestamp as ISO 8601 text: _plan.py makes it a datetime again).
 WITH
 one AS MATERIALIZED (SELECT nextval('change_seq') AS seq)
 -- part: units
 -- By id, then by code (only when codes are given): two index scans, where an OR of the two
 -- made a bitmap scan of both, or a sequential scan of competitor, on every command.
 , units AS MATERIALIZED (
-  SELECT u.* FROM unit u WHERE u.id = ANY($2::uuid[])
+  SELECT u.* FROM unit u WHERE u.id = ANY(:unit_ids::uuid[])
   UNION ALL
   SELECT u.* FROM unit u
-   WHERE cardinality($3::text[]) > 0 AND u.code = ANY($3::text[])
-     AND u.event_id = (SELECT e.id FROM event e WHERE e.code = $4)
-     AND u.id <> ALL($2::uuid[])
+   WHERE cardinality(:unit_codes::text[]) > 0 AND u.code = ANY(:unit_codes::text[])
+     AND u.event_id = (SELECT e.id FROM event e WHERE e.code = :event_code)
+     AND u.id <> ALL(:unit_ids::uuid[])
 )
 -- end part
 -- part: competitors
 , competitors AS MATERIALIZED (
-  SELECT c.* FROM competitor c WHERE c.id = ANY($5::uuid[])
+  SELECT c.* FROM competitor c WHERE c.id = ANY(:competitor_ids::uuid[])
   UNION ALL
   SELECT c.* FROM competitor c
-   WHERE cardinality($6::text[]) > 0 AND c.code = ANY($6::text[])
-     AND c.event_id = (SELECT e.id FROM event e WHERE e.code = $4)
-     AND c.id <> ALL($5::uuid[])
+   WHERE cardinality(:competitor_codes::text[]) > 0
+     AND c.code = ANY(:competitor_codes::text[])
+     AND c.event_id = (SELECT e.id FROM event e WHERE e.code = :event_code)
+     AND c.id <> ALL(:competitor_ids::uuid[])
 )
 -- end part
 -- part: medal_rows
--- $7: "<discipline code or empty>:<noc>" per row; an empty discipline is the whole Games table.
+-- :medal_refs: "<discipline code or empty>:<noc>" per row; an empty discipline is the whole
+-- Games table.
 , medal_rows AS MATERIALIZED (
   SELECT m.*, coalesce(d.code, '') || ':' || m.noc AS ref
     FROM medal_row m
     LEFT JOIN discipline d ON d.id = m.discipline_id
-   WHERE m.event_id = (SELECT e.id FROM event e WHERE e.code = $4)
-     AND coalesce(d.code, '') || ':' || m.noc = ANY($7::text[])
+   WHERE m.event_id = (SELECT e.id FROM event e WHERE e.code = :event_code)
+     AND coalesce(d.code, '') || ':' || m.noc = ANY(:medal_refs::text[])
 )
 -- end part
 SELECT
@@ -49,36 +52,45 @@ SELECT
   c.request_hash AS previous_hash,
   one.seq,
 -- part: units
-  (SELECT array_agg(ROW(u.id::text, u.code, u.event_id::text, u.name, u.phase, u.start_at,
-                        u.venue, u.status, u.pinned, u.changed_seq, u.match_seq))
+  (SELECT json_agg(json_build_object(
+            'id', u.id::text, 'code', u.code, 'event_id', u.event_id::text, 'name', u.name,
+            'phase', u.phase, 'start_at', u.start_at, 'venue', u.venue, 'status', u.status,
+            'pinned', u.pinned, 'changed_seq', u.changed_seq, 'match_seq', u.match_seq))
      FROM units u) AS units,
-  (SELECT array_agg(ROW(s.unit_id::text, s.id::text, s.sort_order, s.competitor_id::text,
-                        s.score, s.result, s.rank, s.medal, s.pinned))
+  (SELECT json_agg(json_build_object(
+            'unit_id', s.unit_id::text, 'id', s.id::text, 'order', s.sort_order,
+            'competitor_id', s.competitor_id::text, 'score', s.score, 'result', s.result,
+            'rank', s.rank, 'medal', s.medal, 'pinned', s.pinned))
      FROM unit_competitor s WHERE s.unit_id IN (SELECT u.id FROM units u)) AS sides,
 -- end part
 -- part: competitors
-  (SELECT array_agg(ROW(x.id::text, x.code, x.event_id::text, x.name, x.noc, x.pinned,
-                        x.changed_seq))
+  (SELECT json_agg(json_build_object(
+            'id', x.id::text, 'code', x.code, 'event_id', x.event_id::text, 'name', x.name,
+            'noc', x.noc, 'pinned', x.pinned, 'changed_seq', x.changed_seq))
      FROM competitors x) AS competitors,
 -- end part
 -- part: medal_rows
-  (SELECT array_agg(ROW(m.id::text, m.ref, m.event_id::text, m.gold, m.silver, m.bronze,
-                        m.total, m.rank, m.pinned, m.changed_seq))
+  (SELECT json_agg(json_build_object(
+            'id', m.id::text, 'ref', m.ref, 'event_id', m.event_id::text, 'gold', m.gold,
+            'silver', m.silver, 'bronze', m.bronze, 'total', m.total, 'rank', m.rank,
+            'pinned', m.pinned, 'changed_seq', m.changed_seq))
      FROM medal_rows m) AS medal_rows,
 -- end part
 -- part: known_competitors
-  (SELECT array_agg(k.id::text) FROM competitor k WHERE k.id = ANY($8::uuid[]))
-    AS known_competitors,
+  (SELECT array_agg(k.id::text) FROM competitor k
+    WHERE k.id = ANY(:referenced_competitors::uuid[])) AS known_competitors,
 -- end part
 -- part: known_nocs
--- The NOCs the medal rows name ($7) that the event knows: some competitor of it is from one.
+-- The NOCs the medal rows name (:medal_refs) that the event knows: some competitor of it is
+-- from one.
   (SELECT array_agg(DISTINCT k.noc) FROM competitor k
     WHERE k.event_id = e.id
-      AND k.noc = ANY(SELECT split_part(m.ref, ':', 2) FROM unnest($7::text[]) AS m(ref)))
+      AND k.noc = ANY(SELECT split_part(m.ref, ':', 2)
+                        FROM unnest(:medal_refs::text[]) AS m(ref)))
     AS known_nocs,
 -- end part
 -- part: disciplines
-  (SELECT array_agg(ROW(d.code, d.id::text)) FROM discipline d WHERE d.event_id = e.id)
+  (SELECT json_object_agg(d.code, d.id::text) FROM discipline d WHERE d.event_id = e.id)
     AS disciplines,
 -- end part
 -- part: batch
@@ -89,11 +101,11 @@ SELECT
 -- end part
   e.id::text AS event_id
 FROM one
-LEFT JOIN command c ON c.command_id = $1
-LEFT JOIN event e ON e.code = $4
+LEFT JOIN command c ON c.command_id = :command_id
+LEFT JOIN event e ON e.code = :event_code
 -- part: batch
-LEFT JOIN integration i ON i.code = $9
-LEFT JOIN integration_run r ON r.id = $10::uuid
+LEFT JOIN integration i ON i.code = :integration_code
+LEFT JOIN integration_run r ON r.id = :run_id::uuid
 -- end part
 ;
 
@@ -101,14 +113,18 @@ LEFT JOIN integration_run r ON r.id = $10::uuid
 -- Under contention the road takes the locks first, in a transaction, then reads and writes.
 -- Same order as the write's: units, competitors, medal rows, each sorted by id.
 WITH
-u AS MATERIALIZED (SELECT x.id FROM unit x WHERE x.id = ANY($1::uuid[])
+u AS MATERIALIZED (SELECT x.id FROM unit x WHERE x.id = ANY(:unit_ids::uuid[])
                     ORDER BY x.id FOR NO KEY UPDATE OF x),
-c AS MATERIALIZED (SELECT x.id FROM competitor x WHERE x.id = ANY($2::uuid[])
+c AS MATERIALIZED (SELECT x.id FROM competitor x WHERE x.id = ANY(:competitor_ids::uuid[])
                     ORDER BY x.id FOR NO KEY UPDATE OF x),
-m AS MATERIALIZED (SELECT x.id FROM medal_row x WHERE x.id = ANY($3::uuid[])
+m AS MATERIALIZED (SELECT x.id FROM medal_row x WHERE x.id = ANY(:medal_row_ids::uuid[])
                     ORDER BY x.id FOR NO KEY UPDATE OF x)
 SELECT (SELECT count(*) FROM u) AS units, (SELECT count(*) FROM c) AS competitors,
        (SELECT count(*) FROM m) AS medal_rows;
+
+-- name: stored_answer
+-- The first answer to a command id, for a repeat that committed while this copy ran.
+SELECT answer, request_hash FROM command WHERE command_id = $1;
 
 -- name: write
 -- Every write of one command in one statement: one round trip, one transaction. The road
@@ -121,25 +137,25 @@ SELECT (SELECT count(*) FROM u) AS units, (SELECT count(*) FROM c) AS competitor
 WITH
 -- part: unit_checks
 unit_checks AS MATERIALIZED (
-  SELECT u.id, u.changed_seq FROM unit u WHERE u.id = ANY($27::uuid[])
+  SELECT u.id, u.changed_seq FROM unit u WHERE u.id = ANY(:checked_unit_ids::uuid[])
 ),
 -- end part
 -- part: unit_locks
 unit_locks AS MATERIALIZED (
   SELECT u.id, u.changed_seq FROM unit u
-   WHERE u.id = ANY($19::uuid[]) ORDER BY u.id FOR NO KEY UPDATE OF u
+   WHERE u.id = ANY(:locked_unit_ids::uuid[]) ORDER BY u.id FOR NO KEY UPDATE OF u
 ),
 -- end part
 -- part: competitor_locks
 competitor_locks AS MATERIALIZED (
   SELECT c.id, c.changed_seq FROM competitor c
-   WHERE c.id = ANY($21::uuid[]) ORDER BY c.id FOR NO KEY UPDATE OF c
+   WHERE c.id = ANY(:competitor_ids::uuid[]) ORDER BY c.id FOR NO KEY UPDATE OF c
 ),
 -- end part
 -- part: medal_locks
 medal_locks AS MATERIALIZED (
   SELECT m.id, m.changed_seq FROM medal_row m
-   WHERE m.id = ANY($23::uuid[]) ORDER BY m.id FOR NO KEY UPDATE OF m
+   WHERE m.id = ANY(:medal_row_ids::uuid[]) ORDER BY m.id FOR NO KEY UPDATE OF m
 ),
 -- end part
 -- Locked rows show their newest version: equal to what the read saw, or the diff is stale.
@@ -147,30 +163,34 @@ guard AS MATERIALIZED (
   SELECT true
 -- part: unit_checks
      AND (SELECT count(*) FROM unit_checks l
-            JOIN unnest($27::uuid[], $28::bigint[]) AS v(id, seq)
-              ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($27::uuid[])
+            JOIN unnest(:checked_unit_ids::uuid[], :checked_unit_seqs::bigint[]) AS v(id, seq)
+              ON v.id = l.id AND v.seq = l.changed_seq)
+         = cardinality(:checked_unit_ids::uuid[])
 -- end part
 -- part: unit_locks
      AND (SELECT count(*) FROM unit_locks l
-            JOIN unnest($19::uuid[], $20::bigint[]) AS v(id, seq)
-              ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($19::uuid[])
+            JOIN unnest(:locked_unit_ids::uuid[], :locked_unit_seqs::bigint[]) AS v(id, seq)
+              ON v.id = l.id AND v.seq = l.changed_seq)
+         = cardinality(:locked_unit_ids::uuid[])
 -- end part
 -- part: competitor_locks
      AND (SELECT count(*) FROM competitor_locks l
-            JOIN unnest($21::uuid[], $22::bigint[]) AS v(id, seq)
-              ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($21::uuid[])
+            JOIN unnest(:competitor_ids::uuid[], :competitor_seqs::bigint[]) AS v(id, seq)
+              ON v.id = l.id AND v.seq = l.changed_seq)
+         = cardinality(:competitor_ids::uuid[])
 -- end part
 -- part: medal_locks
      AND (SELECT count(*) FROM medal_locks l
-            JOIN unnest($23::uuid[], $24::bigint[]) AS v(id, seq)
-              ON v.id = l.id AND v.seq = l.changed_seq) = cardinality($23::uuid[])
+            JOIN unnest(:medal_row_ids::uuid[], :medal_row_seqs::bigint[]) AS v(id, seq)
+              ON v.id = l.id AND v.seq = l.changed_seq)
+         = cardinality(:medal_row_ids::uuid[])
 -- end part
      AS current
 ),
 -- The command id first: every other write below happens only if this row was written.
 recorded AS (
   INSERT INTO command (command_id, code, source_code, request_hash, outcome, answer, seq)
-  SELECT $9, $10, $12, $13, 'accepted', $14, $1
+  SELECT :command_id, :code, :source_code, :request_hash, 'accepted', :answer, :seq
    WHERE (SELECT g.current FROM guard g)
   ON CONFLICT (command_id) DO NOTHING
   RETURNING 1
@@ -181,9 +201,10 @@ unit_inserts AS (
   INSERT INTO unit (id, event_id, discipline_id, code, name, phase, start_at, venue, status,
                     changed_seq)
   SELECT v.id, v.event_id, v.discipline_id, v.code, v.name, coalesce(v.phase, ''),
-         v.start_at, v.venue, coalesce(v.status, 'SCHEDULED'), $1
-    FROM jsonb_to_recordset($25::jsonb) AS v(id uuid, event_id uuid, discipline_id uuid,
-         code text, name text, phase text, start_at timestamptz, venue text, status text)
+         v.start_at, v.venue, coalesce(v.status, 'SCHEDULED'), :seq
+    FROM jsonb_to_recordset(:unit_inserts::jsonb)
+         AS v(id uuid, event_id uuid, discipline_id uuid, code text, name text, phase text,
+              start_at timestamptz, venue text, status text)
    WHERE (SELECT go FROM go)
   RETURNING id
 ),
@@ -202,9 +223,9 @@ unit_updates AS (
     match_seq  = CASE WHEN v.set ? 'match_seq' THEN (v.set->>'match_seq')::int
                       ELSE u.match_seq END,
     pinned     = coalesce(v.pinned, u.pinned),
-    changed_seq = $1,
+    changed_seq = :seq,
     updated_at = now()
-  FROM jsonb_to_recordset($2::jsonb) AS v(id uuid, set jsonb, pinned text[])
+  FROM jsonb_to_recordset(:unit_updates::jsonb) AS v(id uuid, set jsonb, pinned text[])
   WHERE u.id = v.id AND (SELECT go FROM go)
   RETURNING u.id
 ),
@@ -219,8 +240,8 @@ side_updates AS (
     rank   = CASE WHEN v.set ? 'rank' THEN (v.set->>'rank')::int ELSE s.rank END,
     medal  = CASE WHEN v.set ? 'medal' THEN v.set->>'medal' ELSE s.medal END,
     pinned = coalesce(v.pinned, s.pinned),
-    changed_seq = $1
-  FROM jsonb_to_recordset($3::jsonb) AS v(id uuid, set jsonb, pinned text[])
+    changed_seq = :seq
+  FROM jsonb_to_recordset(:side_updates::jsonb) AS v(id uuid, set jsonb, pinned text[])
   WHERE s.id = v.id AND (SELECT go FROM go)
   RETURNING s.id
 ),
@@ -230,9 +251,10 @@ side_inserts AS (
   INSERT INTO unit_competitor
          (unit_id, sort_order, competitor_id, score, result, rank, medal, pinned, changed_seq)
   SELECT v.unit_id, v.sort_order, v.competitor_id, v.score, v.result, v.rank, v.medal,
-         coalesce(v.pinned, '{}'), $1
-    FROM jsonb_to_recordset($4::jsonb) AS v(unit_id uuid, sort_order int, competitor_id uuid,
-         score text, result text, rank int, medal text, pinned text[])
+         coalesce(v.pinned, '{}'), :seq
+    FROM jsonb_to_recordset(:side_inserts::jsonb)
+         AS v(unit_id uuid, sort_order int, competitor_id uuid, score text, result text,
+              rank int, medal text, pinned text[])
    WHERE (SELECT go FROM go)
   RETURNING id
 ),
@@ -246,9 +268,9 @@ medal_updates AS (
     total  = CASE WHEN v.set ? 'total' THEN (v.set->>'total')::int ELSE m.total END,
     rank   = CASE WHEN v.set ? 'rank' THEN (v.set->>'rank')::int ELSE m.rank END,
     pinned = coalesce(v.pinned, m.pinned),
-    changed_seq = $1,
+    changed_seq = :seq,
     updated_at = now()
-  FROM jsonb_to_recordset($5::jsonb) AS v(id uuid, set jsonb, pinned text[])
+  FROM jsonb_to_recordset(:medal_updates::jsonb) AS v(id uuid, set jsonb, pinned text[])
   WHERE m.id = v.id AND (SELECT go FROM go)
   RETURNING m.id
 ),
@@ -258,9 +280,10 @@ medal_inserts AS (
   INSERT INTO medal_row (id, event_id, discipline_id, noc, gold, silver, bronze, total, rank,
                          changed_seq)
   SELECT v.id, v.event_id, v.discipline_id, v.noc, coalesce(v.gold, 0), coalesce(v.silver, 0),
-         coalesce(v.bronze, 0), coalesce(v.total, 0), v.rank, $1
-    FROM jsonb_to_recordset($6::jsonb) AS v(id uuid, event_id uuid, discipline_id uuid,
-         noc text, gold int, silver int, bronze int, total int, rank int)
+         coalesce(v.bronze, 0), coalesce(v.total, 0), v.rank, :seq
+    FROM jsonb_to_recordset(:medal_inserts::jsonb)
+         AS v(id uuid, event_id uuid, discipline_id uuid, noc text, gold int, silver int,
+              bronze int, total int, rank int)
    WHERE (SELECT go FROM go)
   RETURNING id
 ),
@@ -271,8 +294,8 @@ competitor_updates AS (
     name   = CASE WHEN v.set ? 'name' THEN v.set->>'name' ELSE c.name END,
     noc    = CASE WHEN v.set ? 'noc' THEN v.set->>'noc' ELSE c.noc END,
     pinned = coalesce(v.pinned, c.pinned),
-    changed_seq = $1
-  FROM jsonb_to_recordset($7::jsonb) AS v(id uuid, set jsonb, pinned text[])
+    changed_seq = :seq
+  FROM jsonb_to_recordset(:competitor_updates::jsonb) AS v(id uuid, set jsonb, pinned text[])
   WHERE c.id = v.id AND (SELECT go FROM go)
   RETURNING c.id
 ),
@@ -281,8 +304,9 @@ competitor_updates AS (
 outbox AS (
   INSERT INTO domain_event (event_id, kind, subject_kind, subject_id, unit_id, seq, command_id,
                             payload)
-  SELECT v.event_id, v.kind, v.subject_kind, v.subject_id, v.unit_id, $1, $9, v.payload
-    FROM jsonb_to_recordset($11::jsonb) AS v(event_id uuid, kind text, subject_kind text,
+  SELECT v.event_id, v.kind, v.subject_kind, v.subject_id, v.unit_id, :seq, :command_id,
+         v.payload
+    FROM jsonb_to_recordset(:outbox::jsonb) AS v(event_id uuid, kind text, subject_kind text,
          subject_id uuid, unit_id uuid, payload jsonb)
    WHERE (SELECT go FROM go)
   RETURNING id
@@ -292,8 +316,11 @@ outbox AS (
 key_states AS (
   INSERT INTO integration_key_state AS k (integration_id, subject_key, subject_kind, subject_id,
                                           last_hash, applied_seq, last_seen_run, missing_runs)
-  SELECT $15::uuid, v.key, v.kind, v.subject_id, v.hash, v.applied_seq, $16::uuid, 0
-    FROM unnest($29::text[], $30::text[], $31::uuid[], $32::bytea[], $33::bigint[])
+  SELECT :integration_id::uuid, v.key, v.kind, v.subject_id, v.hash, v.applied_seq,
+         :run_id::uuid, 0
+    FROM unnest(:key_state_keys::text[], :key_state_kinds::text[],
+                :key_state_subject_ids::uuid[], :key_state_hashes::bytea[],
+                :key_state_applied_seqs::bigint[])
          AS v(key, kind, subject_id, hash, applied_seq)
    WHERE (SELECT go FROM go)
   ON CONFLICT (integration_id, subject_key) DO UPDATE SET
@@ -311,11 +338,13 @@ row_log AS (
   INSERT INTO integration_row (run_id, integration_id, batch_no, position, subject_key,
                                subject_kind, subject_id, row_hash, outcome, reason, diff,
                                kept_by_hand)
-  SELECT $16::uuid, $15::uuid, $18, v.position, v.key, v.kind, v.subject_id,
+  SELECT :run_id::uuid, :integration_id::uuid, :batch_no, v.position, v.key, v.kind,
+         v.subject_id,
          decode(v.hash, 'hex'), v.outcome, v.reason, coalesce(v.diff, '[]'),
          coalesce(v.kept, '[]')
-    FROM jsonb_to_recordset($17::jsonb) AS v(position int, key text, kind text, subject_id uuid,
-         hash text, outcome text, reason text, diff jsonb, kept jsonb)
+    FROM jsonb_to_recordset(:row_log::jsonb)
+         AS v(position int, key text, kind text, subject_id uuid, hash text, outcome text,
+              reason text, diff jsonb, kept jsonb)
    WHERE (SELECT go FROM go)
   RETURNING 1
 ),
@@ -325,11 +354,12 @@ row_log AS (
 match_actions AS (
   INSERT INTO match_action (unit_id, seq, command_id, kind, side, fields, undoes, actor_kind,
                             actor_name, source_code, screen, client_at)
-  SELECT v.unit_id, v.seq, $9, v.kind, v.side, coalesce(v.fields, '{}'), v.undoes,
+  SELECT v.unit_id, v.seq, :command_id, v.kind, v.side, coalesce(v.fields, '{}'), v.undoes,
          t.actor_kind, t.actor_name, t.source_code, t.screen, v.client_at
-    FROM jsonb_to_recordset($26::jsonb) AS v(unit_id uuid, seq int, kind text, side int,
-         fields jsonb, undoes int, client_at timestamptz)
-   CROSS JOIN jsonb_to_record($8::jsonb) AS t(actor_kind text, actor_name text,
+    FROM jsonb_to_recordset(:match_actions::jsonb)
+         AS v(unit_id uuid, seq int, kind text, side int, fields jsonb, undoes int,
+              client_at timestamptz)
+   CROSS JOIN jsonb_to_record(:timeline::jsonb) AS t(actor_kind text, actor_name text,
          source_code text, screen text)
    WHERE (SELECT go FROM go)
   RETURNING 1
@@ -338,7 +368,7 @@ match_actions AS (
 -- part: match_undos
 match_undos AS (
   UPDATE match_action a SET undone_by = v.seq
-    FROM jsonb_to_recordset($26::jsonb) AS v(unit_id uuid, seq int, undoes int)
+    FROM jsonb_to_recordset(:match_actions::jsonb) AS v(unit_id uuid, seq int, undoes int)
    WHERE a.unit_id = v.unit_id AND a.seq = v.undoes AND (SELECT go FROM go)
   RETURNING 1
 ),
@@ -348,19 +378,19 @@ run AS (
   UPDATE integration_run r SET
     batch_done = r.batch_done + 1,
     status = CASE WHEN r.status = 'received' THEN 'applying' ELSE r.status END
-  WHERE r.id = $16::uuid AND (SELECT go FROM go)
+  WHERE r.id = :run_id::uuid AND (SELECT go FROM go)
   RETURNING r.batch_done
 ),
 -- end part
 timeline AS (
   INSERT INTO timeline_item (command_id, code, event_id, subject_kind, subject_id, unit_ids,
                              actor_kind, actor_name, source_code, screen, payload, diff, seq)
-  SELECT $9, $10, t.event_id, t.subject_kind, t.subject_id, coalesce(t.unit_ids, '{}'),
-         t.actor_kind, t.actor_name, t.source_code, t.screen, coalesce(t.payload, '{}'),
-         coalesce(t.diff, '[]'), $1
-    FROM jsonb_to_record($8::jsonb) AS t(event_id uuid, subject_kind text, subject_id uuid,
-         unit_ids uuid[], actor_kind text, actor_name text, source_code text, screen text,
-         payload jsonb, diff jsonb)
+  SELECT :command_id, :code, t.event_id, t.subject_kind, t.subject_id,
+         coalesce(t.unit_ids, '{}'), t.actor_kind, t.actor_name, t.source_code, t.screen,
+         coalesce(t.payload, '{}'), coalesce(t.diff, '[]'), :seq
+    FROM jsonb_to_record(:timeline::jsonb)
+         AS t(event_id uuid, subject_kind text, subject_id uuid, unit_ids uuid[], actor_kind text,
+              actor_name text, source_code text, screen text, payload jsonb, diff jsonb)
    WHERE (SELECT go FROM go)
   RETURNING id
 )

@@ -103,34 +103,40 @@ UPDATE client_feed SET
  WHERE id = $1;
 
 -- name: record_send
--- One send: its row, and the feed's state. Delivered: current up to mark $17 (outbox id $2) and the client's open alerts cleared. Failed or refused: still owed, tried again
--- after $13 seconds.
+-- One send: its row, and the feed's state. Delivered: current up to mark :marks (outbox id
+-- :outbox_id) and the client's open alerts cleared. Failed or refused: still owed, tried again
+-- after :retry_seconds.
 WITH cleared AS (
   UPDATE delivery_alert SET status = 'cleared', cleared_at = now()
-   WHERE client_id = $3 AND status = 'open' AND $9 = 'delivered'
+   WHERE client_id = :client_id AND status = 'open' AND :outcome = 'delivered'
   RETURNING id
 ),
 attempt AS (
   INSERT INTO delivery_attempt (client_id, feed_id, version, file_name, sha256, bytes, attempts,
                                 outcome, error, outbox_id, saved_at, delivered_at, resend)
-  VALUES ($3, $1, $4, $5, $6, $7, $8, $9, $10, $2, $11, $12, $14)
+  VALUES (:client_id, :feed_id, :version, :file_name, :sha256, :bytes, :attempts,
+          :outcome, :error, :outbox_id, :saved_at, :delivered_at, :resend)
   RETURNING id
 )
 UPDATE client_feed f SET
-  built_marks = CASE WHEN $9 = 'delivered' THEN greatest(f.built_marks, $17)
+  built_marks = CASE WHEN :outcome = 'delivered' THEN greatest(f.built_marks, :marks)
                      ELSE f.built_marks END,
-  built_id = CASE WHEN $9 = 'delivered' THEN greatest(f.built_id, $2) ELSE f.built_id END,
-  force = CASE WHEN $9 = 'delivered' THEN false ELSE f.force END,
+  built_id = CASE WHEN :outcome = 'delivered' THEN greatest(f.built_id, :outbox_id)
+                  ELSE f.built_id END,
+  force = CASE WHEN :outcome = 'delivered' THEN false ELSE f.force END,
   due_at = CASE
-    WHEN $9 <> 'delivered' THEN clock_timestamp() + make_interval(secs => $13::float8)
-    WHEN f.marks > greatest(f.built_marks, $17)
-      THEN clock_timestamp() + make_interval(secs => $16::float8)
+    WHEN :outcome <> 'delivered'
+      THEN clock_timestamp() + make_interval(secs => :retry_seconds::float8)
+    WHEN f.marks > greatest(f.built_marks, :marks)
+      THEN clock_timestamp() + make_interval(secs => :window_seconds::float8)
     ELSE NULL END,
-  delivered_version = CASE WHEN $9 = 'delivered' THEN $4 ELSE f.delivered_version END,
-  delivered_content_sha = CASE WHEN $9 = 'delivered' THEN $15 ELSE f.delivered_content_sha END,
-  delivered_sha256 = CASE WHEN $9 = 'delivered' THEN $6 ELSE f.delivered_sha256 END,
-  delivered_at = CASE WHEN $9 = 'delivered' THEN $12 ELSE f.delivered_at END
- WHERE f.id = $1
+  delivered_version = CASE WHEN :outcome = 'delivered' THEN :version
+                           ELSE f.delivered_version END,
+  delivered_content_sha = CASE WHEN :outcome = 'delivered' THEN :content_sha
+                               ELSE f.delivered_content_sha END,
+  delivered_sha256 = CASE WHEN :outcome = 'delivered' THEN :sha256 ELSE f.delivered_sha256 END,
+  delivered_at = CASE WHEN :outcome = 'delivered' THEN :delivered_at ELSE f.delivered_at END
+ WHERE f.id = :feed_id
 RETURNING (SELECT id FROM attempt), (SELECT count(*) FROM cleared) AS cleared;
 
 -- name: postpone_client

@@ -51,7 +51,8 @@ SELECT u.id::text AS id, d.code AS discipline, d.sport_file
 -- name: save_provider
 INSERT INTO provider (code, name, format, mode, address, login, secret, api_key_hash,
                       interval_seconds, event_code, enabled, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now())
+VALUES (:code, :name, :format, :mode, :address, :login, :secret, :api_key_hash,
+        :interval_seconds, :event_code, :enabled, now())
 ON CONFLICT (code) DO UPDATE SET
   name = EXCLUDED.name, format = EXCLUDED.format, mode = EXCLUDED.mode,
   address = EXCLUDED.address, login = EXCLUDED.login, secret = EXCLUDED.secret,
