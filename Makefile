@@ -31,6 +31,7 @@ TYPED := \
   services/delivery/omnium_delivery \
   services/public-api/omnium_gateway \
   services/scoring/omnium_scoring \
+  dev \
   bench
 
 .PHONY: help
@@ -84,7 +85,7 @@ tools: $(STAMP) ## Check the browser, sshd, wrk, Varnish and nginx with nchan th
 
 .PHONY: run
 run: install system ## Start PostgreSQL, Redis and every service; print where each listens
-	$(PY) -m omnium_devstack run
+	$(PY) -m dev run
 
 .PHONY: system-ha
 system-ha: $(STAMP) ## Check PostgreSQL, Redis, Patroni, etcd and HAProxy; apt-get install them when missing (as root)
@@ -92,7 +93,7 @@ system-ha: $(STAMP) ## Check PostgreSQL, Redis, Patroni, etcd and HAProxy; apt-g
 
 .PHONY: run-ha
 run-ha: install system-ha ## The HA profile: two PostgreSQL nodes under Patroni (a synchronous standby), two copies of every service behind HAProxy
-	$(PY) -m omnium_devstack run --ha
+	$(PY) -m dev run --ha
 
 .PHONY: drill-failover
 drill-failover: install system-ha ## Drill: kill -9 the database leader under load; print what was lost (must be 0) and how long writes paused

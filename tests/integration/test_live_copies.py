@@ -25,7 +25,7 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
-from omnium_devstack.copies import haproxy_spec, http_port
+from dev.copies import haproxy_spec, http_port
 from omnium_devstack.stack import port_is_free
 from omnium_live import LivePublisher
 from omnium_settings import Settings

@@ -14,8 +14,8 @@ from typing import Any
 import asyncpg
 import httpx
 
+from dev.copies import addresses, two_copies
 from omnium_db import apply_migrations, init_connection
-from omnium_devstack.copies import addresses, two_copies
 from omnium_devstack.ha import PatroniCluster
 from omnium_devstack.launcher import ServiceSpec, run_services
 from omnium_devstack.stack import RedisServer, Stack
