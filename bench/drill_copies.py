@@ -671,7 +671,7 @@ async def settle_and_check(
 
 
 async def one_run(args: argparse.Namespace, run_no: int) -> dict[str, float | str]:
-    from omnium_devstack.stack import RedisServer
+    from omnium_devstack import RedisServer
 
     # SIGTERM stops the drill as Ctrl-C does: the task is cancelled and every finally runs.
     task = asyncio.current_task()

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from omnium_devstack.launcher import ServiceSpec
-from omnium_devstack.stack import StackError
+from omnium_devstack.server import StackError
 from omnium_settings import Settings
 
 COPIES = 2

@@ -16,9 +16,9 @@ import httpx
 from dev.copies import addresses, two_copies
 from dev.demo import MEDALS, SCHEDULE, demo_clients, demo_integrations, webhook_secret
 from omnium_db import apply_migrations, init_connection
+from omnium_devstack import RedisServer, Stack
 from omnium_devstack.ha import PatroniCluster
 from omnium_devstack.launcher import ServiceSpec, run_services
-from omnium_devstack.stack import RedisServer, Stack
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from omnium_devstack.binaries import MissingBinaries, ensure_binaries
-from omnium_devstack.stack import PortInUse, Stack, StackError
+from omnium_devstack.server import PortInUse, StackError
+from omnium_devstack.stack import Stack
 
 DEFAULT_DATA_DIR = Path(".omnium/dev")
 DEFAULT_PG_PORT = 55432

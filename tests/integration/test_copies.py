@@ -20,7 +20,7 @@ from aiohttp import web
 
 from dev.copies import _HTTP, addresses, haproxy_spec, http_port, two_copies
 from dev.games_day import services
-from omnium_devstack.stack import port_is_free
+from omnium_devstack import port_is_free
 from omnium_settings import Settings
 
 

@@ -11,7 +11,7 @@ import asyncpg
 import brotli
 import httpx
 
-from omnium_devstack.stack import free_port
+from omnium_devstack import free_port
 from omnium_devstack.varnish import running_varnish
 from tests.support.command import running_command
 from tests.support.games import EVENT, make_games

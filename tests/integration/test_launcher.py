@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from dev.games_day import services
+from omnium_devstack import free_port
 from omnium_devstack.launcher import Launcher, RestartPolicy, ServiceSpec, run_services
-from omnium_devstack.stack import free_port
 from omnium_settings import Settings
 from tests.support.servers import Servers
 
