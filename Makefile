@@ -32,6 +32,7 @@ TYPED := \
   services/delivery/omnium_delivery \
   services/public-api/omnium_gateway \
   services/scoring/omnium_scoring \
+  dev \
   bench
 
 .PHONY: help
@@ -94,7 +95,7 @@ $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 
 .PHONY: run
 run: install system ## Start PostgreSQL, Redis and every service; print where each listens
-	$(PY) -m omnium_devstack run
+	$(PY) -m dev run
 
 .PHONY: system-ha
 system-ha: $(STAMP) ## Check PostgreSQL, Redis, Patroni, etcd and HAProxy; apt-get install them when missing (as root)
@@ -102,7 +103,7 @@ system-ha: $(STAMP) ## Check PostgreSQL, Redis, Patroni, etcd and HAProxy; apt-g
 
 .PHONY: run-ha
 run-ha: install system-ha ## The HA profile: two PostgreSQL nodes under Patroni (a synchronous standby), two copies of every service behind HAProxy
-	$(PY) -m omnium_devstack run --ha
+	$(PY) -m dev run --ha
 
 .PHONY: drill-failover
 drill-failover: install system-ha ## Drill: kill -9 the database leader under load; print what was lost (must be 0) and how long writes paused

@@ -22,18 +22,12 @@ import asyncpg
 import httpx
 
 from bench._common import BenchError, database_server, database_url_for, drop, recreate, require
+from dev.demo import Feed, demo_integrations
 from omnium_accounts import Accounts
 from omnium_admin import AdminApp
 from omnium_command import CommandApp
 from omnium_db import PoolRoad, apply_migrations, create_pool, init_connection
-from omnium_imports import (
-    ImportsApp,
-    IntegrationSpec,
-    add_lookups,
-    load_reference,
-    mapping_file,
-    register_integration,
-)
+from omnium_imports import ImportsApp
 from omnium_scout_sim import DoorbellTarget, ScoutSimulator, SimulatorConfig
 from omnium_settings import Settings
 
@@ -86,22 +80,7 @@ async def stack(database_url: str, runs: int) -> AsyncIterator[tuple[AdminApp, s
     db = await asyncpg.connect(database_url)
     await init_connection(db)
     try:
-        ours = await load_reference(db, sim.reference())
-        integration = await register_integration(
-            db,
-            IntegrationSpec(
-                code=CODE,
-                event_code="AG2026",
-                name="Scout: schedule and results",
-                target="unit",
-                base_url=sim.base_url,
-                job="schedule",
-                secret=SECRET,
-                mapping=mapping_file("scout_units"),
-                creates_units=True,
-            ),
-        )
-        await add_lookups(db, integration, "competitor", ours)
+        await demo_integrations(db, sim.reference(), sim.base_url, SECRET, [Feed(CODE, "schedule")])
         first = await sim.make_run("schedule", wait_doorbell=True)
         first_id = await wait_for_run(db, first.id)
         units = sim.reference()["units"]

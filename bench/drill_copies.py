@@ -1,6 +1,6 @@
 """The copies drill: kill -9 and roll each service's copies under load, and count what was lost.
 
-The HA profile as `make run-ha` runs it (libs/omnium_devstack/copies.py), on free ports: a Patroni
+The HA profile as `make run-ha` runs it (dev/copies.py), on free ports: a Patroni
 pair (synchronous standby), Redis, two copies of command, scoring, imports, delivery, the gateway
 and admin, HAProxy in front of the HTTP copies (the gateway, the imports doorbell, admin), the
 Scout simulator replaying a Games day and ringing the doorbell through HAProxy, the demo clients'
@@ -298,7 +298,7 @@ def cpu_top(before: dict[tuple[str, int], float], after: dict[tuple[str, int], f
 
 
 def make_copies(specs: Sequence[Any], env: dict[str, str], replay_seconds: float) -> list[Copy]:
-    from omnium_devstack.copies import READY_PATH  # the ready checks HAProxy reads
+    from dev.copies import READY_PATH  # the ready checks HAProxy reads
     from omnium_devstack.launcher import host_port
 
     out = []
@@ -671,7 +671,7 @@ async def settle_and_check(
 
 
 async def one_run(args: argparse.Namespace, run_no: int) -> dict[str, float | str]:
-    from omnium_devstack.stack import RedisServer
+    from omnium_devstack import RedisServer
 
     # SIGTERM stops the drill as Ctrl-C does: the task is cancelled and every finally runs.
     task = asyncio.current_task()
@@ -696,9 +696,9 @@ async def one_run(args: argparse.Namespace, run_no: int) -> dict[str, float | st
 async def _with_servers(
     args: argparse.Namespace, run_no: int, load: Load, url: str, redis_url: str
 ) -> dict[str, float | str]:
+    from dev.copies import addresses, two_copies
+    from dev.games_day import services, set_up_demo
     from omnium_delivery.sinks import ensure_keys
-    from omnium_devstack.copies import addresses, two_copies
-    from omnium_devstack.games_day import services, set_up_demo
     from omnium_settings import Settings
 
     data_dir = args.data_dir.resolve()

@@ -257,8 +257,8 @@ async def writes_back(drill: Drill, case: Case, within: float) -> None:
 
 
 async def one_run(args: argparse.Namespace, run_no: int) -> dict[str, float | str]:
-    from omnium_devstack.games_day import services, set_up_demo
-    from omnium_devstack.stack import RedisServer
+    from dev.games_day import services, set_up_demo
+    from omnium_devstack import RedisServer
     from omnium_settings import Settings
 
     # SIGTERM stops the drill as Ctrl-C does: the task is cancelled and every finally runs.

@@ -25,7 +25,7 @@ import httpx
 
 from bench._common import BenchError, database_url_for, require, servers
 from omnium_db import apply_migrations
-from omnium_devstack.stack import free_port
+from omnium_devstack import free_port
 from omnium_devstack.varnish import RunningVarnish, running_varnish
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -38,14 +38,8 @@ from bench._common import (
     recreate,
     wait_for_port,
 )
+from dev.demo import Feed, demo_integrations
 from omnium_db import apply_migrations, init_connection
-from omnium_imports import (
-    IntegrationSpec,
-    add_lookups,
-    load_reference,
-    mapping_file,
-    register_integration,
-)
 from omnium_scout_sim import ScoutSimulator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -596,27 +590,12 @@ async def setup_database(
     applied = await apply_migrations(conn)
     if applied:
         say(f"migrations applied: {applied}")
-    ours = await load_reference(conn, reference)
-    made = []
-    for code, job, _ in (SMALL, BIG):
-        integration_id = await register_integration(
-            conn,
-            IntegrationSpec(
-                code=code,
-                event_code=reference["event"]["code"],
-                name=f"Bench Scout: {job}",
-                target="unit",
-                base_url=base_url,
-                job=job,
-                secret=SECRET,
-                mapping=mapping_file("scout_units"),
-                creates_units=True,
-                check_seconds=CHECK_SECONDS,
-            ),
-        )
-        await add_lookups(conn, integration_id, "competitor", ours)
-        made.append(Integration(code, job, integration_id))
-    return made[0], made[1], len(ours)
+    feeds = [Feed(code, job, name=f"Bench Scout: {job}") for code, job, _ in (SMALL, BIG)]
+    found = await demo_integrations(
+        conn, reference, base_url, SECRET, feeds, check_seconds=CHECK_SECONDS
+    )
+    small, big = (Integration(feed.code, feed.job, found.ids[feed.code]) for feed in feeds)
+    return small, big, len(found.competitors)
 
 
 async def check_small_landed(conn: Any, rows: Sequence[Mapping[str, Any]]) -> str:

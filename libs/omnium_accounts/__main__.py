@@ -19,7 +19,7 @@ from omnium_db import apply_migrations, create_pool, init_connection
 from omnium_db._pool import PoolRoad
 from omnium_devstack.binaries import MissingBinaries
 from omnium_devstack.local import dev_database
-from omnium_devstack.stack import StackError
+from omnium_devstack.server import StackError
 from omnium_settings import Settings, SettingsError
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from omnium_devstack.binaries import MissingBinaries, ensure_binaries
-from omnium_devstack.stack import PortInUse, Stack, StackError
+from omnium_devstack.server import PortInUse, StackError
+from omnium_devstack.stack import Stack
 
 DEFAULT_DATA_DIR = Path(".omnium/dev")
 DEFAULT_PG_PORT = 55432
@@ -23,10 +24,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "command",
-        choices=["ensure", "up", "down", "status", "env", "run"],
+        choices=["ensure", "up", "down", "status", "env"],
         help="ensure: install/find binaries; up: start both; down: stop both; "
-        "status: what runs where; env: print the env file written by `up`; "
-        "run: both servers, the schema and every service (make run)",
+        "status: what runs where; env: print the env file written by `up` "
+        "(every service on top of them: python -m dev run, which is make run)",
     )
     parser.add_argument(
         "--tools",
@@ -37,8 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--ha",
         action="store_true",
-        help="ensure: also Patroni and etcd; run: the HA profile (etcd, two PostgreSQL nodes "
-        "under Patroni, a synchronous standby) instead of one PostgreSQL",
+        help="ensure: also Patroni and etcd, for the HA profile (python -m dev run --ha)",
     )
     parser.add_argument(
         "--data-dir",
@@ -86,22 +86,13 @@ def _write_env(stack: Stack) -> str:
 
 def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    logging.basicConfig(
-        level=logging.INFO, format="omnium-devstack: %(message)s", stream=sys.stderr
-    )
+    log_to_stderr()
     stack = _stack(args)
     if args.command == "ensure":
         binaries = ensure_binaries(install=True, tools=args.tools, ha=args.ha)
         print(f"postgres: {binaries.postgres.bindir}")
         print(f"redis-server: {binaries.redis_server}")
         return 0
-    if args.command == "run":
-        from omnium_devstack.games_day import run_games_day
-
-        if args.ha:
-            return run_games_day(args.data_dir / "ha", args.pg_port, args.redis_port, ha=True)
-        return run_games_day(args.data_dir, args.pg_port, args.redis_port)
     if args.command == "up":
         stack.start()
         sys.stdout.write(_write_env(stack))
@@ -126,9 +117,22 @@ def run(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def log_to_stderr() -> None:
+    """The dev stack's own lines on stderr, prefixed; httpx's only when something goes wrong."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.basicConfig(
+        level=logging.INFO, format="omnium-devstack: %(message)s", stream=sys.stderr
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    return exit_code(lambda: run(argv))
+
+
+def exit_code(command: Callable[[], int]) -> int:
+    """What a dev stack command returns: its own code, or one for the error it explains."""
     try:
-        return run(argv)
+        return command()
     except (MissingBinaries, PortInUse) as exc:
         print(exc, file=sys.stderr)
         return 2

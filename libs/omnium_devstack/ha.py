@@ -28,20 +28,22 @@ from pathlib import Path
 from typing import Any
 
 from omnium_devstack.binaries import MissingBinaries, find_postgres
-from omnium_devstack.stack import (
+from omnium_devstack.postgres import (
     DATABASE,
-    HOST,
-    StackError,
     _clean_env,
     _pg_os_user,
-    _run,
     _RunAs,
-    _wait_until_gone,
     fallback_folder,
-    free_port,
     make_fallback,
+)
+from omnium_devstack.server import (
+    HOST,
+    StackError,
+    free_port,
     pid_alive,
+    run_command,
     tail,
+    wait_until_gone,
 )
 
 log = logging.getLogger("omnium_devstack")
@@ -69,7 +71,7 @@ class HaTimings:
     ttl: int = 20
     loop_wait: int = 2
     retry_timeout: int = 5
-    # Not strict: with the standby gone the primary goes on alone (see README, "When the
+    # Not strict: with the standby gone the primary goes on alone (see docs/high-availability.md, "When the
     # database fails over"); Patroni then promotes no node that was not in sync.
     strict: bool = False
 
@@ -426,7 +428,7 @@ class PatroniCluster:
             pid = node.postmaster_pid()
             if pid is not None:
                 # Patroni stops its PostgreSQL; one left behind by a killed agent is ours to end.
-                code, _ = _run(
+                code, _ = run_command(
                     self.who.wrap(
                         [str(self.bindir / "pg_ctl"), "-D", str(node.pgdata), "-m", "fast", "stop"]
                     ),
@@ -434,7 +436,7 @@ class PatroniCluster:
                     cwd=Path("/"),
                     env=_clean_env(),
                 )
-                if code != 0 or not _wait_until_gone(pid, 10):
+                if code != 0 or not wait_until_gone(pid, 10):
                     _kill(pid, signal.SIGKILL)
         self.etcd.stop()
 
@@ -449,7 +451,7 @@ class PatroniCluster:
             node.proc.wait(10)
         _kill(postmaster, signal.SIGKILL)
         if postmaster is not None:
-            _wait_until_gone(postmaster, 10)
+            wait_until_gone(postmaster, 10)
 
     def kill_postmaster(self, name: str) -> None:
         """kill -9 the postmaster alone: Patroni restarts it in place."""
@@ -457,7 +459,7 @@ class PatroniCluster:
         if pid is None:
             raise StackError(f"node {name} runs no PostgreSQL")
         _kill(pid, signal.SIGKILL)
-        _wait_until_gone(pid, 10)
+        wait_until_gone(pid, 10)
 
     # -- what it looks like
 
@@ -540,14 +542,16 @@ class PatroniCluster:
         leader = self.node(self.wait_for_leader(START_TIMEOUT))
         base = [str(self.psql), "-X", "-q", "-t", "-A", "-h", HOST, "-p", str(leader.pg_port)]
         base += ["-U", "postgres", "-d", "postgres", "-c"]
-        code, out = _run(
+        code, out = run_command(
             [*base, f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'"],
             timeout=60,
             env=_clean_env(),
         )
         if code == 0 and out.strip() == "1":
             return
-        code, out = _run([*base, f"CREATE DATABASE {DATABASE}"], timeout=60, env=_clean_env())
+        code, out = run_command(
+            [*base, f"CREATE DATABASE {DATABASE}"], timeout=60, env=_clean_env()
+        )
         if code != 0 and "already exists" not in out:
             raise StackError(f"could not create database {DATABASE!r} on {leader.name}: {out}")
 

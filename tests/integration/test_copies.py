@@ -18,9 +18,9 @@ from pathlib import Path
 import httpx
 from aiohttp import web
 
-from omnium_devstack.copies import _HTTP, addresses, haproxy_spec, http_port, two_copies
-from omnium_devstack.games_day import services
-from omnium_devstack.stack import port_is_free
+from dev.copies import _HTTP, addresses, haproxy_spec, http_port, two_copies
+from dev.games_day import services
+from omnium_devstack import port_is_free
 from omnium_settings import Settings
 
 

@@ -488,7 +488,8 @@ def test_the_ha_profile_refuses_to_start_without_patroni_or_etcd(
         env.pop(name, None)
     data = tmp_path / "data"
     done = subprocess.run(
-        [sys.executable, "-m", "omnium_devstack", "run", "--ha", "--data-dir", str(data)],
+        [sys.executable, "-m", "dev", "run", "--ha", "--data-dir", str(data)],
+        cwd=Path(__file__).resolve().parents[2],
         env=env,
         capture_output=True,
         text=True,

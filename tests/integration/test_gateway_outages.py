@@ -8,7 +8,7 @@ from pathlib import Path
 import asyncpg
 import httpx
 
-from omnium_devstack.stack import RedisServer, free_port
+from omnium_devstack import RedisServer, free_port
 from tests.support.command import running_command
 from tests.support.games import EVENT, make_games
 from tests.support.gateway import gateway_process, running_gateway

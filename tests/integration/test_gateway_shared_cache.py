@@ -12,7 +12,7 @@ import brotli
 import httpx
 import redis.asyncio as aioredis
 
-from omnium_devstack.stack import free_port
+from omnium_devstack import free_port
 from omnium_devstack.varnish import running_varnish
 from omnium_gateway._route_sets import LiveRoutes
 from omnium_live import LivePublisher, live_hub

@@ -18,7 +18,7 @@ from pathlib import Path
 import asyncpg
 import httpx
 
-from omnium_devstack.stack import free_port
+from omnium_devstack import free_port
 from omnium_imports import ImportsApp
 from tests.support.command import TOKEN
 from tests.support.delivery import eventually, query_until

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from omnium_devstack.games_day import services
+from dev.games_day import services
+from omnium_devstack import free_port
 from omnium_devstack.launcher import Launcher, RestartPolicy, ServiceSpec, run_services
-from omnium_devstack.stack import free_port
 from omnium_settings import Settings
 from tests.support.servers import Servers
 

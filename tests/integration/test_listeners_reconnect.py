@@ -27,7 +27,7 @@ from grpc import aio
 from omnium.command.v1 import command_pb2
 from omnium.scoring.v1 import scoring_pb2
 from omnium_db import NotifyListener, init_connection
-from omnium_devstack.stack import free_port
+from omnium_devstack import free_port
 from omnium_imports import _queue
 from omnium_live import stream_key
 from tests.support.command import CommandClient, running_command, settings_for

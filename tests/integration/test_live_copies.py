@@ -25,8 +25,8 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
-from omnium_devstack.copies import haproxy_spec, http_port
-from omnium_devstack.stack import port_is_free
+from dev.copies import haproxy_spec, http_port
+from omnium_devstack import port_is_free
 from omnium_live import LivePublisher
 from omnium_settings import Settings
 from tests.support.delivery import eventually

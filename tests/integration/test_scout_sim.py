@@ -23,7 +23,7 @@ import httpx
 import pytest
 from aiohttp import web
 
-from omnium_devstack.stack import free_port
+from omnium_devstack import free_port
 from omnium_scout_sim import (
     DoorbellTarget,
     Games,

@@ -13,21 +13,15 @@ from typing import Any
 
 import asyncpg
 
+from dev import demo
 from omnium_db import init_connection
-from omnium_imports import (
-    ImportsApp,
-    IntegrationSpec,
-    add_lookups,
-    load_reference,
-    mapping_file,
-    register_integration,
-)
+from omnium_imports import ImportsApp
 from omnium_scout_sim import DoorbellTarget, ScoutSimulator, SimulatorConfig
 from tests.support.command import CommandClient, running_command, settings_for
 
 SECRET = "doorbell-secret-1"
-SCHEDULE = "scout-schedule"
-MEDALS = "scout-medals"
+SCHEDULE = demo.SCHEDULE.code
+MEDALS = demo.MEDALS.code
 FINISHED = ("done", "partly_done", "failed", "scout_failed", "older", "paused_by_guard")
 
 
@@ -124,35 +118,8 @@ async def games_day(
         db = await asyncpg.connect(database_url)
         await init_connection(db)
         try:
-            ours = await load_reference(db, sim.reference())
-            schedule_id = await register_integration(
-                db,
-                IntegrationSpec(
-                    code=SCHEDULE,
-                    event_code="AG2026",
-                    name="Scout: schedule and results",
-                    target="unit",
-                    base_url=sim.base_url,
-                    job="schedule",
-                    secret=SECRET,
-                    mapping=mapping_file("scout_units"),
-                    creates_units=True,
-                ),
-            )
-            medals_id = await register_integration(
-                db,
-                IntegrationSpec(
-                    code=MEDALS,
-                    event_code="AG2026",
-                    name="Scout: medal table",
-                    target="medal_row",
-                    base_url=sim.base_url,
-                    job="medals",
-                    secret=SECRET,
-                    mapping=mapping_file("scout_medals"),
-                ),
-            )
-            await add_lookups(db, schedule_id, "competitor", ours)
+            found = await demo.demo_integrations(db, sim.reference(), sim.base_url, SECRET)
+            schedule_id, medals_id = found.ids[SCHEDULE], found.ids[MEDALS]
             yield GamesDay(database_url, command, imports, sim, db, schedule_id, medals_id)
         finally:
             await sim.stop()

@@ -21,7 +21,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from omnium_db import apply_migrations
-from omnium_devstack.stack import PostgresServer, RedisServer, free_port
+from omnium_devstack import PostgresServer, RedisServer, free_port
 
 # A connect racing the crash (the server resets it mid-handshake, ECONNRESET) can leave its
 # socket transport, or the bare socket under it, to the garbage collector inside asyncio/asyncpg,

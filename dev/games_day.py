@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import os
 import secrets
@@ -14,11 +13,12 @@ from typing import Any
 import asyncpg
 import httpx
 
+from dev.copies import addresses, two_copies
+from dev.demo import MEDALS, SCHEDULE, demo_clients, demo_integrations, webhook_secret
 from omnium_db import apply_migrations, init_connection
-from omnium_devstack.copies import addresses, two_copies
+from omnium_devstack import RedisServer, Stack
 from omnium_devstack.ha import PatroniCluster
 from omnium_devstack.launcher import ServiceSpec, run_services
-from omnium_devstack.stack import RedisServer, Stack
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -79,9 +79,9 @@ def services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
                 "--secret-file",
                 str(secret_file),
                 "--integration",
-                f"schedule={DEMO_SCHEDULE}",
+                f"schedule={SCHEDULE.code}",
                 "--integration",
-                f"medals={DEMO_MEDALS}",
+                f"medals={MEDALS.code}",
             ),
         ),
         ServiceSpec(
@@ -114,75 +114,10 @@ def services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
     ]
 
 
-def demo_clients(settings: Settings, data_dir: Path, event: str) -> list[dict[str, Any]]:
-    """The seed's media clients: one gets 7 files by SFTP, one the top-5 medal table by webhook."""
-    from omnium_delivery.sinks import ensure_keys
-
-    host_key, client_key = ensure_keys(data_dir / "sftp-keys")
-    host = settings.bind_host
-    return [
-        {
-            "code": "ndtv",
-            "name": "NDTV (demo)",
-            "event": event,
-            "transport": "sftp",
-            "sftp": {
-                "host": host,
-                "port": settings.sftp_sink_port,
-                "username": "ndtv",
-                "client_key": str(client_key.resolve()),
-                "host_key": host_key,
-                "folder": ".",
-            },
-            "feeds": [
-                {"kind": "schedule", "format": "odf"},
-                {"kind": "schedule", "format": "json"},
-                {"kind": "schedule", "format": "csv"},
-                {"kind": "results", "format": "odf", "live": True},
-                {"kind": "results", "format": "json", "live": True},
-                {"kind": "medals", "format": "odf"},
-                {"kind": "medals", "format": "csv"},
-            ],
-        },
-        {
-            "code": "dailyhunt",
-            "name": "DailyHunt (demo)",
-            "event": event,
-            "transport": "webhook",
-            "webhook": {
-                "url": f"http://{host}:{settings.webhook_sink_port}/hooks/dailyhunt",
-                "secret": _webhook_secret(data_dir),
-            },
-            "feeds": [{"kind": "medals", "format": "json", "top": 5}],
-        },
-    ]
-
-
-def _webhook_secret(data_dir: Path) -> str:
-    path = data_dir / "webhook-secret"
-    if not path.exists():
-        data_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text("whsec_" + base64.b64encode(secrets.token_bytes(24)).decode() + "\n")
-        path.chmod(0o600)
-    return path.read_text().strip()
-
-
-DEMO_SCHEDULE = "scout-schedule"
-DEMO_MEDALS = "scout-medals"
-
-
 async def set_up_demo(
     database_url: str, settings: Settings, secret: str, data_dir: Path | None = None
 ) -> None:
     """The demo's two integrations, set up from the simulator's reference once it answers."""
-    from omnium_imports import (
-        IntegrationSpec,
-        add_lookups,
-        load_reference,
-        mapping_file,
-        register_integration,
-    )
-
     base = f"http://{settings.bind_host}:{settings.scout_simulator_port}"
     reference: dict[str, Any] | None = None
     async with httpx.AsyncClient(timeout=5) as http:
@@ -198,45 +133,15 @@ async def set_up_demo(
     conn = await asyncpg.connect(database_url)
     await init_connection(conn)
     try:
-        ours = await load_reference(conn, reference)
+        await demo_integrations(conn, reference, base, secret, check_seconds=60)
         event = reference["event"]["code"]
-        schedule = await register_integration(
-            conn,
-            IntegrationSpec(
-                code=DEMO_SCHEDULE,
-                event_code=event,
-                name="Scout: schedule and results",
-                target="unit",
-                base_url=base,
-                job="schedule",
-                secret=secret,
-                mapping=mapping_file("scout_units"),
-                creates_units=True,
-                check_seconds=60,
-            ),
-        )
-        await register_integration(
-            conn,
-            IntegrationSpec(
-                code=DEMO_MEDALS,
-                event_code=event,
-                name="Scout: medal table",
-                target="medal_row",
-                base_url=base,
-                job="medals",
-                secret=secret,
-                mapping=mapping_file("scout_medals"),
-                check_seconds=60,
-            ),
-        )
-        await add_lookups(conn, schedule, "competitor", ours)
         if data_dir is not None:
             from omnium_delivery import load_clients
 
             await load_clients(conn, demo_clients(settings, data_dir, event), settings)
     finally:
         await conn.close()
-    print(f"demo: integrations {DEMO_SCHEDULE} and {DEMO_MEDALS} set up for {event}", flush=True)
+    print(f"demo: integrations {SCHEDULE.code} and {MEDALS.code} set up for {event}", flush=True)
     if data_dir is not None:
         print(
             f"demo: clients ndtv (7 files by SFTP into {data_dir / 'sftp' / 'ndtv'}) and "
@@ -282,7 +187,7 @@ async def _run(
     from omnium_delivery.sinks import ensure_keys
 
     ensure_keys(data_dir / "sftp-keys")
-    _webhook_secret(data_dir)
+    webhook_secret(data_dir)
     demo = asyncio.ensure_future(set_up_demo(database_url, settings, secret, data_dir))
     demo.add_done_callback(_report)
     try:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from omnium_devstack.launcher import ServiceSpec
-from omnium_devstack.stack import StackError
+from omnium_devstack.server import StackError
 from omnium_settings import Settings
 
 COPIES = 2
@@ -109,7 +109,7 @@ def haproxy_config(settings: Settings) -> str:
     """Frontends on the dev ports, each with both copies behind a ready check."""
     host = settings.bind_host
     lines = [
-        "# Written by the dev stack's HA profile (libs/omnium_devstack/copies.py); not edited.",
+        "# Written by the dev stack's HA profile (dev/copies.py); not edited.",
         "global",
         "  maxconn 4096",
         "defaults",
