@@ -71,8 +71,8 @@ class HaTimings:
     ttl: int = 20
     loop_wait: int = 2
     retry_timeout: int = 5
-    # Not strict: with the standby gone the primary goes on alone (see docs/high-availability.md, "When the
-    # database fails over"); Patroni then promotes no node that was not in sync.
+    # Not strict: with the standby gone the primary goes on alone (see docs/high-availability.md,
+    # "When the database fails over"); Patroni then promotes no node that was not in sync.
     strict: bool = False
 
 
