@@ -16,12 +16,12 @@ from typing import Any
 import asyncpg
 
 from omnium_alerts import post_alert
+from omnium_command._sql import QUERIES
 from omnium_db import DATABASE_ERRORS
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
 
-SYNC_STANDBYS = "SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum')"
 UNPROTECTED = (
     "The database has no synchronous standby: each save is on one server only. Nothing saved "
     "is lost, but until the standby streams again the loss of this server stops every write. "
@@ -59,7 +59,7 @@ class StandbyWatch:
     async def check(self, http: Any = None) -> None:
         try:
             async with self.pool.acquire() as conn:
-                standbys = await conn.fetchval(SYNC_STANDBYS)
+                standbys = await conn.fetchval(QUERIES["sync_standbys"])
         except DATABASE_ERRORS:
             return  # no primary now: a failover; the road answers try_again meanwhile
         protected = standbys > 0

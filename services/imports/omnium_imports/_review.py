@@ -91,6 +91,10 @@ async def ask_about_held(
             held[row.key] = held_reasons.get(row.position) or row.reason
         elif outcome != "not_sent":
             answered.add(row.key)
+    if not held and not await conn.fetchval(QUERIES["any_open_reviews"], integration_id, "held"):
+        # Nothing held now, and no question open to close: a run of tens of thousands of
+        # unchanged rows does not send every key to the database for nothing.
+        return
     for key, question in held.items():
         await open_review(conn, integration_id, "held", key, question, run_id)
     await conn.execute(

@@ -97,23 +97,26 @@ async def record(
     reason: str | None,
 ) -> str:
     """The run on record with this status, and the job pointing at it; its id."""
+    statement = QUERIES.statement("record_run")
     row = await conn.fetchrow(
-        QUERIES["record_run"],
-        integration.id,
-        run.id,
-        status,
-        run.status,
-        run.build,
-        _day(run.day),
-        run.row_count,
-        run.finished_at,
-        integration.version,
-        job.id,
-        reason,
+        statement.text,
+        *statement.args(
+            {
+                "integration_id": integration.id,
+                "scout_run_id": run.id,
+                "status": status,
+                "scout_status": run.status,
+                "build": run.build,
+                "day": _day(run.day),
+                "row_count": run.row_count,
+                "scout_finished_at": run.finished_at,
+                "version": integration.version,
+                "job_id": job.id,
+                "reason": reason,
+            }
+        ),
     )
-    await conn.execute(
-        "UPDATE integration_job SET run_id = $2::uuid WHERE id = $1", job.id, row["id"]
-    )
+    await conn.execute(QUERIES["link_job_to_run"], job.id, row["id"])
     run_id: str = row["id"]
     return run_id
 

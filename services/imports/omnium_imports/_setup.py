@@ -49,18 +49,23 @@ async def register_integration(conn: asyncpg.Connection, spec: IntegrationSpec) 
                     )
                 ]
             )
+        upsert = QUERIES.statement("upsert_integration")
         integration_id: str = await conn.fetchval(
-            QUERIES["upsert_integration"],
-            spec.code,
-            spec.event_code,
-            spec.name,
-            spec.state,
-            spec.target,
-            spec.base_url,
-            spec.job,
-            spec.secret,
-            spec.check_seconds,
-            spec.creates_units,
+            upsert.text,
+            *upsert.args(
+                {
+                    "code": spec.code,
+                    "event_code": spec.event_code,
+                    "name": spec.name,
+                    "state": spec.state,
+                    "target": spec.target,
+                    "base_url": spec.base_url,
+                    "job": spec.job,
+                    "secret": spec.secret,
+                    "check_seconds": spec.check_seconds,
+                    "creates_units": spec.creates_units,
+                }
+            ),
         )
         await add_version(conn, integration_id, spec.mapping)
     return integration_id

@@ -19,6 +19,10 @@ VALUES ($1::uuid, $2, $3, $4, $5::uuid, $6::uuid)
 ON CONFLICT (integration_id, kind, subject_key) WHERE status = 'open' DO NOTHING
 RETURNING id;
 
+-- name: any_open_reviews
+SELECT EXISTS (SELECT 1 FROM review_item
+                WHERE integration_id = $1::uuid AND kind = $2 AND status = 'open');
+
 -- name: close_reviews
 UPDATE review_item SET status = 'done', resolved_at = now(), resolved_by = $4
  WHERE integration_id = $1::uuid AND kind = $2 AND subject_key = ANY($3::text[])

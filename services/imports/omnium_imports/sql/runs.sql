@@ -32,8 +32,9 @@ SELECT id::text AS id, status, batch_done
 INSERT INTO integration_run AS r (integration_id, scout_run_id, status, scout_status, build, day,
                                   row_count, scout_finished_at, version, job_id, reason,
                                   started_at, finished_at)
-VALUES ($1::uuid, $2, $3, $4, $5, $6::date, $7, $8, $9, $10, $11, now(),
-        CASE WHEN $3 IN ('received') THEN NULL ELSE now() END)
+VALUES (:integration_id::uuid, :scout_run_id, :status, :scout_status, :build, :day::date,
+        :row_count, :scout_finished_at, :version, :job_id, :reason, now(),
+        CASE WHEN :status IN ('received') THEN NULL ELSE now() END)
 ON CONFLICT (integration_id, scout_run_id) DO UPDATE SET
   status = CASE WHEN r.status = 'failed' OR EXCLUDED.status <> 'received' THEN EXCLUDED.status
                 ELSE r.status END,
@@ -91,3 +92,6 @@ UPDATE integration_run SET sized = $2 WHERE id = $1::uuid;
 
 -- name: run_sized
 SELECT sized FROM integration_run WHERE id = $1::uuid;
+
+-- name: link_job_to_run
+UPDATE integration_job SET run_id = $2::uuid WHERE id = $1;

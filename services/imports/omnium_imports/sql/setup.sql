@@ -27,7 +27,8 @@ SELECT code, id::text FROM competitor
 -- name: upsert_integration
 INSERT INTO integration (code, event_id, name, state, target, scout_base_url, scout_job, secret,
                          check_seconds, creates_units)
-VALUES ($1, (SELECT id FROM event WHERE code = $2), $3, $4, $5, $6, $7, $8, $9, $10)
+VALUES (:code, (SELECT id FROM event WHERE code = :event_code), :name, :state, :target,
+        :base_url, :job, :secret, :check_seconds, :creates_units)
 ON CONFLICT (code) DO UPDATE SET
   name = EXCLUDED.name, target = EXCLUDED.target, scout_base_url = EXCLUDED.scout_base_url,
   scout_job = EXCLUDED.scout_job, secret = EXCLUDED.secret,
