@@ -23,8 +23,12 @@ SELECT e.code AS event,
 -- false when $3 names no discipline of the event. A held unit shows its results as approved.
 WITH ev AS (
   SELECT id, code, time_zone FROM event WHERE code = $1
+), held AS MATERIALIZED (
+  -- Asked once per discipline, not once per unit.
+  SELECT d.id FROM ev JOIN discipline d ON d.event_id = ev.id
+   WHERE results_held(ev.id, d.code, $5::text[])
 ), picked AS (
-  SELECT u.*, d.code AS discipline, results_held(ev.id, d.code, $5::text[]) AS held
+  SELECT u.*, d.code AS discipline, d.id IN (SELECT h.id FROM held h) AS held
     FROM ev
     JOIN unit u ON u.event_id = ev.id
     JOIN discipline d ON d.id = u.discipline_id
@@ -43,7 +47,16 @@ SELECT ev.code AS event,
                  'start_at', p.start_at, 'venue', p.venue,
                  'status', p.status,
                  'held', p.held,
-                 'sides', public_sides(p.id, p.held, p.approved))
+                 'sides', CASE WHEN p.held THEN public_sides(p.id, true, p.approved) ELSE
+                   (SELECT coalesce(json_agg(json_build_object(
+                             'order', s.sort_order,
+                             'competitor', CASE WHEN c.id IS NULL THEN NULL ELSE json_build_object(
+                                 'code', c.code, 'name', c.name, 'noc', c.noc) END,
+                             'score', s.score, 'result', s.result, 'rank', s.rank,
+                             'medal', s.medal) ORDER BY s.sort_order), '[]')
+                      FROM unit_competitor s
+                      LEFT JOIN competitor c ON c.id = s.competitor_id
+                     WHERE s.unit_id = p.id) END)
                ORDER BY p.start_at NULLS LAST, p.code), '[]')
           FROM shown p)::text AS items,
        (SELECT array_agg(DISTINCT p.status) FROM picked p) AS statuses
