@@ -5,16 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from dev.games_day import run_games_day
-from omnium_devstack.__main__ import (
-    DEFAULT_DATA_DIR,
-    DEFAULT_PG_PORT,
-    DEFAULT_REDIS_PORT,
-    exit_code,
-    log_to_stderr,
-)
+from omnium_devstack.__main__ import add_server_options, exit_code, log_to_stderr
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,24 +26,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the HA profile (etcd, two PostgreSQL nodes under Patroni, a synchronous standby) "
         "instead of one PostgreSQL",
     )
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=DEFAULT_DATA_DIR,
-        help="folder for the servers' data (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--pg-port",
-        type=int,
-        default=DEFAULT_PG_PORT,
-        help="PostgreSQL port, 0 for any free one (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--redis-port",
-        type=int,
-        default=DEFAULT_REDIS_PORT,
-        help="Redis port, 0 for any free one (default: %(default)s)",
-    )
+    add_server_options(parser)
     return parser
 
 

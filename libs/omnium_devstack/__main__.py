@@ -17,6 +17,28 @@ DEFAULT_PG_PORT = 55432
 DEFAULT_REDIS_PORT = 56379
 
 
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    """Where the dev stack's servers keep their data and listen (here and in python -m dev)."""
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help="folder for the servers' data (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--pg-port",
+        type=int,
+        default=DEFAULT_PG_PORT,
+        help="PostgreSQL port, 0 for any free one (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--redis-port",
+        type=int,
+        default=DEFAULT_REDIS_PORT,
+        help="Redis port, 0 for any free one (default: %(default)s)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m omnium_devstack",
@@ -40,24 +62,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="ensure: also Patroni and etcd, for the HA profile (python -m dev run --ha)",
     )
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=DEFAULT_DATA_DIR,
-        help="folder for the servers' data (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--pg-port",
-        type=int,
-        default=DEFAULT_PG_PORT,
-        help="PostgreSQL port, 0 for any free one (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--redis-port",
-        type=int,
-        default=DEFAULT_REDIS_PORT,
-        help="Redis port, 0 for any free one (default: %(default)s)",
-    )
+    add_server_options(parser)
     parser.add_argument(
         "--fsync",
         action=argparse.BooleanOptionalAction,

@@ -21,7 +21,7 @@ from tests.support.delivery import eventually, running_delivery
 from tests.support.games import EVENT, make_games
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.servers import Servers
-from tests.support.sse import read_events
+from tests.support.sse import read_events, reading
 
 
 @pytest.mark.parametrize("held_by", ["setting", "client"])
@@ -59,14 +59,7 @@ async def test_held_results_reach_the_public_api_and_live_push_only_once_approve
         listening = asyncio.create_task(
             read_events(f"{gw.url}/v1/events/{EVENT}/units/{code}/live", 2, within=60)
         )
-        hub = live_hub(gw.app)
-
-        async def reading() -> bool:
-            # The stream starts "from now" once its reader knows where the stream is.
-            reader = hub.readers.get(EVENT)
-            return hub.count == 1 and reader is not None and reader.cursor is not None
-
-        await eventually(reading, what="the listener to be in")
+        await reading(live_hub(gw.app), EVENT, listeners=1)
 
         async def submit(command_id: str, command: str, payload: dict[str, Any]) -> None:
             answer = await cmd.submit(

@@ -17,11 +17,10 @@ from omnium_devstack.varnish import running_varnish
 from omnium_gateway._route_sets import LiveRoutes
 from omnium_live import LivePublisher, live_hub
 from tests.support.command import running_command
-from tests.support.delivery import eventually
 from tests.support.games import EVENT, make_games
 from tests.support.gateway import RunningGateway, gateway_settings, running_gateway
 from tests.support.servers import Servers
-from tests.support.sse import read_events
+from tests.support.sse import read_events, reading
 
 
 def gateway_requests(gw: RunningGateway, route: str) -> float:
@@ -130,13 +129,7 @@ async def test_live_streams_and_probes_pass_through_varnish(
         listening = asyncio.create_task(
             read_events(f"{varnish.url}/v1/events/{EVENT}/live", 1, within=30)
         )
-        hub = live_hub(gw.app)
-
-        async def reading() -> bool:
-            reader = hub.readers.get(EVENT)
-            return hub.count == 1 and reader is not None and reader.cursor is not None
-
-        await eventually(reading, what="the stream through Varnish to be open")
+        await reading(live_hub(gw.app), EVENT, listeners=1)
         redis = aioredis.from_url(servers.redis_url)
         try:
             await LivePublisher(redis, max_length=10).publish(

@@ -240,7 +240,10 @@ async def test_a_key_asked_for_is_asked_again_only_after_its_wait(database_url: 
         second, first = (await eventually(asked_twice, within=20, what="a second ask"))[:2]
         passes = _timer(day.imports).passes
     gap = (second.finished_at - first.finished_at).total_seconds()
-    assert gap >= 1.0
+    # The wait runs from when the key was marked asked, in the database, a moment before Scout
+    # was asked (and Scout's clock stamps its run): the two Scout times may be closer by that
+    # moment. Without the wait the asks would come every pass, 0.05 s apart.
+    assert gap >= 0.95
     # Asked every pass it would have been asked about 20 times in that second.
     assert passes >= 10
 

@@ -25,6 +25,7 @@ from tests.support.games import make_event
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.outage import CONNECT_RACE, crashable_redis
 from tests.support.servers import Servers
+from tests.support.sse import reading
 
 UNIT_A = "ATHM100M--------------FNL-000100--"
 UNIT_B = "ATHM200M--------------FNL-000100--"
@@ -140,18 +141,6 @@ async def live_app(redis_url: str, **options: Any) -> AsyncIterator[LiveApp]:
 async def connections_named(redis: aioredis.Redis, name: str) -> int:
     clients: Any = await redis.client_list()
     return sum(1 for c in clients if c.get("name") == name)
-
-
-async def reading(hub: LiveHub, event: str) -> None:
-    """Until the hub's reader of `event` knows where its stream is. A new stream starts "from
-    now", which is that first look, so only a change published after it reaches every listener
-    (a stream's opening lines go out before it)."""
-
-    async def knows() -> bool:
-        reader = hub.readers.get(event)
-        return reader is not None and reader.cursor is not None
-
-    await eventually(knows, what=f"the reader of {event} to know where its stream is")
 
 
 def _event_code() -> str:

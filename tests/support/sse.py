@@ -8,6 +8,9 @@ from typing import Any
 
 import aiohttp
 
+from omnium_live import LiveHub
+from tests.support.delivery import eventually
+
 
 async def read_events(
     url: str, n: int, headers: dict[str, str] | None = None, within: float = 10
@@ -34,3 +37,16 @@ async def read_events(
                 elif field == "data":
                     current["data"] = json.loads(value)
     return events
+
+
+async def reading(hub: LiveHub, event: str, listeners: int | None = None) -> None:
+    """Until the hub's reader of `event` knows where its stream is (and, if given, that many
+    listeners are in). A new stream starts "from now", which is that first look, so only a
+    change published after it reaches every listener."""
+
+    async def knows() -> bool:
+        reader = hub.readers.get(event)
+        joined = listeners is None or hub.count == listeners
+        return joined and reader is not None and reader.cursor is not None
+
+    await eventually(knows, what=f"the reader of {event} to know where its stream is")
