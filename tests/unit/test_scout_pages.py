@@ -92,3 +92,18 @@ async def test_a_failed_page_stops_the_read_and_the_page_ahead_is_dropped(
     await asyncio.sleep(0.05)
     assert max(pages.asked) <= 4
     assert "never retrieved" not in caplog.text
+
+
+async def test_a_page_read_before_is_counted_but_not_decoded_again() -> None:
+    rows = [{"n": i} for i in range(5)]
+    settings = Settings.from_env({}, scout_page_size=2, scout_tries=1)
+    client = ScoutClient(settings, transport=httpx.MockTransport(Pages(rows)))
+    try:
+        first = await client.pages("http://scout.test", _run(5))
+        seen = {first[1].digest: first[1].count}
+        again = await client.pages("http://scout.test", _run(5), seen)
+    finally:
+        await client.close()
+    assert [p.items for p in first] == [rows[0:2], rows[2:4], rows[4:5]]
+    assert [p.items for p in again] == [rows[0:2], None, rows[4:5]]
+    assert again[1].decoded() == rows[2:4] and again[1].count == 2

@@ -25,12 +25,13 @@ from omnium_imports import _batches, _dryrun, _missing, _runs, _send
 from omnium_imports import _guards as guards
 from omnium_imports import _settle as settle
 from omnium_imports._keystate import KeyStateCache
+from omnium_imports._pages import PageMemory
 from omnium_imports._queue import Job
 from omnium_imports._review import Alerts, ask_about_held, open_review
 from omnium_imports._runs import Batch, Integration
-from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
+from omnium_imports._scout import ScoutClient, ScoutError, ScoutPage, ScoutRun
 from omnium_imports._sql import QUERIES
-from omnium_imports.mapping import MappedRow, MappingSpecError, MappingVersion
+from omnium_imports.mapping import MappedRow, MappingContext, MappingSpecError, MappingVersion
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -71,10 +72,10 @@ class Run:
     pipeline: Pipeline
     integration: Integration
     job: Job
-    # fetch: Scout's run, the mapping version it is read with, and its rows
+    # fetch: Scout's run, the mapping version it is read with, and its pages of rows
     scout_run: ScoutRun = field(init=False)
     version: MappingVersion = field(init=False)
-    items: list[Any] = field(init=False)
+    pages: list[ScoutPage] = field(init=False)
     # record: our run's id in integration_run
     id: str = field(init=False)
     # map
@@ -186,7 +187,8 @@ async def fetch(run: Run) -> RunResult | None:
         reason = f"the integration's mapping (version {integration.version}) is broken: {exc}"
         return RunResult("failed", await run.on_record("failed", reason), reason)
     try:
-        run.items = await client.items(integration.base_url, scout_run)
+        seen = run.pipeline.page_memory(integration.id).seen()
+        run.pages = await client.pages(integration.base_url, scout_run, seen)
     except ScoutError as exc:
         return RunResult("failed", await run.on_record("failed", str(exc)), str(exc))
     return None
@@ -210,30 +212,43 @@ async def record(run: Run) -> RunResult | None:
 
 
 async def map_rows(run: Run) -> RunResult | None:
-    """Scout's rows mapped to ours: pure code, with the integration's lookups."""
-    integration, version, items = run.integration, run.version, run.items
-    run.mapped = await run.db(
-        "mapping", lambda conn: _runs.mapped(conn, integration, version, items)
+    """Scout's rows mapped to ours: pure code, with the integration's lookups. A page sent
+    again byte for byte whose rows the fast path would skip is not mapped again (_pages.py),
+    except in a resumed run, whose saved batches go again with their rows' whole values."""
+    integration = run.integration
+
+    async def state(conn: asyncpg.Connection) -> tuple[MappingContext, bool]:
+        run.key_state = await run.pipeline.key_state(conn, integration)
+        resumed = await conn.fetchval(QUERIES["run_plan"], run.id) is not None
+        return await _runs.mapping_context(conn, integration), resumed
+
+    context, resumed = await run.db("mapping", state)
+    memory = run.pipeline.page_memory(integration.id)
+    skippable = None if resumed else run.key_state.skippable
+    run.mapped = _runs.paused_gc(
+        lambda: memory.map(run.pages, run.version, integration.spec or {}, context, skippable)
     )
-    # Scout's rows are not needed once mapped (mapping copies what it keeps): let them go
-    # before the batches, the biggest part of a large run's memory.
-    items.clear()
-    run.clearing = _batches.Clearing.of(version)
+    run.pages = []  # Scout's rows are not needed once mapped: let them go before the batches
+    if memory.reused:
+        log.info(
+            "run %s: %d of %d rows came from pages seen before and were not mapped again",
+            run.scout_run.id,
+            memory.reused,
+            len(run.mapped),
+        )
+    run.clearing = _batches.Clearing.of(run.version)
     return None
 
 
 async def fast_path(run: Run) -> RunResult | None:
     """The rows whose key state says they are written as they are: not sent again."""
-
-    async def skip(conn: asyncpg.Connection) -> None:
-        run.key_state = await run.pipeline.key_state(conn, run.integration)
-        skippable = run.key_state.skippable
-        run.ready = [
-            row for row in run.mapped if row.outcome == "ok" and not skippable(row.key, row.hash)
-        ]
-        run.unit_ids = await _runs.unit_ids(conn, run.integration, run.ready)
-
-    await run.db("mapping", skip)
+    skippable = run.key_state.skippable
+    run.ready = [
+        row for row in run.mapped if row.outcome == "ok" and not skippable(row.key, row.hash)
+    ]
+    run.unit_ids = await run.db(
+        "mapping", lambda conn: _runs.unit_ids(conn, run.integration, run.ready)
+    )
     return None
 
 
@@ -464,6 +479,7 @@ class Pipeline:
         self.scout = scout
         self.command = command
         self.key_states: dict[str, KeyStateCache] = {}
+        self.page_memories: dict[str, PageMemory] = {}
         self.alerts = Alerts(settings, http)
 
     async def run_job(self, job: Job) -> RunResult:
@@ -544,6 +560,11 @@ class Pipeline:
         if found is None:
             raise LookupError(f"integration {integration_id} is gone")
         return found
+
+    def page_memory(self, integration_id: str) -> PageMemory:
+        """The pages of the integration's last run in this process (the fast path before
+        mapping). Pure mapping makes it true whoever ran the runs since: no reload needed."""
+        return self.page_memories.setdefault(integration_id, PageMemory())
 
     async def key_state(self, conn: asyncpg.Connection, integration: Integration) -> KeyStateCache:
         """This process's key state of the integration, brought up to date.

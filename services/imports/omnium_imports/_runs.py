@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import gc
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -15,6 +16,8 @@ from omnium_imports._queue import Job
 from omnium_imports._scout import ScoutRun
 from omnium_imports._sql import QUERIES
 from omnium_imports.mapping import MappedRow, MappingContext, MappingVersion
+
+_T = TypeVar("_T")
 
 # A run ending so settles the guard pauses it overtook: its own (written, or older), and
 # those of older runs (Start would end them older).
@@ -63,16 +66,26 @@ async def integration(conn: asyncpg.Connection, integration_id: str) -> Integrat
 async def mapped(
     conn: asyncpg.Connection, integration: Integration, version: MappingVersion, items: list[Any]
 ) -> list[MappedRow]:
-    """Map a run's rows with the integration's lookups, the cycle collector paused: mapping
-    makes no reference cycles, and tens of thousands of new rows would set it off for nothing."""
+    """Map a run's rows with the integration's lookups."""
+    context = await mapping_context(conn, integration)
+    return paused_gc(lambda: version.map_rows(items, context))
+
+
+async def mapping_context(conn: asyncpg.Connection, integration: Integration) -> MappingContext:
+    """What mapping needs besides the rows: the event's time zone and the lookups."""
     lookups: dict[str, dict[str, str]] = {}
     for row in await conn.fetch(QUERIES["lookups"], integration.id):
         lookups.setdefault(row["kind"], {})[row["external_id"]] = row["our_id"]
-    context = MappingContext(integration.time_zone, lookups)
+    return MappingContext(integration.time_zone, lookups)
+
+
+def paused_gc(work: Callable[[], _T]) -> _T:
+    """Mapping with the cycle collector paused: mapping makes no reference cycles, and tens of
+    thousands of new rows would set it off for nothing."""
     paused = gc.isenabled()
     gc.disable()
     try:
-        return version.map_rows(items, context)
+        return work()
     finally:
         if paused:
             gc.enable()

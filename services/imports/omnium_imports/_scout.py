@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -70,6 +72,30 @@ class ScoutRun:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ScoutPage:
+    """One page of a run's rows as Scout sent it."""
+
+    offset: int
+    digest: bytes  # of the page's bytes (page_digest)
+    count: int
+    items: list[Any] | None  # None: the same bytes were read and checked before; not decoded
+    body: bytes = b""  # kept only while items is None, for decoded() should it be needed
+
+    def decoded(self) -> list[Any]:
+        """The page's rows, decoded now if they were not when read."""
+        if self.items is not None:
+            return self.items
+        data = json.loads(self.body)
+        items: list[Any] = data["items"]  # checked when these bytes were first read
+        return items
+
+
+def page_digest(body: bytes) -> bytes:
+    """A page's bytes in 16: the same bytes, the same digest (blake2b, so no collision to fear)."""
+    return hashlib.blake2b(body, digest_size=16).digest()
+
+
 class ScoutClient:
     """One per process; its HTTP connections are reused across runs and integrations."""
 
@@ -96,6 +122,19 @@ class ScoutClient:
 
     async def items(self, base_url: str, run: ScoutRun) -> list[Any]:
         """Every row of the run, page by page, with no database transaction open."""
+        pages = await self.pages(base_url, run)
+        return [item for page in pages for item in page.items or ()]
+
+    async def pages(
+        self, base_url: str, run: ScoutRun, seen: Mapping[bytes, int] | None = None
+    ) -> list[ScoutPage]:
+        """Every page of the run, in order, with no database transaction open.
+
+        `seen` holds the digests of pages read and checked before, with their row counts: a
+        page whose bytes are one of them is not decoded again (its `items` is None), which is
+        what lets the fast path skip a page before mapping (see _pages.py). Every other page
+        is decoded and checked here, so a run with a bad page fails before anything is written.
+        """
         page, limit = self.settings.scout_page_size, self.settings.scout_max_rows
         if run.row_count is not None and run.row_count > limit:
             raise ScoutError(
@@ -103,9 +142,10 @@ class ScoutClient:
                 "Nothing from this run was written."
             )
         url = f"{_base(base_url)}/v1/runs/{run.id}/items"
+        seen = seen or {}
         # Where the run's row count says a next page is there, it is asked for while this one
         # is read and decoded: Scout makes one page while we take in the other.
-        in_flight: deque[tuple[int, asyncio.Future[Any]]] = deque()
+        in_flight: deque[tuple[int, asyncio.Future[bytes]]] = deque()
         next_offset = 0
 
         def ask() -> None:
@@ -113,33 +153,31 @@ class ScoutClient:
             known = run.row_count if run.row_count is not None else -1
             while not in_flight or (len(in_flight) < 2 and next_offset <= known):
                 query = {"offset": str(next_offset), "limit": str(page)}
-                in_flight.append((next_offset, asyncio.ensure_future(self._get_json(url, query))))
+                in_flight.append((next_offset, asyncio.ensure_future(self._get(url, query))))
                 next_offset += page
 
-        rows: list[Any] = []
+        pages: list[ScoutPage] = []
+        rows = 0
         try:
             ask()
             while True:
                 offset, pending = in_flight.popleft()
-                data = await pending
-                items = data.get("items") if isinstance(data, dict) else None
-                if not isinstance(items, list):
-                    raise ScoutError(
-                        f"Scout's page at offset {offset} of run {run.id} has no 'items' list. "
-                        "Nothing from this run was written."
-                    )
-                if len(items) > page:
-                    raise ScoutError(
-                        f"Scout sent {len(items):,} rows at offset {offset} of run {run.id} when "
-                        f"asked for {page:,}. Nothing from this run was written."
-                    )
-                rows.extend(items)
-                if len(rows) > limit:
+                body = await pending
+                digest = page_digest(body)
+                count = seen.get(digest)
+                if count is None:
+                    items = _page_items(url, body, offset, run, page)
+                    count = len(items)
+                    pages.append(ScoutPage(offset, digest, count, items))
+                else:
+                    pages.append(ScoutPage(offset, digest, count, None, body))
+                rows += count
+                if rows > limit:
                     raise ScoutError(
                         f"Scout's run {run.id} has more than {limit:,} rows; stopped reading. "
                         "Nothing from this run was written."
                     )
-                if len(items) < page:
+                if count < page:
                     break
                 ask()
         finally:
@@ -147,12 +185,12 @@ class ScoutClient:
                 if pending.done() and not pending.cancelled():
                     pending.exception()  # read, so it is not logged as never retrieved
                 pending.cancel()
-        if len(rows) != run.row_count:
+        if rows != run.row_count:
             raise ScoutError(
-                f"Scout said run {run.id} has {run.row_count:,} rows but sent {len(rows):,}. "
+                f"Scout said run {run.id} has {run.row_count:,} rows but sent {rows:,}. "
                 "Nothing from this run was written."
             )
-        return rows
+        return pages
 
     async def request_page_run(self, base_url: str, job: str, keys: list[str]) -> str:
         """Ask Scout to read these rows' pages again (the settle window); Scout's new run id."""
@@ -170,6 +208,10 @@ class ScoutClient:
         return str(run_id)
 
     async def _get_json(self, url: str, params: dict[str, str] | None = None) -> Any:
+        return _decoded(url, await self._get(url, params))
+
+    async def _get(self, url: str, params: dict[str, str] | None = None) -> bytes:
+        """The body of a 200 answer, asking again on a failure that may pass."""
         tries = self.settings.scout_tries
         wait = self.settings.scout_retry_base_seconds
         for attempt in range(1, tries + 1):
@@ -179,13 +221,7 @@ class ScoutClient:
                 problem = f"{type(exc).__name__} ({exc})" if str(exc) else type(exc).__name__
             else:
                 if response.status_code == 200:
-                    try:
-                        return response.json()
-                    except (json.JSONDecodeError, UnicodeDecodeError):
-                        raise ScoutError(
-                            f"Scout's answer from {url} is not JSON. "
-                            "Nothing from this run was written."
-                        ) from None
+                    return response.content
                 problem = f"HTTP {response.status_code}"
                 if response.status_code < 500 and response.status_code != 429:
                     raise ScoutError(f"Scout answered {problem} for {url}; asking again won't help")
@@ -198,3 +234,28 @@ class ScoutClient:
 
 def _base(url: str) -> str:
     return url.rstrip("/")
+
+
+def _decoded(url: str, body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ScoutError(
+            f"Scout's answer from {url} is not JSON. Nothing from this run was written."
+        ) from None
+
+
+def _page_items(url: str, body: bytes, offset: int, run: ScoutRun, page: int) -> list[Any]:
+    data = _decoded(url, body)
+    items = data.get("items") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise ScoutError(
+            f"Scout's page at offset {offset} of run {run.id} has no 'items' list. "
+            "Nothing from this run was written."
+        )
+    if len(items) > page:
+        raise ScoutError(
+            f"Scout sent {len(items):,} rows at offset {offset} of run {run.id} when "
+            f"asked for {page:,}. Nothing from this run was written."
+        )
+    return items

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Literal, TypeAlias
@@ -223,8 +223,16 @@ class MappingVersion:
         return _answer(position, key, frame.out, "ok", "")
 
     def map_rows(self, rows: Sequence[Any], context: MappingContext) -> list[MappedRow]:
+        return self.mapper(context)(rows, 0)
+
+    def mapper(self, context: MappingContext) -> Callable[[Sequence[Any], int], list[MappedRow]]:
+        """map_rows a part at a time: each call maps rows that start at that position."""
         run = RunShared(context, self.source)
-        return [self._map_row_safely(position, row, run) for position, row in enumerate(rows)]
+
+        def map_part(rows: Sequence[Any], start: int) -> list[MappedRow]:
+            return [self._map_row_safely(start + i, row, run) for i, row in enumerate(rows)]
+
+        return map_part
 
 
 def written(steps: Sequence[Step], prefix: str = "") -> frozenset[str]:
