@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import types
 from collections.abc import Mapping
 from enum import Enum
 from typing import Any, TypeAlias
@@ -74,19 +75,21 @@ def row_hash(value: Mapping[str, Any]) -> bytes:
     return hashlib.sha256(HASH_JSON.encode(value).encode()).digest()
 
 
+# In order: a bool is an int to isinstance, so it is named first.
+_JSON_KINDS: tuple[tuple[type | types.UnionType, str], ...] = (
+    (type(None), "null"),
+    (bool, "true/false"),
+    (int | float, "a number"),
+    (str, "a text"),
+    (Mapping, "an object"),
+    (list | tuple, "a list"),
+)
+
+
 def json_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true/false"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a text"
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, list | tuple):
-        return "a list"
+    for kinds, kind in _JSON_KINDS:
+        if isinstance(value, kinds):
+            return kind
     return f"a {type(value).__name__}"
 
 
