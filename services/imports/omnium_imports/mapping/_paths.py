@@ -86,14 +86,14 @@ _JSON_KINDS: tuple[tuple[type | types.UnionType, str], ...] = (
 )
 
 
-def json_kind(value: Any) -> str:
+def json_kind(value: object) -> str:
     for kinds, kind in _JSON_KINDS:
         if isinstance(value, kinds):
             return kind
     return f"a {type(value).__name__}"
 
 
-def shown(value: Any) -> str:
+def shown(value: object) -> str:
     """A value as a person reads it in a reason: text quoted, long values cut."""
     text = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= 80 else text[:77] + "..."
