@@ -532,7 +532,7 @@ def _parse(name: str, raw: str, hint: Any) -> Any:
         raise SettingsError(f"{name}={raw!r} is not a valid {kind}.") from None
 
 
-def _convert(raw: str, target: Any, origin: Any, args: tuple[Any, ...]) -> Any:
+def _convert(raw: str, target: object, origin: object, args: tuple[object, ...]) -> object:
     """raw as the (non-optional) type target; ValueError when it is not one."""
     if target is bool:
         return _boolean(raw)

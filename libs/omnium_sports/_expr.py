@@ -230,11 +230,11 @@ def evaluate(node: ast.expr, scope: Scope) -> Any:
     return step(node, scope)
 
 
-def _constant(node: ast.Constant, scope: Scope) -> Any:
+def _constant(node: ast.Constant, scope: Scope) -> object:
     return node.value
 
 
-def _name(node: ast.Name, scope: Scope) -> Any:
+def _name(node: ast.Name, scope: Scope) -> object:
     if node.id in scope.match:
         return scope.match[node.id]
     if node.id in CONSTANTS:
@@ -242,14 +242,14 @@ def _name(node: ast.Name, scope: Scope) -> Any:
     raise _fail(node, f"{node.id!r} has no value in this match")
 
 
-def _attribute_value(node: ast.Attribute, scope: Scope) -> Any:
+def _attribute_value(node: ast.Attribute, scope: Scope) -> object:
     holder = _holder(scope, node.value)
     if holder is None:
         return None
     return holder.get(node.attr)
 
 
-def _binary(node: ast.BinOp, scope: Scope) -> Any:
+def _binary(node: ast.BinOp, scope: Scope) -> object:
     left, right = evaluate(node.left, scope), evaluate(node.right, scope)
     try:
         return _BINARY[type(node.op)](left, right)
@@ -257,17 +257,17 @@ def _binary(node: ast.BinOp, scope: Scope) -> Any:
         raise _fail(node, f"cannot work out {ast.unparse(node)}: {exc}") from None
 
 
-def _unary(node: ast.UnaryOp, scope: Scope) -> Any:
+def _unary(node: ast.UnaryOp, scope: Scope) -> object:
     value = evaluate(node.operand, scope)
     if isinstance(node.op, ast.Not):
         return not value
     return -value if isinstance(node.op, ast.USub) else +value
 
 
-def _boolean(node: ast.BoolOp, scope: Scope) -> Any:
+def _boolean(node: ast.BoolOp, scope: Scope) -> object:
     """`and` and `or` as Python has them: the first value that settles it, not True/False."""
     if isinstance(node.op, ast.And):
-        result: Any = True
+        result: object = True
         for value_node in node.values:
             result = evaluate(value_node, scope)
             if not result:
@@ -294,18 +294,18 @@ def _compare(node: ast.Compare, scope: Scope) -> bool:
     return True
 
 
-def _if_else(node: ast.IfExp, scope: Scope) -> Any:
+def _if_else(node: ast.IfExp, scope: Scope) -> object:
     chosen = node.body if evaluate(node.test, scope) else node.orelse
     return evaluate(chosen, scope)
 
 
-def _call(node: ast.Call, scope: Scope) -> Any:
+def _call(node: ast.Call, scope: Scope) -> object:
     assert isinstance(node.func, ast.Name)
     return FUNCTIONS[node.func.id](*(evaluate(a, scope) for a in node.args))
 
 
 # One evaluator per kind of node the checker lets through (the parser makes exactly these types).
-_EVALUATE: dict[type[ast.expr], Callable[[Any, Scope], Any]] = {
+_EVALUATE: dict[type[ast.expr], Callable[[Any, Scope], object]] = {
     ast.Constant: _constant,
     ast.Name: _name,
     ast.Attribute: _attribute_value,
@@ -457,7 +457,7 @@ def expr_json(node: ast.expr) -> Any:
     return shape(node)
 
 
-def _attribute_json(node: ast.Attribute) -> list[Any]:
+def _attribute_json(node: ast.Attribute) -> list[object]:
     holder = node.value
     if isinstance(holder, ast.Subscript):
         return ["attr", ["sides", expr_json(holder.slice)], node.attr]
@@ -465,12 +465,12 @@ def _attribute_json(node: ast.Attribute) -> list[Any]:
     return ["attr", ["root", holder.id], node.attr]
 
 
-def _call_json(node: ast.Call) -> list[Any]:
+def _call_json(node: ast.Call) -> list[object]:
     assert isinstance(node.func, ast.Name)
     return ["call", node.func.id, [expr_json(a) for a in node.args]]
 
 
-_JSON: dict[type[ast.expr], Callable[[Any], list[Any]]] = {
+_JSON: dict[type[ast.expr], Callable[[Any], list[object]]] = {
     ast.Constant: lambda node: ["c", node.value],
     ast.Name: lambda node: ["name", node.id],
     ast.Attribute: _attribute_json,

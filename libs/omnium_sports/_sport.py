@@ -79,7 +79,7 @@ class FieldRule:
             raise ActionRefused(f"{where} is longer than {self.max_length} characters")
         return text
 
-    def _number(self, value: Any, where: str) -> Any:
+    def _number(self, value: object, where: str) -> float:
         if isinstance(value, str):
             try:
                 value = float(value.strip())
@@ -618,7 +618,7 @@ def sport_for_discipline(sports: Mapping[str, Sport], discipline: str) -> Sport 
     return None
 
 
-def _side_number(side_no: Any, label: str, count: int) -> int:
+def _side_number(side_no: object, label: str, count: int) -> int:
     """The side an action names, 1 to `count` (a whole float from JSON counts)."""
     if isinstance(side_no, float) and side_no.is_integer():
         side_no = int(side_no)
