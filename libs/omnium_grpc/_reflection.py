@@ -8,11 +8,11 @@ is registered with v1alpha's (wire-identical) messages."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
+
+from omnium_grpc._handlers import GuardedRegistrar
 
 V1_SERVICE_NAME = "grpc.reflection.v1.ServerReflection"
 V1ALPHA_SERVICE_NAME: str = reflection.SERVICE_NAME
@@ -42,7 +42,7 @@ def _add_v1_descriptor() -> None:
     pool.Add(proto)
 
 
-def add_reflection(registrar: Any, service_names: list[str]) -> None:
+def add_reflection(registrar: GuardedRegistrar, service_names: list[str]) -> None:
     """Register reflection, v1 and v1alpha, listing `service_names` and itself."""
     _add_v1_descriptor()
     servicer = reflection.aio.ReflectionServicer(

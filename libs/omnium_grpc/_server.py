@@ -94,7 +94,9 @@ class GrpcServer:
         await self._set_all(health_pb2.HealthCheckResponse.NOT_SERVING)
         await self.server.stop(self.settings.grpc_grace_seconds if grace is None else grace)
 
-    async def _set_all(self, status: Any) -> None:
+    async def _set_all(
+        self, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType
+    ) -> None:
         await self.health.set("", status)
         for service in self._service_names:
             await self.health.set(service, status)

@@ -79,7 +79,7 @@ class ReadersFull(Exception):
     """A new Games would need a reader, and every Redis connection for readers is taken."""
 
 
-def decode(value: Any) -> str:
+def decode(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 

@@ -20,6 +20,7 @@ from omnium_live._hub import (
     REDIS_ERRORS,
     REPLAYS_AT_ONCE,
     Full,
+    Item,
     Listener,
     LiveCounters,
     LiveHub,
@@ -222,10 +223,9 @@ async def _live(
 ) -> web.StreamResponse:
     event = request.match_info["event"]
     unit = request.match_info.get("unit_code")
-    if not _EVENT.match(event):
-        return _problem(400, f"{event[:40]!r} is not a Games code (2 to 32 of A-Z, 0-9, _ or -)")
-    if unit is not None and not _UNIT.match(unit):
-        return _problem(400, f"{unit[:40]!r} is not a unit code (34 of A-Z, 0-9 or -)")
+    refused = _refuse_codes(event, unit)
+    if refused is not None:
+        return refused
     last = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
     if last is not None:
         if not _STREAM_ID.match(last):
@@ -236,12 +236,33 @@ async def _live(
         if "-" not in last:
             last = f"{last}-0"
     if known is not None:
-        refused = await known(event, unit)
-        if refused is not None:
-            return refused
+        unknown = await known(event, unit)
+        if unknown is not None:
+            return unknown
     hub = request.app[_HUB]
+    joined = _join(hub, event, unit)
+    if isinstance(joined, web.Response):
+        return joined
     try:
-        listener = hub.join(event, unit)
+        return await _stream(request, hub, joined, last, max_seconds)
+    finally:
+        joined.transport = None  # the connection may serve other requests now
+        hub.leave(joined)
+
+
+def _refuse_codes(event: str, unit: str | None) -> web.Response | None:
+    """A 400 when the path's Games or unit code is not one, else None."""
+    if not _EVENT.match(event):
+        return _problem(400, f"{event[:40]!r} is not a Games code (2 to 32 of A-Z, 0-9, _ or -)")
+    if unit is not None and not _UNIT.match(unit):
+        return _problem(400, f"{unit[:40]!r} is not a unit code (34 of A-Z, 0-9 or -)")
+    return None
+
+
+def _join(hub: LiveHub, event: str, unit: str | None) -> Listener | web.Response:
+    """A listener on the hub, or a 503 when this server carries all it can."""
+    try:
+        return hub.join(event, unit)
     except Full:
         return _busy(
             f"this server already carries its most live streams ({hub.max_streams}); "
@@ -252,11 +273,6 @@ async def _live(
             f"this server already reads its most Games at once ({hub.max_readers}); "
             "try again after Retry-After seconds"
         )
-    try:
-        return await _stream(request, hub, listener, last, max_seconds)
-    finally:
-        listener.transport = None  # the connection may serve other requests now
-        hub.leave(listener)
 
 
 class _Follow:
@@ -279,6 +295,8 @@ class _Follow:
         # The Last-Event-ID still to replay from, once Redis answers.
         self.pending = last
         self.paused = False
+        # A keep-alive is owed only when nothing was written since the last tick.
+        self.written_since_tick = False
 
     async def run(self) -> None:
         listener = self.listener
@@ -288,7 +306,6 @@ class _Follow:
             self.paused = True
             await self.response.write(_PAUSED)
         await self._catch_up()
-        written_since_tick = False
         while True:
             items = await listener.take()
             if listener.dropped:
@@ -296,41 +313,51 @@ class _Follow:
                 return
             if listener.stopping:
                 raise _Stopping
-            chunks: list[bytes] = []
-            newest: tuple[int, int] | None = None
-            for item in items:
-                if isinstance(item, tuple):
-                    number, lines = item
-                    if self.last_number is not None and number <= self.last_number:
-                        continue
-                    self.last_number = newest = number
-                    chunks.append(lines)
-                    written_since_tick = True
-                elif item is Signal.TICK:
-                    if not written_since_tick:
-                        chunks.append(_KEEPALIVE)
-                    written_since_tick = False
-                elif item is Signal.PAUSED:
-                    if not self.paused:
-                        self.paused = True
-                        chunks.append(_PAUSED)
-                elif item is Signal.WAITING:
-                    chunks.append(_WAITING)
-                elif item is Signal.GAP:
-                    # Redis lost the stream: ids start again, and nobody knows what was missed.
-                    self.paused, self.pending, self.last_number = False, None, None
-                    chunks.append(_GAP)
-                elif item is Signal.RESUMED:
-                    self.paused = False
-                    if self.pending is not None:
-                        if chunks:
-                            await self.response.write(b"".join(chunks))
-                            chunks = []
-                        await self._catch_up()
-            if chunks:
-                await self.response.write(b"".join(chunks))
+            newest = await self._write(items)
             if newest is not None:
                 self.hub.counters.live_lag(time.time() - newest[0] / 1000)
+
+    async def _write(self, items: list[Item]) -> tuple[int, int] | None:
+        """Writes one take's entries and signals; returns the newest entry's number written."""
+        chunks: list[bytes] = []
+        newest: tuple[int, int] | None = None
+        for item in items:
+            if isinstance(item, tuple):
+                number, lines = item
+                if self.last_number is not None and number <= self.last_number:
+                    continue
+                self.last_number = newest = number
+                chunks.append(lines)
+                self.written_since_tick = True
+            elif item is Signal.RESUMED:
+                self.paused = False
+                if self.pending is not None:
+                    if chunks:
+                        await self.response.write(b"".join(chunks))
+                        chunks = []
+                    await self._catch_up()
+            else:
+                self._signal(item, chunks)
+        if chunks:
+            await self.response.write(b"".join(chunks))
+        return newest
+
+    def _signal(self, item: Signal, chunks: list[bytes]) -> None:
+        """The lines a hub signal (other than "resumed") adds to what is written next."""
+        if item is Signal.TICK:
+            if not self.written_since_tick:
+                chunks.append(_KEEPALIVE)
+            self.written_since_tick = False
+        elif item is Signal.PAUSED:
+            if not self.paused:
+                self.paused = True
+                chunks.append(_PAUSED)
+        elif item is Signal.WAITING:
+            chunks.append(_WAITING)
+        elif item is Signal.GAP:
+            # Redis lost the stream: ids start again, and nobody knows what was missed.
+            self.paused, self.pending, self.last_number = False, None, None
+            chunks.append(_GAP)
 
     async def _catch_up(self) -> None:
         """The replay a reconnecting client asked for, from the stream; tried again while

@@ -526,27 +526,34 @@ def _parse(name: str, raw: str, hint: Any) -> Any:
         origin = typing.get_origin(target)
         args = typing.get_args(target)
     try:
-        if target is bool:
-            lowered = raw.strip().lower()
-            if lowered in ("1", "true", "yes", "on"):
-                return True
-            if lowered in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(raw)
-        if target is int:
-            return int(raw.replace("_", ""))
-        if target is float:
-            return float(raw)
-        if origin is tuple:
-            return tuple(part.strip() for part in raw.split(",") if part.strip())
-        if origin is Literal:
-            if raw not in args:
-                raise ValueError(raw)
-            return raw
-        return raw
+        return _convert(raw, target, origin, args)
     except ValueError:
         kind = getattr(target, "__name__", str(target))
         raise SettingsError(f"{name}={raw!r} is not a valid {kind}.") from None
+
+
+def _convert(raw: str, target: object, origin: object, args: tuple[object, ...]) -> object:
+    """raw as the (non-optional) type target; ValueError when it is not one."""
+    if target is bool:
+        return _boolean(raw)
+    if target is int:
+        return int(raw.replace("_", ""))
+    if target is float:
+        return float(raw)
+    if origin is tuple:
+        return tuple(part.strip() for part in raw.split(",") if part.strip())
+    if origin is Literal and raw not in args:
+        raise ValueError(raw)
+    return raw
+
+
+def _boolean(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(raw)
 
 
 def _resolve(hint: Any) -> Any:

@@ -176,37 +176,36 @@ class _Checker:
                 raise _fail(node, f"{node.id!r} is unknown; {_known('[match]', self.names.match)}")
         elif isinstance(node, ast.Attribute):
             self._attribute(node)
-        elif isinstance(node, ast.BinOp):
-            if type(node.op) not in _BINARY:
-                raise _fail(node, "only + - * / // % are allowed")
-            self.expr(node.left)
-            self.expr(node.right)
-        elif isinstance(node, ast.UnaryOp):
-            if not isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
-                raise _fail(node, "only -x and not x are allowed")
-            self.expr(node.operand)
-        elif isinstance(node, ast.BoolOp):
-            for value in node.values:
-                self.expr(value)
-        elif isinstance(node, ast.Compare):
-            if any(type(op) not in _COMPARE for op in node.ops):
-                raise _fail(node, "compare with == != < <= > >=")
-            self.expr(node.left)
-            for value in node.comparators:
-                self.expr(value)
-        elif isinstance(node, ast.IfExp):
-            self.expr(node.test)
-            self.expr(node.body)
-            self.expr(node.orelse)
-        elif isinstance(node, ast.Call):
-            if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
-                raise _fail(node, f"the functions are {', '.join(FUNCTIONS)}")
-            if node.keywords or not node.args:
-                raise _fail(node, f"{node.func.id}() takes plain values")
-            for arg in node.args:
-                self.expr(arg)
         else:
-            raise _fail(node, f"{type(node).__name__} is not part of the sport file language")
+            for operand in _operands(node):
+                self.expr(operand)
+
+
+def _operands(node: ast.expr) -> list[ast.expr]:
+    """The operands of an operation, in order, once its operator is one the language has."""
+    if isinstance(node, ast.BinOp):
+        if type(node.op) not in _BINARY:
+            raise _fail(node, "only + - * / // % are allowed")
+        return [node.left, node.right]
+    if isinstance(node, ast.UnaryOp):
+        if not isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
+            raise _fail(node, "only -x and not x are allowed")
+        return [node.operand]
+    if isinstance(node, ast.BoolOp):
+        return node.values
+    if isinstance(node, ast.Compare):
+        if any(type(op) not in _COMPARE for op in node.ops):
+            raise _fail(node, "compare with == != < <= > >=")
+        return [node.left, *node.comparators]
+    if isinstance(node, ast.IfExp):
+        return [node.test, node.body, node.orelse]
+    if isinstance(node, ast.Call):
+        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
+            raise _fail(node, f"the functions are {', '.join(FUNCTIONS)}")
+        if node.keywords or not node.args:
+            raise _fail(node, f"{node.func.id}() takes plain values")
+        return node.args
+    raise _fail(node, f"{type(node).__name__} is not part of the sport file language")
 
 
 def _side_of(scope: Scope, index: Any, node: ast.AST) -> dict[str, Any]:
@@ -225,62 +224,98 @@ def _holder(scope: Scope, node: ast.expr) -> Any:
 
 
 def evaluate(node: ast.expr, scope: Scope) -> Any:
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Name):
-        if node.id in scope.match:
-            return scope.match[node.id]
-        if node.id in CONSTANTS:
-            return CONSTANTS[node.id]
-        raise _fail(node, f"{node.id!r} has no value in this match")
-    if isinstance(node, ast.Attribute):
-        holder = _holder(scope, node.value)
-        if holder is None:
-            return None
-        return holder.get(node.attr)
-    if isinstance(node, ast.BinOp):
-        left, right = evaluate(node.left, scope), evaluate(node.right, scope)
-        try:
-            return _BINARY[type(node.op)](left, right)
-        except (TypeError, ZeroDivisionError) as exc:
-            raise _fail(node, f"cannot work out {ast.unparse(node)}: {exc}") from None
-    if isinstance(node, ast.UnaryOp):
-        value = evaluate(node.operand, scope)
-        if isinstance(node.op, ast.Not):
-            return not value
-        return -value if isinstance(node.op, ast.USub) else +value
-    if isinstance(node, ast.BoolOp):
-        if isinstance(node.op, ast.And):
-            result: Any = True
-            for value_node in node.values:
-                result = evaluate(value_node, scope)
-                if not result:
-                    return result
-            return result
-        result = False
+    step = _EVALUATE.get(type(node))
+    if step is None:
+        raise _fail(node, f"{type(node).__name__} cannot be evaluated")
+    return step(node, scope)
+
+
+def _constant(node: ast.Constant, scope: Scope) -> object:
+    return node.value
+
+
+def _name(node: ast.Name, scope: Scope) -> object:
+    if node.id in scope.match:
+        return scope.match[node.id]
+    if node.id in CONSTANTS:
+        return CONSTANTS[node.id]
+    raise _fail(node, f"{node.id!r} has no value in this match")
+
+
+def _attribute_value(node: ast.Attribute, scope: Scope) -> object:
+    holder = _holder(scope, node.value)
+    if holder is None:
+        return None
+    return holder.get(node.attr)
+
+
+def _binary(node: ast.BinOp, scope: Scope) -> object:
+    left, right = evaluate(node.left, scope), evaluate(node.right, scope)
+    try:
+        return _BINARY[type(node.op)](left, right)
+    except (TypeError, ZeroDivisionError) as exc:
+        raise _fail(node, f"cannot work out {ast.unparse(node)}: {exc}") from None
+
+
+def _unary(node: ast.UnaryOp, scope: Scope) -> object:
+    value = evaluate(node.operand, scope)
+    if isinstance(node.op, ast.Not):
+        return not value
+    return -value if isinstance(node.op, ast.USub) else +value
+
+
+def _boolean(node: ast.BoolOp, scope: Scope) -> object:
+    """`and` and `or` as Python has them: the first value that settles it, not True/False."""
+    if isinstance(node.op, ast.And):
+        result: object = True
         for value_node in node.values:
             result = evaluate(value_node, scope)
-            if result:
+            if not result:
                 return result
         return result
-    if isinstance(node, ast.Compare):
-        left = evaluate(node.left, scope)
-        for op, right_node in zip(node.ops, node.comparators, strict=True):
-            right = evaluate(right_node, scope)
-            try:
-                if not _COMPARE[type(op)](left, right):
-                    return False
-            except TypeError:
-                raise _fail(node, f"cannot compare {left!r} with {right!r}") from None
-            left = right
-        return True
-    if isinstance(node, ast.IfExp):
-        chosen = node.body if evaluate(node.test, scope) else node.orelse
-        return evaluate(chosen, scope)
-    if isinstance(node, ast.Call):
-        assert isinstance(node.func, ast.Name)
-        return FUNCTIONS[node.func.id](*(evaluate(a, scope) for a in node.args))
-    raise _fail(node, f"{type(node).__name__} cannot be evaluated")
+    result = False
+    for value_node in node.values:
+        result = evaluate(value_node, scope)
+        if result:
+            return result
+    return result
+
+
+def _compare(node: ast.Compare, scope: Scope) -> bool:
+    left = evaluate(node.left, scope)
+    for op, right_node in zip(node.ops, node.comparators, strict=True):
+        right = evaluate(right_node, scope)
+        try:
+            if not _COMPARE[type(op)](left, right):
+                return False
+        except TypeError:
+            raise _fail(node, f"cannot compare {left!r} with {right!r}") from None
+        left = right
+    return True
+
+
+def _if_else(node: ast.IfExp, scope: Scope) -> object:
+    chosen = node.body if evaluate(node.test, scope) else node.orelse
+    return evaluate(chosen, scope)
+
+
+def _call(node: ast.Call, scope: Scope) -> object:
+    assert isinstance(node.func, ast.Name)
+    return FUNCTIONS[node.func.id](*(evaluate(a, scope) for a in node.args))
+
+
+# One evaluator per kind of node the checker lets through (the parser makes exactly these types).
+_EVALUATE: dict[type[ast.expr], Callable[[Any, Scope], object]] = {
+    ast.Constant: _constant,
+    ast.Name: _name,
+    ast.Attribute: _attribute_value,
+    ast.BinOp: _binary,
+    ast.UnaryOp: _unary,
+    ast.BoolOp: _boolean,
+    ast.Compare: _compare,
+    ast.IfExp: _if_else,
+    ast.Call: _call,
+}
 
 
 def run(statements: list[ast.stmt], scope: Scope) -> None:
@@ -416,38 +451,54 @@ _OPS = {
 
 def expr_json(node: ast.expr) -> Any:
     """A checked expression as nested lists, evaluated by the console exactly as here."""
-    if isinstance(node, ast.Constant):
-        return ["c", node.value]
-    if isinstance(node, ast.Name):
-        return ["name", node.id]
-    if isinstance(node, ast.Attribute):
-        holder = node.value
-        if isinstance(holder, ast.Subscript):
-            return ["attr", ["sides", expr_json(holder.slice)], node.attr]
-        assert isinstance(holder, ast.Name)
-        return ["attr", ["root", holder.id], node.attr]
-    if isinstance(node, ast.BinOp):
-        return ["bin", _OPS[type(node.op)], expr_json(node.left), expr_json(node.right)]
-    if isinstance(node, ast.UnaryOp):
-        return ["un", _OPS[type(node.op)], expr_json(node.operand)]
-    if isinstance(node, ast.BoolOp):
-        return [
-            "and" if isinstance(node.op, ast.And) else "or",
-            [expr_json(v) for v in node.values],
-        ]
-    if isinstance(node, ast.Compare):
-        return [
-            "cmp",
-            expr_json(node.left),
-            [_OPS[type(op)] for op in node.ops],
-            [expr_json(v) for v in node.comparators],
-        ]
-    if isinstance(node, ast.IfExp):
-        return ["if", expr_json(node.test), expr_json(node.body), expr_json(node.orelse)]
-    if isinstance(node, ast.Call):
-        assert isinstance(node.func, ast.Name)
-        return ["call", node.func.id, [expr_json(a) for a in node.args]]
-    raise RuleError(f"{type(node).__name__} cannot be sent to the console")
+    shape = _JSON.get(type(node))
+    if shape is None:
+        raise RuleError(f"{type(node).__name__} cannot be sent to the console")
+    return shape(node)
+
+
+def _attribute_json(node: ast.Attribute) -> list[object]:
+    holder = node.value
+    if isinstance(holder, ast.Subscript):
+        return ["attr", ["sides", expr_json(holder.slice)], node.attr]
+    assert isinstance(holder, ast.Name)
+    return ["attr", ["root", holder.id], node.attr]
+
+
+def _call_json(node: ast.Call) -> list[object]:
+    assert isinstance(node.func, ast.Name)
+    return ["call", node.func.id, [expr_json(a) for a in node.args]]
+
+
+_JSON: dict[type[ast.expr], Callable[[Any], list[object]]] = {
+    ast.Constant: lambda node: ["c", node.value],
+    ast.Name: lambda node: ["name", node.id],
+    ast.Attribute: _attribute_json,
+    ast.BinOp: lambda node: [
+        "bin",
+        _OPS[type(node.op)],
+        expr_json(node.left),
+        expr_json(node.right),
+    ],
+    ast.UnaryOp: lambda node: ["un", _OPS[type(node.op)], expr_json(node.operand)],
+    ast.BoolOp: lambda node: [
+        "and" if isinstance(node.op, ast.And) else "or",
+        [expr_json(v) for v in node.values],
+    ],
+    ast.Compare: lambda node: [
+        "cmp",
+        expr_json(node.left),
+        [_OPS[type(op)] for op in node.ops],
+        [expr_json(v) for v in node.comparators],
+    ],
+    ast.IfExp: lambda node: [
+        "if",
+        expr_json(node.test),
+        expr_json(node.body),
+        expr_json(node.orelse),
+    ],
+    ast.Call: _call_json,
+}
 
 
 def statements_json(nodes: list[ast.stmt]) -> list[Any]:

@@ -65,22 +65,7 @@ class FieldRule:
                 raise ActionRefused(f"{where} is missing")
             return self.default
         if self.type in ("int", "number"):
-            if isinstance(value, str):
-                try:
-                    value = float(value.strip())
-                except ValueError:
-                    raise ActionRefused(f"{where} must be a number, not {value!r}") from None
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ActionRefused(f"{where} must be a number, not {value!r}")
-            if self.type == "int":
-                if float(value) != int(value):
-                    raise ActionRefused(f"{where} must be a whole number, not {value}")
-                value = int(value)
-            if self.minimum is not None and value < self.minimum:
-                raise ActionRefused(f"{where} must be {self.minimum:g} or more, not {value}")
-            if self.maximum is not None and value > self.maximum:
-                raise ActionRefused(f"{where} must be {self.maximum:g} or less, not {value}")
-            return value
+            return self._number(value, where)
         if self.type == "bool":
             if isinstance(value, bool):
                 return value
@@ -93,6 +78,24 @@ class FieldRule:
         if len(text) > self.max_length:
             raise ActionRefused(f"{where} is longer than {self.max_length} characters")
         return text
+
+    def _number(self, value: object, where: str) -> float:
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                raise ActionRefused(f"{where} must be a number, not {value!r}") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ActionRefused(f"{where} must be a number, not {value!r}")
+        if self.type == "int":
+            if float(value) != int(value):
+                raise ActionRefused(f"{where} must be a whole number, not {value}")
+            value = int(value)
+        if self.minimum is not None and value < self.minimum:
+            raise ActionRefused(f"{where} must be {self.minimum:g} or more, not {value}")
+        if self.maximum is not None and value > self.maximum:
+            raise ActionRefused(f"{where} must be {self.maximum:g} or less, not {value}")
+        return value
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -194,12 +197,7 @@ class Sport:
         side_no = action.get("side")
         side = other = None
         if rule.takes_side:
-            if isinstance(side_no, float) and side_no.is_integer():
-                side_no = int(side_no)
-            if not isinstance(side_no, int) or isinstance(side_no, bool):
-                raise ActionRefused(f"{rule.label}: say which side (1 to {len(sides)})")
-            if not 1 <= side_no <= len(sides):
-                raise ActionRefused(f"{rule.label}: there is no side {side_no}")
+            side_no = _side_number(side_no, rule.label, len(sides))
             side = sides[side_no - 1]
             other = sides[2 - side_no] if len(sides) == 2 else None
         raw = action.get("fields") or {}
@@ -618,3 +616,14 @@ def sport_for_discipline(sports: Mapping[str, Sport], discipline: str) -> Sport 
         if discipline in sport.disciplines:
             return sport
     return None
+
+
+def _side_number(side_no: object, label: str, count: int) -> int:
+    """The side an action names, 1 to `count` (a whole float from JSON counts)."""
+    if isinstance(side_no, float) and side_no.is_integer():
+        side_no = int(side_no)
+    if not isinstance(side_no, int) or isinstance(side_no, bool):
+        raise ActionRefused(f"{label}: say which side (1 to {count})")
+    if not 1 <= side_no <= count:
+        raise ActionRefused(f"{label}: there is no side {side_no}")
+    return side_no

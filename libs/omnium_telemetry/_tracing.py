@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -84,7 +85,7 @@ def aiohttp_middlewares(settings: Settings) -> list[Any]:
     tracer = _provider.get_tracer("omnium.aiohttp")
 
     @web.middleware
-    async def traced(request: web.Request, handler: Any) -> web.StreamResponse:
+    async def traced(request: web.Request, handler: Handler) -> web.StreamResponse:
         resource = request.match_info.route.resource
         route = resource.canonical if resource is not None else request.path
         with tracer.start_as_current_span(

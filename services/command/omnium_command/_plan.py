@@ -159,19 +159,22 @@ class Planner:
         locked = self.locked.get(intent.kind, {})
         subject_id = locked.get(intent.ref_id or "") or locked.get(intent.ref_code or "")
         if intent.kind == "unit":
-            if subject_id is None:
-                batch = self.request.batch
-                if batch is not None and batch.create_units and intent.ref_code:
-                    return self._new_unit(intent)
-                return self._missing(intent, "unit")
-            if intent.approve:
-                return self._approve(self.units[subject_id])
-            return self._unit(intent, self.units[subject_id])
+            return self._one_unit(intent, subject_id)
         if intent.kind == "competitor":
             if subject_id is None:
                 return self._missing(intent, "competitor")
             return self._competitor(intent, self.competitors[subject_id])
         return self._medal_row(intent, subject_id)
+
+    def _one_unit(self, intent: Intent, subject_id: str | None) -> Outcome:
+        if subject_id is None:
+            batch = self.request.batch
+            if batch is not None and batch.create_units and intent.ref_code:
+                return self._new_unit(intent)
+            return self._missing(intent, "unit")
+        if intent.approve:
+            return self._approve(self.units[subject_id])
+        return self._unit(intent, self.units[subject_id])
 
     def _finish(self, outcome: Outcome) -> Outcome:
         if outcome.changes:
@@ -187,18 +190,9 @@ class Planner:
         request = self.request
         unit_id, code = unit["id"], unit["code"]
         self.event_id = self.event_id or unit["event_id"]
-        unknown = (
-            intent.referenced_competitors() - self.known_competitors
-            if any("competitor_id" in side for side in intent.sides.values())
-            else None
-        )
-        if unknown:
-            reason = (
-                f"unit {code} names competitor {sorted(unknown)[0]}; we have no such competitor"
-            )
-            if intent.row is None:
-                raise Refusal(reason)
-            return Outcome(unit_id, [], [], None, command_pb2.ROW_OUTCOME_HELD, reason)
+        held = self._unknown_competitor(intent, unit_id, code)
+        if held is not None:
+            return held
         pins = request.pins
         respect = not pins
         unit_diff = diff(unit, intent.fields, unit["pinned"], respect_pins=respect)
@@ -284,23 +278,42 @@ class Planner:
             )
             applied_seq = self.seq
         if changes:
-            self.writes.unit_ids.append(unit_id)
-            self.writes.outbox.append(
-                {
-                    "event_id": unit["event_id"],
-                    "kind": "unit.changed",
-                    "subject_kind": "unit",
-                    "subject_id": unit_id,
-                    "unit_id": unit_id,
-                    "payload": {
-                        "code": code,
-                        "changes": [
-                            {"field": c["field"], "old": c["old"], "new": c["new"]} for c in changes
-                        ],
-                    },
-                }
-            )
+            self._unit_changed(unit, changes)
         return self._finish(Outcome(unit_id, changes, kept, applied_seq))
+
+    def _unknown_competitor(self, intent: Intent, unit_id: str, code: str) -> Outcome | None:
+        """Held (or refused, for a person) when the intent names a competitor we do not have."""
+        unknown = (
+            intent.referenced_competitors() - self.known_competitors
+            if any("competitor_id" in side for side in intent.sides.values())
+            else None
+        )
+        if not unknown:
+            return None
+        reason = f"unit {code} names competitor {sorted(unknown)[0]}; we have no such competitor"
+        if intent.row is None:
+            raise Refusal(reason)
+        return Outcome(unit_id, [], [], None, command_pb2.ROW_OUTCOME_HELD, reason)
+
+    def _unit_changed(self, unit: Mapping[str, Any], changes: list[dict[str, Any]]) -> None:
+        """The unit named on the timeline item, and its "unit.changed" outbox row."""
+        unit_id = unit["id"]
+        self.writes.unit_ids.append(unit_id)
+        self.writes.outbox.append(
+            {
+                "event_id": unit["event_id"],
+                "kind": "unit.changed",
+                "subject_kind": "unit",
+                "subject_id": unit_id,
+                "unit_id": unit_id,
+                "payload": {
+                    "code": unit["code"],
+                    "changes": [
+                        {"field": c["field"], "old": c["old"], "new": c["new"]} for c in changes
+                    ],
+                },
+            }
+        )
 
     def _approve(self, unit: Mapping[str, Any]) -> Outcome:
         """The checker step: the outbox row carries the results as approved, so delivery sends

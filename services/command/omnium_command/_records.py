@@ -178,7 +178,7 @@ COMPETITOR = Kind(
 KINDS = {kind.name: kind for kind in (UNIT, SIDE, MEDAL_ROW, COMPETITOR)}
 
 
-def same(old: Any, new: Any) -> bool:
+def same(old: object, new: object) -> bool:
     if new is None:
         # Cleared text is kept as "" in some columns (a unit's phase): that is nothing too.
         return old is None or old == ""

@@ -173,19 +173,27 @@ class DeliveryApp:
         workers = list(self.busy.values())
         await self._hand_over(cursor_held=cursor_held, sending=list(self.busy))
         if workers:
-            # Each worker ends after its send in flight, freeing its client and waking the
-            # other copies itself.
-            grace = self.settings.delivery_stop_grace_seconds if grace is None else grace
-            _, cut = await asyncio.wait(workers, timeout=grace)
-            for task in cut:
-                task.cancel()
-            for task in cut:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-            if cut:
-                await self._hand_over(cursor_held=False, sending=[])
+            await self._let_sends_finish(workers, grace)
         if drain is not None:
             await drain
+        await self._close_connections()
+
+    async def _let_sends_finish(
+        self, workers: list[asyncio.Task[None]], grace: float | None
+    ) -> None:
+        """Each worker ends after its send in flight, freeing its client and waking the other
+        copies itself; one still sending after the grace is cut and its client handed over."""
+        grace = self.settings.delivery_stop_grace_seconds if grace is None else grace
+        _, cut = await asyncio.wait(workers, timeout=grace)
+        for task in cut:
+            task.cancel()
+        for task in cut:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if cut:
+            await self._hand_over(cursor_held=False, sending=[])
+
+    async def _close_connections(self) -> None:
         for _, transport in self.transports.values():
             with contextlib.suppress(Exception):
                 await transport.close()

@@ -144,11 +144,11 @@ def _csv(document: Document) -> bytes:
     return out.getvalue().encode()
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def _attrs(element: ET.Element, values: Iterable[tuple[str, Any]]) -> None:
+def _attrs(element: ET.Element, values: Iterable[tuple[str, object]]) -> None:
     for name, value in values:
         if value is not None and value != "":
             element.set(name, str(value))

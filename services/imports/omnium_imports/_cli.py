@@ -168,6 +168,11 @@ def main(argv: Sequence[str], out: TextIO | None = None) -> int:
         prepared = args.prepare(args)
     except (SettingsError, SetupError) as exc:
         return _refused(exc)
+    return _act(args, settings, prepared, out)
+
+
+def _act(args: argparse.Namespace, settings: Settings, prepared: Any, out: TextIO) -> int:
+    """Runs the command on the database (the dev stack's when none is set); its exit code."""
     try:
         from omnium_devstack.local import dev_database, dev_grpc_token
 

@@ -84,36 +84,7 @@ def integration_from(doc: Document) -> IntegrationSpec:
     for name in ("code", "event", "name", "scout_url", "scout_job", "mapping"):
         if name not in obj:
             problems.append(Problem((), f"it has no {name!r}: {_INTEGRATION_HINTS[name]}"))
-    code = obj.get("code")
-    if "code" in obj and (not isinstance(code, str) or not _CODE.match(code)):
-        problems.append(
-            Problem(
-                ("code",),
-                f"code {shown(code)} must be 2 to 63 small letters, digits or -, starting with "
-                "a letter or digit, like games-schedule",
-            )
-        )
-    event = obj.get("event")
-    if "event" in obj and (not isinstance(event, str) or not EVENT_CODE.match(event)):
-        problems.append(
-            Problem(("event",), f"event {shown(event)} must be the event's code, like AG2026")
-        )
-    title = obj.get("name")
-    if "name" in obj and (not isinstance(title, str) or not title.strip()):
-        problems.append(Problem(("name",), f"name must be a text, not {shown(title)}"))
-    url = obj.get("scout_url")
-    if "scout_url" in obj and not _is_url(url):
-        problems.append(
-            Problem(
-                ("scout_url",),
-                f"scout_url {shown(url)} must be Scout's base URL, like https://scout.example.org",
-            )
-        )
-    job = obj.get("scout_job")
-    if "scout_job" in obj and (not isinstance(job, str) or not re.match(r"^[^\s/?#]+$", job)):
-        problems.append(
-            Problem(("scout_job",), f"scout_job {shown(job)} must be Scout's job id, like schedule")
-        )
+    _check_names(obj, problems)
     secret = _secret(obj, doc.folder, problems)
     mapping: dict[str, Any] | None = None
     if "mapping" in obj:
@@ -176,6 +147,40 @@ def integration_from(doc: Document) -> IntegrationSpec:
     )
 
 
+def _check_names(obj: Mapping[str, Any], problems: list[Problem]) -> None:
+    """The integration's code, event, name and Scout address, each as its file gives it."""
+    code = obj.get("code")
+    if "code" in obj and (not isinstance(code, str) or not _CODE.match(code)):
+        problems.append(
+            Problem(
+                ("code",),
+                f"code {shown(code)} must be 2 to 63 small letters, digits or -, starting with "
+                "a letter or digit, like games-schedule",
+            )
+        )
+    event = obj.get("event")
+    if "event" in obj and (not isinstance(event, str) or not EVENT_CODE.match(event)):
+        problems.append(
+            Problem(("event",), f"event {shown(event)} must be the event's code, like AG2026")
+        )
+    title = obj.get("name")
+    if "name" in obj and (not isinstance(title, str) or not title.strip()):
+        problems.append(Problem(("name",), f"name must be a text, not {shown(title)}"))
+    url = obj.get("scout_url")
+    if "scout_url" in obj and not _is_url(url):
+        problems.append(
+            Problem(
+                ("scout_url",),
+                f"scout_url {shown(url)} must be Scout's base URL, like https://scout.example.org",
+            )
+        )
+    job = obj.get("scout_job")
+    if "scout_job" in obj and (not isinstance(job, str) or not re.match(r"^[^\s/?#]+$", job)):
+        problems.append(
+            Problem(("scout_job",), f"scout_job {shown(job)} must be Scout's job id, like schedule")
+        )
+
+
 _INTEGRATION_HINTS = {
     "code": 'our name for it, like "games-schedule"',
     "event": 'the event\'s code, like "AG2026"',
@@ -209,7 +214,10 @@ def _secret(obj: Mapping[str, Any], folder: Path, problems: list[Problem]) -> st
             problems.append(Problem(("secret",), "secret must be a text of at least 8 characters"))
             return None
         return secret.strip()
-    given = obj["secret_file"]
+    return _secret_file(obj["secret_file"], folder, problems)
+
+
+def _secret_file(given: Any, folder: Path, problems: list[Problem]) -> str | None:
     if not isinstance(given, str) or not given.strip():
         problems.append(
             Problem(("secret_file",), f"secret_file must be a path, not {shown(given)}")

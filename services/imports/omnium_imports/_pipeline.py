@@ -150,6 +150,14 @@ async def run_stages(pipeline: Pipeline, integration: Integration, job: Job) -> 
 async def fetch(run: Run) -> RunResult | None:
     """Scout's run and its rows, read with no transaction open: Scout may be slow. A run Scout
     failed, or one we cannot read, ends here, on record."""
+    ended = await _find_scout_run(run)
+    if ended is not None:
+        return ended
+    return await _read_scout_run(run)
+
+
+async def _find_scout_run(run: Run) -> RunResult | None:
+    """The run the job names, or Scout's newest of the integration's job."""
     integration, job = run.integration, run.job
     if integration.state != "on" and job.via != "operator":
         return RunResult("skipped", reason=f"the integration is {integration.state}")
@@ -170,6 +178,13 @@ async def fetch(run: Run) -> RunResult | None:
     if scout_run is None:
         return RunResult("nothing_new", reason="Scout has no run of this job yet")
     run.scout_run = scout_run
+    return None
+
+
+async def _read_scout_run(run: Run) -> RunResult | None:
+    """The run's rows and the mapping they go through, unless the run was done already or
+    Scout failed it."""
+    integration, scout_run, client = run.integration, run.scout_run, run.pipeline.scout
     known = await run.pipeline.db(
         f"run {scout_run.id}",
         lambda conn: conn.fetchrow(QUERIES["find_run"], integration.id, scout_run.id),

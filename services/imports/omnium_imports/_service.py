@@ -96,6 +96,13 @@ def omnium_health(
                 detail=f"no run yet; the first is due within {check_seconds} s of being added",
             )
         return imports_pb2.Health(word="Late", ok=False, detail="no run yet")
+    return _last_run_health(last, check_seconds, now)
+
+
+def _last_run_health(
+    last: Mapping[str, Any], check_seconds: int, now: datetime
+) -> imports_pb2.Health:
+    """The card from our last run: how it ended, and how long ago it came."""
     at = _stamp(last["received_at"])
     if last["status"] == "paused_by_guard":
         return imports_pb2.Health(

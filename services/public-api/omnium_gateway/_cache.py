@@ -322,7 +322,7 @@ class Cache:
     async def _load_shared(
         self, key: CacheKey, known: Entry | None, snapshot: tuple[int, int], *, refresh: bool
     ) -> tuple[Entry, str]:
-        assert self.redis is not None and self._fill is not None and self._release is not None
+        assert self.redis is not None
         redis = self.redis
         entry_key, gen_key, lock_key, variants_key = self._keys(key)
         deadline = time.monotonic() + self.settings.gateway_fill_lock_seconds
@@ -351,42 +351,13 @@ class Cache:
             token = secrets.token_hex(8)
             lock_ms = int(self.settings.gateway_fill_lock_seconds * 1000)
             if await redis.set(lock_key, token, nx=True, px=lock_ms):
-                try:
-                    loaded = await self._read(key, best)
-                    if isinstance(loaded, Entry):
-                        return loaded, STALE
-                    entry = self._entry(loaded, gen)
-                    await entry.compress()
-                    px = max(1, int((entry.keep_until - time.time()) * 1000))
-                    stored = await self._fill(
-                        keys=[entry_key, gen_key, variants_key],
-                        args=[gen, entry.pack(), px, entry.pack_variants()],
-                    )
-                    if stored:
-                        self._keep(key, entry, snapshot)
-                    return entry, MISS
-                finally:
-                    with contextlib.suppress(*REDIS_ERRORS):
-                        await self._release(keys=[lock_key], args=[token])
+                return await self._fill_under_lock(key, best, gen, snapshot, token)
             # Another worker or copy is reading this key.
             if refresh:
-                # Nobody waits on a refresh (the stale copy is served), so do not poll for the
-                # other read: look again on a request a little later. When many keys go stale at
-                # once, polling them all would flood Redis just when it is busiest.
-                self.recheck_at[key.name] = (
-                    time.monotonic() + self.settings.gateway_refresh_recheck_seconds
-                )
-                if len(self.recheck_at) > self.settings.gateway_local_max_entries:
-                    self.recheck_at.clear()
                 assert known is not None
-                return known, STALE
+                return self._look_again_later(key, known)
             if time.monotonic() >= deadline:
-                loaded = await self._read(key, best)
-                if isinstance(loaded, Entry):
-                    return loaded, STALE
-                entry = self._entry(loaded, gen)
-                await entry.compress()
-                return entry, MISS
+                return await self._read_unshared(key, best, gen)
             waited = True
             # Watch the small lock key, not the entry (a schedule is tens of kilobytes): read
             # the entry again once the reader has let go of the lock.
@@ -395,6 +366,50 @@ class Cache:
                 delay = min(delay * 2, 0.05)
                 if not await redis.exists(lock_key):
                     break
+
+    async def _fill_under_lock(
+        self, key: CacheKey, best: Entry | None, gen: int, snapshot: tuple[int, int], token: str
+    ) -> tuple[Entry, str]:
+        """This worker holds the fill lock: read the database, store the entry for everyone."""
+        assert self._fill is not None and self._release is not None
+        entry_key, gen_key, lock_key, variants_key = self._keys(key)
+        try:
+            loaded = await self._read(key, best)
+            if isinstance(loaded, Entry):
+                return loaded, STALE
+            entry = self._entry(loaded, gen)
+            await entry.compress()
+            px = max(1, int((entry.keep_until - time.time()) * 1000))
+            stored = await self._fill(
+                keys=[entry_key, gen_key, variants_key],
+                args=[gen, entry.pack(), px, entry.pack_variants()],
+            )
+            if stored:
+                self._keep(key, entry, snapshot)
+            return entry, MISS
+        finally:
+            with contextlib.suppress(*REDIS_ERRORS):
+                await self._release(keys=[lock_key], args=[token])
+
+    def _look_again_later(self, key: CacheKey, known: Entry) -> tuple[Entry, str]:
+        """Nobody waits on a refresh (the stale copy is served), so do not poll for the other
+        read: look again on a request a little later. When many keys go stale at once, polling
+        them all would flood Redis just when it is busiest."""
+        self.recheck_at[key.name] = time.monotonic() + self.settings.gateway_refresh_recheck_seconds
+        if len(self.recheck_at) > self.settings.gateway_local_max_entries:
+            self.recheck_at.clear()
+        return known, STALE
+
+    async def _read_unshared(
+        self, key: CacheKey, best: Entry | None, gen: int
+    ) -> tuple[Entry, str]:
+        """The other reader took too long: read for this request alone, storing nothing."""
+        loaded = await self._read(key, best)
+        if isinstance(loaded, Entry):
+            return loaded, STALE
+        entry = self._entry(loaded, gen)
+        await entry.compress()
+        return entry, MISS
 
     async def _read(self, key: CacheKey, best: Entry | None) -> Loaded | Entry:
         """One database read; if the database fails, the best copy left (stale-if-error)."""

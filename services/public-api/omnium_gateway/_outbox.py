@@ -198,26 +198,8 @@ class OutboxRelay:
             rows = await conn.fetch(QUERIES["outbox_since"], watermark, list(gaps), BATCH_ROWS)
             if not rows:
                 break
-            groups: set[str] = set()
-            competitors: list[str] = []
-            seen = {row["id"] for row in rows}
-            for gap in seen & gaps.keys():
-                del gaps[gap]
-            top = max(seen)
-            now = time.monotonic()
-            # Ids below the newest one read that are not there yet belong to transactions still
-            # open (or rolled back): read them again until they show up or age out.
-            if top - watermark <= 10 * BATCH_ROWS:
-                for missing in range(watermark + 1, top):
-                    if missing not in seen and missing not in gaps:
-                        gaps[missing] = now
-            for row in rows:
-                if row["subject_kind"] == "competitor":
-                    competitors.append(row["subject_id"])
-                groups |= groups_for(row["kind"], row["event"], row["code"])
-            if competitors:
-                for unit in await conn.fetch(QUERIES["units_of_competitors"], competitors):
-                    groups.add(f"unit:{unit['event']}:{unit['code']}")
+            top = _track_gaps({row["id"] for row in rows}, watermark, gaps)
+            groups = await _groups_of(conn, rows)
             await publish(self.redis, self.cache, groups)
             if self.purge is not None:
                 # After the generations moved: a shared cache that fetches again gets new data.
@@ -231,3 +213,32 @@ class OutboxRelay:
         for gap in [g for g, at in gaps.items() if at < horizon]:
             del gaps[gap]
         return watermark
+
+
+def _track_gaps(seen: set[int], watermark: int, gaps: dict[int, float]) -> int:
+    """Forgets the gaps that showed up, notes the new ones; the newest id read."""
+    for gap in seen & gaps.keys():
+        del gaps[gap]
+    top = max(seen)
+    now = time.monotonic()
+    # Ids below the newest one read that are not there yet belong to transactions still
+    # open (or rolled back): read them again until they show up or age out.
+    if top - watermark <= 10 * BATCH_ROWS:
+        for missing in range(watermark + 1, top):
+            if missing not in seen and missing not in gaps:
+                gaps[missing] = now
+    return top
+
+
+async def _groups_of(conn: asyncpg.Connection, rows: list[asyncpg.Record]) -> set[str]:
+    """The cache groups the outbox rows change; a competitor's are those of its units."""
+    groups: set[str] = set()
+    competitors: list[str] = []
+    for row in rows:
+        if row["subject_kind"] == "competitor":
+            competitors.append(row["subject_id"])
+        groups |= groups_for(row["kind"], row["event"], row["code"])
+    if competitors:
+        for unit in await conn.fetch(QUERIES["units_of_competitors"], competitors):
+            groups.add(f"unit:{unit['event']}:{unit['code']}")
+    return groups

@@ -157,15 +157,19 @@ def serve(settings: Settings, port: int | None = None, route_sets: Sequence[Rout
                     )
                     processes[index] = start(index)
     finally:
-        for process in processes:
-            if process.pid is not None and process.exitcode is None:
-                os.kill(process.pid, signal.SIGTERM)
-        # A worker still there after its grace (and a second to close its pools) is killed, so
-        # the whole gateway is gone before the launcher or Kubernetes would kill it.
-        deadline = time.monotonic() + settings.gateway_stop_grace_seconds + CLOSE_SECONDS
-        for process in processes:
-            process.join(timeout=max(0.0, deadline - time.monotonic()))
-            if process.exitcode is None and process.pid is not None:
-                os.kill(process.pid, signal.SIGKILL)
-                process.join()
+        _stop_workers(processes, settings.gateway_stop_grace_seconds + CLOSE_SECONDS)
         holder.close()
+
+
+def _stop_workers(processes: list[BaseProcess], seconds: float) -> None:
+    """SIGTERM to every worker; one still there after `seconds` is killed, so the whole gateway
+    is gone before the launcher or Kubernetes would kill it."""
+    for process in processes:
+        if process.pid is not None and process.exitcode is None:
+            os.kill(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + seconds
+    for process in processes:
+        process.join(timeout=max(0.0, deadline - time.monotonic()))
+        if process.exitcode is None and process.pid is not None:
+            os.kill(process.pid, signal.SIGKILL)
+            process.join()

@@ -155,42 +155,49 @@ def parse_odf(
         raise MessageRefused(f"DocumentCode {unit_code!r} is not a 34-character unit code")
     actions: list[OdfAction] = []
     for element in root.iter("Action"):
-        ident = element.get("Id", "")
-        if not ident:
-            raise MessageRefused("an <Action> has no Id; every action needs one")
-        code = element.get("Action", "")
-        kind = spec.actions.get(code)
-        if kind is None:
-            raise MessageRefused(
-                f"Action {code!r} (Id {ident}) is not mapped: add it to the provider's "
-                f"[actions] in providers/{spec.code}.toml"
-            )
-        side = 0
-        fields: dict[str, Any] = {}
-        competitor = element.find("Competitor")
-        if competitor is not None:
-            order = competitor.get("Order")
-            noc = competitor.get("Code", "")
-            if order and order.isdigit():
-                side = int(order)
-            elif sides_by_noc and noc in sides_by_noc:
-                side = sides_by_noc[noc]
-            else:
-                raise MessageRefused(f"Action Id {ident}: the competitor has no Order")
-            for athlete in competitor.iter("Athlete"):
-                bib = athlete.get("Bib") or athlete.get("Code") or ""
-                role = athlete.get("Role", "")
-                fields["player_in" if role == "IN" else "player"] = bib
-        if element.get("Minute"):
-            fields["minute"] = element.get("Minute")
-        for extra in element.iter("Field"):
-            name = extra.get("Name", "")
-            if name:
-                fields[name] = extra.get("Value", "")
-        actions.append(OdfAction(f"provider:{spec.code}:{unit_code}:{ident}", kind, side, fields))
+        actions.append(_odf_action(element, spec, unit_code, sides_by_noc))
     if not actions:
         raise MessageRefused("the message has no <Action> elements")
     return unit_code, actions
+
+
+def _odf_action(
+    element: ET.Element, spec: ProviderSpec, unit_code: str, sides_by_noc: Mapping[str, int] | None
+) -> OdfAction:
+    """One <Action>: its id, its mapped kind, the side it is for and its fields."""
+    ident = element.get("Id", "")
+    if not ident:
+        raise MessageRefused("an <Action> has no Id; every action needs one")
+    code = element.get("Action", "")
+    kind = spec.actions.get(code)
+    if kind is None:
+        raise MessageRefused(
+            f"Action {code!r} (Id {ident}) is not mapped: add it to the provider's "
+            f"[actions] in providers/{spec.code}.toml"
+        )
+    side = 0
+    fields: dict[str, Any] = {}
+    competitor = element.find("Competitor")
+    if competitor is not None:
+        order = competitor.get("Order")
+        noc = competitor.get("Code", "")
+        if order and order.isdigit():
+            side = int(order)
+        elif sides_by_noc and noc in sides_by_noc:
+            side = sides_by_noc[noc]
+        else:
+            raise MessageRefused(f"Action Id {ident}: the competitor has no Order")
+        for athlete in competitor.iter("Athlete"):
+            bib = athlete.get("Bib") or athlete.get("Code") or ""
+            role = athlete.get("Role", "")
+            fields["player_in" if role == "IN" else "player"] = bib
+    if element.get("Minute"):
+        fields["minute"] = element.get("Minute")
+    for extra in element.iter("Field"):
+        name = extra.get("Name", "")
+        if name:
+            fields[name] = extra.get("Value", "")
+    return OdfAction(f"provider:{spec.code}:{unit_code}:{ident}", kind, side, fields)
 
 
 class Providers:

@@ -260,10 +260,18 @@ class Scorer:
             except ActionRefused as exc:
                 return _answer(action, Outcome.OUTCOME_REFUSED, str(exc))
         answer = await self._send(action, actor, unit, sport, state, record)
-        if isinstance(answer, scoring_pb2.ActAnswer):
+        # Try again: the match moved on while it was checked.
+        if (
+            isinstance(answer, scoring_pb2.ActAnswer)
+            or answer.outcome != command_pb2.OUTCOME_REFUSED
+        ):
             return answer
-        if answer.outcome != command_pb2.OUTCOME_REFUSED:
-            return answer  # Try again: the match moved on while it was checked.
+        return await self._refused(action, answer)
+
+    async def _refused(
+        self, action: scoring_pb2.Action, answer: command_pb2.Answer
+    ) -> scoring_pb2.ActAnswer:
+        """The road refused the action: a duplicate if its other copy was saved meanwhile."""
         async with self.reader.acquire() as conn:
             seq = await conn.fetchval(QUERIES["seq_of_client"], action.client_id, action.unit_id)
             if seq is not None:

@@ -206,6 +206,23 @@ class ScoutSimulator:
     def _rows_for(
         self, job: str, build: str, day: date | None, keys: Sequence[str] | None
     ) -> tuple[list[Row], Build, date | None]:
+        self._check_build(build, day, keys)
+        if job == self.config.medals_job:
+            table = self.games.medal_table()
+            if build == "page":
+                wanted = set(keys or ())
+                return [row for row in table if row["noc"] in wanted], "page", None
+            if build == "day":
+                raise SimulatorError("the medal table is not built by day; use 'all' or 'page'")
+            return list(table), "all", None
+        if build == "page":
+            return self.games.rows_for(keys or ()), "page", None
+        if build == "day":
+            return self.games.listed_rows(day), "day", day
+        return self.games.listed_rows(), "all", None
+
+    def _check_build(self, build: str, day: date | None, keys: Sequence[str] | None) -> None:
+        """A run's build and the day or keys it needs, as the control API sends them."""
         if build not in BUILDS:
             raise SimulatorError(f"build must be one of {', '.join(BUILDS)}, not {build!r}")
         if build == "page":
@@ -226,19 +243,6 @@ class ScoutSimulator:
                 raise SimulatorError(f"day must be a Games day, {FIRST_DAY} to {LAST_DAY}")
         elif day is not None:
             raise SimulatorError("a day goes only with build 'day'")
-        if job == self.config.medals_job:
-            table = self.games.medal_table()
-            if build == "page":
-                wanted = set(keys or ())
-                return [row for row in table if row["noc"] in wanted], "page", None
-            if build == "day":
-                raise SimulatorError("the medal table is not built by day; use 'all' or 'page'")
-            return list(table), "all", None
-        if build == "page":
-            return self.games.rows_for(keys or ()), "page", None
-        if build == "day":
-            return self.games.listed_rows(day), "day", day
-        return self.games.listed_rows(), "all", None
 
     def _ring_later(self, run: Run) -> asyncio.Task[Delivery] | None:
         target = self.config.doorbells.get(run.job)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import types
 from collections.abc import Mapping
 from enum import Enum
 from typing import Any, TypeAlias
@@ -74,23 +75,25 @@ def row_hash(value: Mapping[str, Any]) -> bytes:
     return hashlib.sha256(HASH_JSON.encode(value).encode()).digest()
 
 
-def json_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true/false"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a text"
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, list | tuple):
-        return "a list"
+# In order: a bool is an int to isinstance, so it is named first.
+_JSON_KINDS: tuple[tuple[type | types.UnionType, str], ...] = (
+    (type(None), "null"),
+    (bool, "true/false"),
+    (int | float, "a number"),
+    (str, "a text"),
+    (Mapping, "an object"),
+    (list | tuple, "a list"),
+)
+
+
+def json_kind(value: object) -> str:
+    for kinds, kind in _JSON_KINDS:
+        if isinstance(value, kinds):
+            return kind
     return f"a {type(value).__name__}"
 
 
-def shown(value: Any) -> str:
+def shown(value: object) -> str:
     """A value as a person reads it in a reason: text quoted, long values cut."""
     text = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= 80 else text[:77] + "..."
