@@ -44,6 +44,8 @@ class Assigned:
         self.reader = reader
         self.writer = writer
         self.listening = False
+        # How many times the answers were dropped (a NOTIFY, a reconnect): tests wait on it.
+        self.forgotten = 0
         self._known: dict[tuple[str, str], tuple[float, str | None]] = {}
 
     @property
@@ -52,6 +54,7 @@ class Assigned:
 
     def forget(self) -> None:
         self._known.clear()
+        self.forgotten += 1
 
     def binds(self, actor: actor_pb2.Actor) -> bool:
         """Whether assignment applies to this sender: scorers do, providers never."""
