@@ -180,10 +180,19 @@ async def add_scored_match(
         unit,
         *teams,
     )
-    await conn.execute(
-        "INSERT INTO account (login, name, role, password_hash) VALUES ($1, $2, 'scorer', $3)",
+    account = await conn.fetchval(
+        "INSERT INTO account (login, name, role, password_hash) VALUES ($1, $2, 'scorer', $3) "
+        "RETURNING id",
         f"scorer{n}",
         f"Scorer {n}",
         password_hash,
+    )
+    # Scorers score only their own matches (issue 20): the operator assigns this one.
+    await conn.execute(
+        "INSERT INTO scorer_assignment (account_id, event_id, unit_id, assigned_by) "
+        "VALUES ($1, $2, $3::uuid, 'the benchmark')",
+        account,
+        event,
+        unit,
     )
     return unit

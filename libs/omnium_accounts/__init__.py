@@ -1,5 +1,5 @@
 """Who may use omnium: accounts with roles, slow password hashes, sign-in that slows down and
-sessions; and media clients' API keys."""
+sessions; scorers' assignments to matches; and media clients' API keys."""
 
 from __future__ import annotations
 
@@ -16,6 +16,14 @@ from omnium_accounts._accounts import (
     check_password_rules,
 )
 from omnium_accounts._api_keys import ApiKeys, ApiKeyView, LiveKey, hash_key
+from omnium_accounts._assignments import (
+    Assignments,
+    AssignmentView,
+    RefusalView,
+    ScheduleError,
+    ScheduleLine,
+    read_schedule,
+)
 from omnium_accounts._passwords import hash_password, verify_password
 
 __all__ = [
@@ -27,12 +35,18 @@ __all__ = [
     "AccountsUnavailable",
     "ApiKeyView",
     "ApiKeys",
+    "AssignmentView",
+    "Assignments",
     "LiveKey",
+    "RefusalView",
     "Role",
+    "ScheduleError",
+    "ScheduleLine",
     "Session",
     "SignInRefused",
     "check_password_rules",
     "hash_key",
     "hash_password",
+    "read_schedule",
     "verify_password",
 ]

@@ -2,6 +2,10 @@
 
 There is no built-in password: the first admin is made here. The password is asked twice on
 the terminal, or read from the first line of standard input with --password-stdin.
+
+`assign SCHEDULE.csv` gives scorers their matches for a whole schedule: a header line naming
+login, unit, venue, day, then one assignment a line (a login and a unit code, or a login, a
+venue and a day as YYYY-MM-DD). Every line is checked first; one bad line writes nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import sys
 import asyncpg
 
 from omnium_accounts._accounts import ROLES, AccountError, Accounts, check_password_rules
+from omnium_accounts._assignments import Assignments, read_schedule
 from omnium_db import apply_migrations, create_pool, init_connection
 from omnium_db._pool import PoolRoad
 from omnium_devstack.binaries import MissingBinaries
@@ -35,6 +40,13 @@ def _parser() -> argparse.ArgumentParser:
     password.add_argument("--login", required=True)
     password.add_argument("--password-stdin", action="store_true")
     sub.add_parser("list", help="every account and its role")
+    assign = sub.add_parser(
+        "assign",
+        help="give scorers their matches from a CSV (login,unit,venue,day); "
+        "each match or venue day it names gets exactly the scorers it lists",
+    )
+    assign.add_argument("schedule", help="the CSV file ('-' reads standard input)")
+    assign.add_argument("--event", help="the event's code (needed when there are several)")
     for name, what in (
         ("disable", "turn an account off: it cannot sign in and its sessions end at once"),
         ("enable", "turn an account on again"),
@@ -59,7 +71,19 @@ def _read_password(from_stdin: bool, settings: Settings) -> str:
         print("the two passwords differ; try again", file=sys.stderr)
 
 
+def _read_schedule(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as file:
+            return file.read()
+    except OSError as exc:
+        raise AccountError(f"cannot read {path}: {exc.strerror}") from None
+
+
 async def _run(args: argparse.Namespace, settings: Settings) -> None:
+    # The file is checked before any connection: a bad line is told at once.
+    lines = read_schedule(_read_schedule(args.schedule)) if args.command == "assign" else []
     conn = await asyncpg.connect(settings.require_database_url())
     try:
         await init_connection(conn)
@@ -71,7 +95,9 @@ async def _run(args: argparse.Namespace, settings: Settings) -> None:
     by = (f"the command line ({getpass.getuser()})", "cli")
     try:
         accounts = Accounts(pool, settings)
-        if args.command == "list":
+        if args.command == "assign":
+            print(await Assignments(pool).load_schedule(lines, event_code=args.event, by=by))
+        elif args.command == "list":
             for view in await accounts.overview():
                 off = "  (off)" if view.disabled else ""
                 print(f"{view.login:24} {view.role:9} {view.name}{off}")

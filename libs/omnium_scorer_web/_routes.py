@@ -270,16 +270,21 @@ class ScorerConsole:
             ) from None
 
     async def matches(self, request: web.Request) -> web.StreamResponse:
-        _, problem = await self._actor(request, changes=False)
+        actor, problem = await self._actor(request, changes=False)
         if problem is not None:
             return problem
+        # Scoring lists only the scorer's own matches when assignment is on.
         listing = await self._call(
             lambda: self.scoring.ListMatches(
-                scoring_pb2.ListMatchesRequest(event_code=request.query.get("event", "")),
+                scoring_pb2.ListMatchesRequest(
+                    event_code=request.query.get("event", ""), actor=actor
+                ),
                 timeout=self.deadline,
             )
         )
-        return web.json_response(_plain(listing))
+        body = _plain(listing)
+        body["assigned_only"] = self.settings.scorer_assignment_required
+        return web.json_response(body)
 
     async def state(self, request: web.Request) -> web.StreamResponse:
         _, problem = await self._actor(request, changes=False)

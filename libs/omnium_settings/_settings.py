@@ -391,6 +391,11 @@ class Settings:
     # -- Scoring (Section 1 seed) ----------------------------------------------------------
     scoring_nice: int = _setting(0, "CPU priority step of the scoring process.")
     scorer_sign_in_required: bool = _setting(True, "Scorers must sign in.")
+    scorer_assignment_required: bool = _setting(
+        True,
+        "A scorer account scores only the matches assigned to it (by match, or by venue and "
+        "day); operators and admins score any. Off, for a small event: every scorer scores any.",
+    )
     scoring_address: str = _setting(
         "127.0.0.1:50052",
         "Where the gateway reaches scoring: host:port, IP:port copies or dns:///name:port.",

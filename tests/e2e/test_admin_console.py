@@ -138,6 +138,7 @@ def _every_route(app: AdminApp) -> list[tuple[str, str]]:
     placeholder filled in and each alternative of an {action:a|b} route listed."""
     values = {"code": SCHEDULE, "run_id": str(uuid.uuid4()), "unit_id": str(uuid.uuid4())}
     values["item_id"] = "1"
+    values["assignment_id"] = "1"
     values["login"] = "sam"
     values["name"] = "dailyhunt"
     out = []
@@ -748,6 +749,90 @@ async def test_an_admin_makes_a_scorer_account_and_signs_a_lost_tablet_out(
         await page.close()
     views = {v.login: v for v in await accounts.overview()}
     assert not views["ada"].disabled and views["court3"].role == "operator"
+
+
+async def test_an_operator_gives_a_scorer_a_match_and_a_venue_day_and_hands_one_over(
+    console: Console,
+) -> None:
+    db = console.day.db
+    units = await db.fetch(
+        "SELECT u.id::text AS id, u.code, u.name, u.venue, "
+        "       (u.start_at AT TIME ZONE e.time_zone)::date::text AS day "
+        "  FROM unit u JOIN event e ON e.id = u.event_id "
+        " WHERE u.venue IS NOT NULL AND u.start_at IS NOT NULL ORDER BY u.start_at, u.code LIMIT 2"
+    )
+    first, second = units
+    await console.app.accounts.create("ben", "Ben Ode", "scorer", PASSWORD)
+    page = await console.page("ana")
+    try:
+        await page.get_by_role("link", name="Scorers").click()
+        await expect(page.get_by_role("heading", name="Scorers", exact=True)).to_be_visible()
+        await expect(page.locator("[data-assignment=on]")).to_be_visible()
+        form = page.locator("#assign-form")
+        # A unit code that is not there: nothing written, the form keeps what was typed.
+        await form.get_by_label("Scorer", exact=True).select_option("sam")
+        await form.get_by_label("Match: its unit code").fill("NOSUCHUNIT")
+        await form.get_by_role("button", name="Assign").click()
+        await expect(page.locator("#scorers-error")).to_contain_text(
+            "Nothing was changed: unit: AG2026 has no unit 'NOSUCHUNIT'"
+        )
+        await expect(form.get_by_label("Match: its unit code")).to_have_value("NOSUCHUNIT")
+        await form.get_by_label("Match: its unit code").fill(first["code"])
+        await form.get_by_role("button", name="Assign").click()
+        await expect(page.get_by_role("status")).to_have_text(
+            f"Sam Scorer (sam) scores {first['name']}."
+        )
+        await form.get_by_label("Scorer", exact=True).select_option("sam")
+        await form.get_by_label("Venue").fill(second["venue"])
+        await form.get_by_label("Day").fill(second["day"])
+        await form.get_by_role("button", name="Assign").click()
+        await expect(page.get_by_role("status")).to_have_text(
+            f"Sam Scorer (sam) scores {second['venue']} on {second['day']}."
+        )
+        # Handed over mid-Games: Ben alone scores the first match now.
+        await form.get_by_label("Scorer", exact=True).select_option("ben")
+        await form.get_by_label("Match: its unit code").fill(first["code"])
+        await form.get_by_label("Hand over").check()
+        await form.get_by_role("button", name="Assign").click()
+        await expect(page.get_by_role("status")).to_have_text(
+            f"Ben Ode (ben) scores {first['name']}; handed over from 1 other scorer(s)."
+        )
+        rows = page.locator("table.assignments tbody tr")
+        await expect(rows).to_have_count(2)
+        await expect(rows.nth(0)).to_contain_text("Ben Ode")
+        await expect(rows.nth(0)).to_contain_text(first["code"])
+        await expect(rows.nth(1)).to_contain_text(f"{second['venue']} · {second['day']}")
+        await console.shot(page, "scorers")
+        await rows.nth(1).get_by_role("button").click()
+        await expect(page.get_by_role("status")).to_have_text(
+            f"sam no longer scores {second['venue']} on {second['day']}."
+        )
+        await expect(rows).to_have_count(1)
+    finally:
+        await page.close()
+    assigned = await db.fetch(
+        "SELECT a.login, s.unit_id::text, s.assigned_by FROM scorer_assignment s "
+        "JOIN account a ON a.id = s.account_id"
+    )
+    assert [tuple(r) for r in assigned] == [("ben", first["id"], "Ana Operator")]
+    changes = await db.fetch(
+        "SELECT login, change, by_name FROM account_change "
+        "WHERE change LIKE 'assigned%' OR change LIKE 'unassigned%' ORDER BY id"
+    )
+    assert [tuple(c) for c in changes] == [
+        ("sam", f"assigned {first['code']}", "Ana Operator"),
+        ("sam", f"assigned {second['venue']} on {second['day']}", "Ana Operator"),
+        ("ben", f"assigned {first['code']}", "Ana Operator"),
+        ("sam", f"unassigned {second['venue']} on {second['day']}", "Ana Operator"),
+    ]
+    # Viewers read the other screens, but who scores what is for operators and admins.
+    page = await console.page("vic")
+    try:
+        await expect(page.get_by_role("link", name="Scorers")).to_have_count(0)
+        await page.goto(f"{console.url}/scorers")
+        await expect(page.get_by_role("heading", name="Only for operators")).to_be_visible()
+    finally:
+        await page.close()
 
 
 async def test_accounts_are_for_admins_only(console: Console) -> None:

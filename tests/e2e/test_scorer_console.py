@@ -19,6 +19,7 @@ pytestmark = pytest.mark.e2e
 async def phone(site: ConsoleSite, unit: str) -> AsyncIterator[tuple[BrowserContext, Page]]:
     """Headless Chromium on a phone-sized screen, mina signed in, the match open."""
     await site.accounts.create("mina", "Mina Park", "scorer", "a long password")
+    await site.assign("mina", [unit])
     async with async_playwright() as p:
         browser = await p.chromium.launch(
             executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True

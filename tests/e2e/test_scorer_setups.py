@@ -209,6 +209,7 @@ async def test_scoring_offline_with_an_undo_survives_a_reload_and_saves_once_in_
     unit = games.units[0]
     async with running_console(database_url) as site, screen_for(setup) as screen:
         await site.accounts.create("mina", "Mina Park", "scorer", PASSWORD)
+        await site.assign("mina", games.units)
         await sign_in_and_open(screen, site, unit, setup)
         await tap(screen, "start_period")
         await tap(screen, "goal", 1)
@@ -300,6 +301,7 @@ async def test_an_ephemeral_context_is_warned_and_told_what_waits_on_the_device(
     unit = games.units[0]
     async with running_console(database_url) as site, screen_for(setup) as screen:
         await site.accounts.create("mina", "Mina Park", "scorer", PASSWORD)
+        await site.assign("mina", games.units)
         await sign_in_and_open(screen, site, unit, f"{setup}-ephemeral")
         await warning_shown(screen)
         warning = await warning_of(screen)
@@ -376,6 +378,7 @@ async def test_fifty_taps_over_a_slow_lossy_network_are_saved_once_in_order(
         screen_for(setup) as screen,
     ):
         await site.accounts.create("mina", "Mina Park", "scorer", PASSWORD)
+        await site.assign("mina", games.units)
         await sign_in_and_open(screen, site, unit, f"{setup}-lossy", url=network.url)
         await tap(screen, "start_period")
         await status_ends(screen, "action 1", within=20)

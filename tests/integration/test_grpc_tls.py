@@ -36,6 +36,7 @@ async def test_a_scorer_tap_crosses_gateway_scoring_and_command_over_mutual_tls(
     unit = games.units[0]
     async with running_console(database_url, **tls.settings()) as site:
         await site.accounts.create("mina", "Mina Park", "scorer", "a long password")
+        await site.assign("mina", games.units)
         async with httpx.AsyncClient(base_url=site.url) as http:
             signed = await http.post(
                 "/score/api/sign-in", json={"login": "mina", "password": "a long password"}

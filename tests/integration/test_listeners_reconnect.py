@@ -36,7 +36,7 @@ from tests.support.games import EVENT, make_games
 from tests.support.gateway import running_gateway
 from tests.support.imports import games_day
 from tests.support.outage import CONNECT_RACE, CrashablePostgres, crashable_postgres
-from tests.support.scoring import running_scoring
+from tests.support.scoring import assign, running_scoring
 from tests.support.servers import Servers
 from tests.support.sftp import asyncssh_server
 
@@ -369,6 +369,7 @@ async def test_watch_match_wakes_on_a_change_after_a_restart(tmp_path: Path) -> 
     async with crashable_postgres(tmp_path) as pg:
         db = await asyncpg.connect(pg.database_url)
         games = await make_games(db, units=1)
+        await assign(db, games.units)
         await db.close()
         unit = games.units[0]
         async with running_scoring(

@@ -49,6 +49,8 @@ EXPECTED_TABLES = {
     "match_action",
     "provider",
     "provider_message",
+    "scorer_assignment",
+    "scorer_refusal",
 }
 PINNABLE = {"competitor", "unit", "unit_competitor", "entry", "medal_row"}
 

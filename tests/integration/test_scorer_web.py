@@ -21,6 +21,7 @@ async def test_a_scorer_signs_in_and_scores_over_http(
     unit = games.units[0]
     async with running_console(database_url) as site:
         await site.accounts.create("mina", "Mina Park", "scorer", "a long password")
+        await site.assign("mina", games.units)
         await site.accounts.create("vic", "Vic Viewer", "viewer", "a long password")
         async with httpx.AsyncClient(base_url=site.url) as http:
             assert (await http.get("/score/api/matches")).status_code == 401

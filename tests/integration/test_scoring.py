@@ -14,7 +14,7 @@ from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2
 from omnium_sports import SPORTS_DIR
 from tests.support.games import make_games
-from tests.support.scoring import action, add_match, running_scoring, scorer
+from tests.support.scoring import MINA, action, add_match, assign, running_scoring, scorer
 
 SAVED = scoring_pb2.OUTCOME_SAVED
 DUPLICATE = scoring_pb2.OUTCOME_DUPLICATE
@@ -26,6 +26,7 @@ async def test_an_action_is_saved_with_who_and_from_where(
 ) -> None:
     games = await make_games(db, units=1)
     unit = games.units[0]
+    await assign(db, games.units)
     async with running_scoring(database_url) as scoring:
         assert (await scoring.act(unit, "dev1:1", "start_period")).outcome == SAVED
         answer = await scoring.act(unit, "dev1:2", "goal", 1, player="9", minute=12)
@@ -49,14 +50,20 @@ async def test_an_action_is_saved_with_who_and_from_where(
         "fields": {"player": "9", "minute": 12},
         "actor_kind": "scorer",
         "actor_name": "Mina Park",
-        "source_code": "account:11",
+        "source_code": f"account:{MINA}",
         "screen": "scorer-console",
     }
     timeline = await db.fetchrow(
         "SELECT code, actor_kind, actor_name, source_code, screen FROM timeline_item "
         "WHERE command_id = 'dev1:2'"
     )
-    assert tuple(timeline) == ("scoring.act", "scorer", "Mina Park", "account:11", "scorer-console")
+    assert tuple(timeline) == (
+        "scoring.act",
+        "scorer",
+        "Mina Park",
+        f"account:{MINA}",
+        "scorer-console",
+    )
     sides = await db.fetch(
         "SELECT score FROM unit_competitor WHERE unit_id = $1 ORDER BY sort_order", unit
     )
@@ -77,6 +84,7 @@ async def test_an_action_that_breaks_the_rules_is_refused_and_writes_nothing(
 ) -> None:
     games = await make_games(db, units=1)
     unit = games.units[0]
+    await assign(db, games.units)
     async with running_scoring(database_url) as scoring:
         answer = await scoring.act(unit, "dev1:1", "goal", 1)
         assert answer.outcome == REFUSED
@@ -95,6 +103,7 @@ async def test_undo_is_an_action_that_recomputes_the_match(
 ) -> None:
     games = await make_games(db, units=1)
     unit = games.units[0]
+    await assign(db, games.units)
     async with running_scoring(database_url) as scoring:
         await scoring.act(unit, "d:1", "start_period")
         await scoring.act(unit, "d:2", "goal", 1)
@@ -126,6 +135,7 @@ async def test_undo_is_an_action_that_recomputes_the_match(
 async def test_a_resent_action_is_applied_once(db: asyncpg.Connection, database_url: str) -> None:
     games = await make_games(db, units=1)
     unit = games.units[0]
+    await assign(db, games.units)
     async with running_scoring(database_url) as scoring:
         await scoring.act(unit, "d:1", "start_period")
         first = await scoring.act(unit, "d:2", "goal", 1)
@@ -142,6 +152,7 @@ async def test_a_resent_action_the_rules_would_now_refuse_is_a_duplicate(
     """Scoring's copy of the match already has the action: the answer is still DUPLICATE."""
     games = await make_games(db, units=1)
     unit = games.units[0]
+    await assign(db, games.units)
     async with running_scoring(database_url) as scoring:
         first = await scoring.act(unit, "d:1", "start_period")
         again = await scoring.act(unit, "d:1", "start_period")
@@ -157,6 +168,7 @@ async def test_a_match_moved_on_elsewhere_is_read_afresh(
     """Two scoring processes on one match: each one's copy goes stale, nothing is lost."""
     games = await make_games(db, units=1)
     unit = games.units[0]
+    await assign(db, games.units)
     async with running_scoring(database_url) as one, running_scoring(database_url) as two:
         assert (await one.act(unit, "d:1", "start_period")).outcome == SAVED
         assert (await two.act(unit, "d:2", "goal", 1)).seq == 2
@@ -189,6 +201,7 @@ async def test_concurrent_duplicates_are_applied_once(
 ) -> None:
     games = await make_games(db, units=1)
     unit = games.units[0]
+    await assign(db, games.units)
     async with running_scoring(database_url) as scoring:
         await scoring.act(unit, "d:1", "start_period")
         answers = await asyncio.gather(*(scoring.act(unit, "d:2", "goal", 1) for _ in range(12)))
@@ -209,9 +222,12 @@ async def test_two_scorers_on_one_match_never_act_on_the_same_state(
 ) -> None:
     games = await make_games(db, units=1)
     unit = games.units[0]
+    await assign(db, games.units)
     async with running_scoring(database_url, scoring_attempts=20) as scoring:
         await scoring.act(unit, "d:0", "start_period")
-        ana, ben = scorer("Ana", "account:1"), scorer("Ben", "account:2", "scorer-app")
+        ana = scorer("Ana", "account:00000000-0000-4000-8000-00000000000a")
+        ben = scorer("Ben", "account:00000000-0000-4000-8000-00000000000b", "scorer-app")
+        await assign(db, games.units, ana, ben)
         answers = await asyncio.gather(
             *(scoring.act(unit, f"a:{i}", "goal", 1, actor=ana) for i in range(6)),
             *(scoring.act(unit, f"b:{i}", "goal", 2, actor=ben) for i in range(6)),
@@ -233,6 +249,7 @@ async def test_saved_is_answered_only_after_the_commit(
 ) -> None:
     games = await make_games(db, units=1)
     unit = games.units[0]
+    await assign(db, games.units)
     async with running_scoring(database_url) as scoring:
         await scoring.act(unit, "d:1", "start_period")
         blocker = await asyncpg.connect(database_url)
@@ -256,6 +273,7 @@ async def test_saved_is_answered_only_after_the_commit(
 async def test_sign_in_is_required_by_default(db: asyncpg.Connection, database_url: str) -> None:
     games = await make_games(db, units=1)
     unit = games.units[0]
+    await assign(db, games.units)
     anonymous = actor_pb2.Actor(kind=actor_pb2.Actor.KIND_SCORER, screen="scorer-console")
     async with running_scoring(database_url) as scoring:
         answer = await scoring.act(unit, "d:1", "start_period", actor=anonymous)
@@ -265,6 +283,13 @@ async def test_sign_in_is_required_by_default(db: asyncpg.Connection, database_u
         answer = await scoring.act(unit, "d:1", "start_period", actor=no_screen)
         assert answer.reason.startswith("actor.screen is empty")
     async with running_scoring(database_url, scorer_sign_in_required=False) as scoring:
+        # Matches are assigned to accounts: a scorer without one scores none.
+        answer = await scoring.act(unit, "d:1", "start_period", actor=anonymous)
+        assert answer.reason == "sign in first: matches are assigned to scorers by their account"
+    # A small event: no sign-in, no assignment.
+    async with running_scoring(
+        database_url, scorer_sign_in_required=False, scorer_assignment_required=False
+    ) as scoring:
         answer = await scoring.act(unit, "d:1", "start_period", actor=anonymous)
         assert answer.outcome == SAVED
     row = await db.fetchrow("SELECT actor_name, source_code, screen FROM match_action")
@@ -274,6 +299,7 @@ async def test_sign_in_is_required_by_default(db: asyncpg.Connection, database_u
 async def test_sync_applies_a_queue_in_order(db: asyncpg.Connection, database_url: str) -> None:
     games = await make_games(db, units=1)
     unit = games.units[0]
+    await assign(db, games.units)
     queue = [action(unit, "q:0", "start_period")]
     queue += [action(unit, f"q:{i}", "goal", 1 + i % 2) for i in range(1, 6)]
     queue += [action(unit, "q:6", "red_card", 1)]  # no player: refused, the rest go on
@@ -298,6 +324,7 @@ async def test_sync_applies_a_queue_in_order(db: asyncpg.Connection, database_ur
 async def test_watch_match_streams_each_change(db: asyncpg.Connection, database_url: str) -> None:
     games = await make_games(db, units=1)
     unit = games.units[0]
+    await assign(db, games.units)
     async with running_scoring(database_url, scoring_watch_poll_seconds=30.0) as scoring:
         stream = scoring.stub.WatchMatch(scoring_pb2.GetMatchStateRequest(unit_id=unit))
         first = await stream.read()
@@ -324,6 +351,7 @@ async def test_every_shipped_sport_scores_through_the_service(
     badminton = await add_match(db, games, "BDM")
     cricket = await add_match(db, games, "CRI")
     jump = await add_match(db, games, "ATH", sides=3)
+    await assign(db, games.units)
     async with running_scoring(database_url) as scoring:
         await scoring.act(basketball, "k:1", "start_quarter")
         answer = await scoring.act(basketball, "k:2", "point3", 2, player="30")
@@ -381,6 +409,7 @@ async def test_a_new_sport_is_added_by_a_file_only(
     (tmp_path / "netball.toml").write_text(NETBALL)
     games = await make_games(db, units=0)
     unit = await add_match(db, games, "NTB")
+    await assign(db, games.units)
     async with running_scoring(database_url, scoring_sports_dir=str(tmp_path)) as scoring:
         await scoring.act(unit, "n:1", "goal", 2)
         answer = await scoring.act(unit, "n:2", "goal", 2)

@@ -15,7 +15,7 @@ from aiohttp import web
 from omnium.scoring.v1 import scoring_pb2
 from omnium_scoring import ProviderFileError, load_provider_file
 from tests.support.games import make_games
-from tests.support.scoring import PROVIDERS, running_scoring
+from tests.support.scoring import PROVIDERS, assign, running_scoring
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "odf_play_by_play.xml"
 
@@ -39,6 +39,7 @@ async def test_a_provider_message_gives_the_state_a_scorer_gives(
 ) -> None:
     games = await make_games(db, units=2)
     fed, scored = games.units
+    await assign(db, [scored])  # the scorer's match; the provider's needs none
     async with running_scoring(database_url) as scoring:
         answer = await push(scoring, message(games.unit_codes[fed]))
         assert (answer.outcome, answer.reason, answer.actions) == ("accepted", "", 5)

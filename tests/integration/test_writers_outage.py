@@ -20,7 +20,7 @@ from tests.support.delivery import LOCK_WAIT, query_until
 from tests.support.games import make_games
 from tests.support.imports import GamesDay, games_day
 from tests.support.outage import CONNECT_RACE, crashable_postgres
-from tests.support.scoring import ScoringClient, running_console
+from tests.support.scoring import ScoringClient, assign, running_console
 
 OUT = command_pb2
 SET_STATUS = {"code": "results.set_status", "payload": {"status": "RUNNING"}}
@@ -136,9 +136,11 @@ async def test_scoring_during_an_outage_answers_try_again_and_the_console_keeps_
     async with crashable_postgres(tmp_path) as pg:
         db = await _connect(pg.database_url)
         unit = (await make_games(db, units=1)).units[0]
+        await assign(db, [unit])  # the scorer that taps over gRPC below
         await db.close()
         async with running_console(pg.database_url) as site:
             await site.accounts.create("mina", "Mina Park", "scorer", "a long password")
+            await site.assign("mina", [unit])
             scoring = site.scoring
             async with httpx.AsyncClient(base_url=site.url, timeout=30) as http:
                 signed = await http.post(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,11 +76,42 @@ def action(
     )  # fmt: skip
 
 
+# The account behind the scorer the tests act as unless they say otherwise.
+MINA = "00000000-0000-4000-8000-000000000011"
+
+
 def scorer(
-    name: str = "Mina Park", account: str = "account:11", screen: str = "scorer-console"
+    name: str = "Mina Park", account: str = f"account:{MINA}", screen: str = "scorer-console"
 ) -> actor_pb2.Actor:
     return actor_pb2.Actor(
         kind=actor_pb2.Actor.KIND_SCORER, name=name, source_code=account, screen=screen
+    )
+
+
+async def assign(
+    conn: asyncpg.Connection, units: Iterable[str], *who: actor_pb2.Actor | str
+) -> None:
+    """These units to these scorers (Mina Park when none is named), as an operator assigns
+    matches before they start. A scorer is an actor (its account is made when missing, role
+    scorer) or the login of an account that exists."""
+    ids = []
+    for one in who or (scorer(),):
+        if isinstance(one, str):
+            ids.append(await conn.fetchval("SELECT id::text FROM account WHERE login = $1", one))
+            continue
+        account_id = one.source_code.removeprefix("account:")
+        await conn.execute(
+            "INSERT INTO account (id, login, name, role, password_hash) "
+            "VALUES ($1, $2, $3, 'scorer', 'not a hash: no sign-in') ON CONFLICT (id) DO NOTHING",
+            account_id,
+            f"scorer-{account_id[-6:]}",
+            one.name,
+        )
+        ids.append(account_id)
+    await conn.executemany(
+        "INSERT INTO scorer_assignment (account_id, event_id, unit_id, assigned_by) "
+        "SELECT $1::uuid, u.event_id, u.id, 'a test' FROM unit u WHERE u.id = $2::uuid",
+        [(account_id, unit) for account_id in ids for unit in units],
     )
 
 
@@ -146,7 +177,16 @@ async def add_match(
     return unit_id
 
 
-__all__ = ["EVENT", "ScoringClient", "action", "add_match", "running_scoring", "scorer"]
+__all__ = [
+    "EVENT",
+    "MINA",
+    "ScoringClient",
+    "action",
+    "add_match",
+    "assign",
+    "running_scoring",
+    "scorer",
+]
 
 
 @dataclass(slots=True)
@@ -157,6 +197,12 @@ class ConsoleSite:
     scoring: ScoringClient
     accounts: Any
     wifi: VenueWifi  # the browser reaches `url` through it: `wifi.cut()` takes the network away
+    pool: asyncpg.Pool
+
+    async def assign(self, login: str, units: Iterable[str]) -> None:
+        """These units to the account with this login, as an operator does."""
+        async with self.pool.acquire() as conn:
+            await assign(conn, units, login)
 
 
 @asynccontextmanager
@@ -188,7 +234,7 @@ async def running_console(
         try:
             async with venue_wifi("127.0.0.1", port) as wifi:
                 yield ConsoleSite(
-                    f"http://127.0.0.1:{wifi.port}", scoring, Accounts(pool, settings), wifi
+                    f"http://127.0.0.1:{wifi.port}", scoring, Accounts(pool, settings), wifi, pool
                 )
         finally:
             await runner.cleanup()

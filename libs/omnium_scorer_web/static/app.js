@@ -10,7 +10,9 @@ const ui = {
   server: null, // the last MatchState the server sent for the open match
   pending: [],
   chosenSide: 1,
-  refused: [],
+  // Actions the server refused (not saved), newest first: kept on the device until the scorer
+  // taps Seen, on every screen, so a refusal for a match no longer theirs is not missed.
+  refused: JSON.parse(localStorage.getItem("omnium-refused") || "[]"),
   syncing: false,
   online: navigator.onLine,
   pollSeconds: 2,
@@ -170,7 +172,12 @@ async function route() {
     li.append(a);
     ul.append(li);
   }
-  if (!ul.children.length) ul.append(Object.assign(document.createElement("li"), { textContent: "No matches to score." }));
+  if (!ul.children.length) {
+    const none = list.body.assigned_only
+      ? "No matches are assigned to you. An operator gives scorers their matches on the console (Scorers)."
+      : "No matches to score.";
+    ul.append(Object.assign(document.createElement("li"), { className: "none", textContent: none }));
+  }
   filterMatches();
 }
 
@@ -329,8 +336,17 @@ function render() {
   $("finished").textContent = view.state.finished ? "Match finished" : "";
   drawButtons(view.sport, values.length);
   drawLog(view);
-  const refused = $("refused");
-  refused.replaceChildren(...ui.refused.map((r) => Object.assign(document.createElement("li"), { textContent: `Not saved: ${r.label} — ${r.reason}` })));
+  drawRefused();
+}
+
+function drawRefused() {
+  $("refused").replaceChildren(...ui.refused.map((r) => Object.assign(document.createElement("li"), { textContent: `Not saved: ${r.label} — ${r.reason}` })));
+  $("refusals").hidden = !ui.refused.length;
+}
+
+function keepRefused() {
+  localStorage.setItem("omnium-refused", JSON.stringify(ui.refused));
+  drawRefused();
 }
 
 function drawButtons(sport, sides) {
@@ -534,6 +550,7 @@ async function sync() {
         if (answer.outcome === "refused" && item) {
           ui.refused.unshift({ label: describe(item, ui.server?.sport_actions), reason: answer.reason });
           ui.refused = ui.refused.slice(0, 5);
+          keepRefused();
         }
         await queue.remove(answer.client_id);
       }
@@ -573,6 +590,11 @@ async function start() {
     route();
   });
   $("undo").addEventListener("click", undoLast);
+  $("refused-seen").addEventListener("click", () => {
+    ui.refused = [];
+    keepRefused();
+  });
+  drawRefused();
   $("filter").addEventListener("input", filterMatches);
   $("sign-out").addEventListener("click", async () => {
     if (ui.pending.length && !confirm(`${ui.pending.length} actions are not saved yet. Sign out anyway? They stay on this device and are sent after the next sign-in.`)) return;

@@ -1,4 +1,5 @@
-"""The screens: integrations, runs, Waiting for you, units, accounts, API keys; JSON, actions."""
+"""The screens: integrations, runs, Waiting for you, units, scorers, accounts, API keys; JSON,
+actions."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from grpc import aio
 from omnium.command.v1 import command_pb2
 from omnium.common.v1 import actor_pb2
 from omnium.imports.v1 import imports_pb2
-from omnium_accounts import ROLES, AccountError, ApiKeys
+from omnium_accounts import ROLES, AccountError, ApiKeys, Assignments
 from omnium_admin import _present
 from omnium_admin._auth import console, may_act, plain_page, session_of
 from omnium_admin._sql import QUERIES
@@ -449,6 +450,87 @@ def _local_id(value: object) -> str:
     return f"admin:{uuid.uuid4()}"
 
 
+# -- Scorers: who scores which match (operators and admins) ---------------------------------
+
+
+def _operators_only(request: web.Request) -> web.Response | None:
+    account = session_of(request).account
+    if account.may("operator"):
+        return None
+    return plain_page(
+        request,
+        403,
+        "Only for operators",
+        f"Your account is {_a(account.role)}: operators and admins give scorers their matches.",
+    )
+
+
+def _assignments(request: web.Request) -> Assignments:
+    app = console(request)
+    assert app.people is not None
+    return Assignments(app.people)
+
+
+async def scorers_page(
+    request: web.Request,
+    *,
+    status: int = 200,
+    error: str = "",
+    asked: Mapping[str, str] | None = None,
+) -> web.Response:
+    if (refused := _operators_only(request)) is not None:
+        return refused
+    assignments = _assignments(request)
+    response = _page(
+        request,
+        "scorers.html",
+        assignments=await assignments.overview(),
+        refusals=await assignments.refusals(),
+        scorers=await assignments.scorers(),
+        events=await assignments.events(),
+        required=console(request).settings.scorer_assignment_required,
+        error=error,
+        asked=asked or {"login": "", "unit": "", "venue": "", "day": "", "event": ""},
+        screen="scorers",
+    )
+    response.set_status(status)
+    return response
+
+
+async def assign_scorer(request: web.Request) -> web.Response:
+    if (refused := _operators_only(request)) is not None:
+        return refused
+    form = await request.post()
+    asked = {k: str(form.get(k, "")).strip() for k in ("login", "unit", "venue", "day", "event")}
+    try:
+        said = await _assignments(request).assign(
+            asked["login"],
+            unit=asked["unit"],
+            venue=asked["venue"],
+            day=asked["day"],
+            event_code=asked["event"] or None,
+            hand_over=form.get("hand_over") == "on",
+            by=_changer(request),
+        )
+    except AccountError as exc:
+        return await scorers_page(request, status=400, error=_not_done(exc), asked=asked)
+    log.info("admin: %s: %s", _who(request), said)
+    raise _back("/scorers", f"{said}.")
+
+
+async def unassign_scorer(request: web.Request) -> web.Response:
+    if (refused := _operators_only(request)) is not None:
+        return refused
+    try:
+        said = await _assignments(request).remove(
+            int(request.match_info["assignment_id"]), by=_changer(request)
+        )
+    except AccountError as exc:
+        return await scorers_page(request, status=400, error=_not_done(exc))
+    log.info("admin: %s: %s", _who(request), said)
+    raise _back("/scorers", f"{said}.")
+
+
 # -- Accounts (admins only) ----------------------------------------------------------------
 
 
@@ -681,6 +763,9 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/units/{unit_id}", unit_page)
     r.add_post("/units/{unit_id}/fields", set_fields)
     r.add_post("/units/{unit_id}/unpin", unpin)
+    r.add_get("/scorers", scorers_page)
+    r.add_post("/scorers", assign_scorer)
+    r.add_post(r"/scorers/{assignment_id:\d+}/remove", unassign_scorer)
     r.add_get("/accounts", accounts_page)
     r.add_post("/accounts", make_account)
     r.add_post(r"/accounts/{login}/{action:password|role|off|on|sign-out}", change_account)

@@ -12,6 +12,7 @@ from omnium.command.v1 import command_pb2_grpc
 from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
 from omnium_db import PoolRoad, create_pool
 from omnium_grpc import GrpcServer, open_channel
+from omnium_scoring._assigned import Assigned
 from omnium_scoring._providers import PROVIDERS_DIR, Providers
 from omnium_scoring._scorer import Scorer, Watchers
 from omnium_scoring._service import ScoringService
@@ -33,6 +34,7 @@ class ScoringApp:
         self.watchers = Watchers()
         self.scorer: Scorer | None = None
         self.providers: Providers | None = None
+        self.assigned: Assigned | None = None
 
     async def prepare(self) -> Providers:
         """Sports, pools, the command client and the providers: all but the gRPC server."""
@@ -45,8 +47,13 @@ class ScoringApp:
         writer = await create_pool(settings, PoolRoad.PEOPLE, application_name="scoring", size=4)
         self.pools.append(writer)
         self.channel = open_channel(settings.command_address, settings)
+        self.assigned = Assigned(settings, reader, writer)
         self.scorer = Scorer(
-            settings, reader, command_pb2_grpc.CommandServiceStub(self.channel), sports
+            settings,
+            reader,
+            command_pb2_grpc.CommandServiceStub(self.channel),
+            sports,
+            self.assigned,
         )
         self.providers = Providers(settings, writer, self.scorer)
         registered = await self.providers.register_folder(
@@ -60,7 +67,7 @@ class ScoringApp:
         settings = self.settings
         providers = await self.prepare()
         assert self.scorer is not None
-        await self.watchers.start(settings)
+        await self.watchers.start(settings, self.assigned)
         self.server = GrpcServer(settings, name="scoring")
         self.server.add(
             scoring_pb2_grpc.add_ScoringServiceServicer_to_server,

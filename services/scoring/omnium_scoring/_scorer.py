@@ -23,6 +23,7 @@ from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2
 from omnium_db import NotifyListener, is_outage
+from omnium_scoring._assigned import Assigned
 from omnium_scoring._sql import QUERIES
 from omnium_settings import Settings
 from omnium_sports import UNDO, ActionRefused, Sport, sport_for_discipline
@@ -92,11 +93,13 @@ class Scorer:
         reader: asyncpg.Pool,
         command: command_pb2_grpc.CommandServiceStub,
         sports: Mapping[str, Sport],
+        assigned: Assigned,
     ) -> None:
         self.settings = settings
         self.reader = reader
         self.command = command
         self.sports = sports
+        self.assigned = assigned
         # What the console draws its buttons from: built once per sport, not per answer.
         self._described = {code: _struct(sport.describe()) for code, sport in sports.items()}
         # Each match as this process last read or saved it, by unit id: the next action is
@@ -148,6 +151,9 @@ class Scorer:
         except ValueError:
             return _answer(action, Outcome.OUTCOME_REFUSED, "unit_id is not an id (a UUID)")
         try:
+            not_yours = await self.assigned.problem(actor, action.unit_id)
+            if not_yours is not None:
+                return await self._not_yours(action, actor, not_yours)
             for attempt in range(max(1, self.settings.scoring_attempts)):
                 answer, again = await self._attempt(action, actor, known=attempt == 0)
                 if not again:
@@ -164,6 +170,19 @@ class Scorer:
             return _answer(action, Outcome.OUTCOME_TRY_AGAIN, DATABASE_OUT)
         # After the last attempt: the road's own reason (the match kept moving, or a failover).
         return answer
+
+    async def _not_yours(
+        self, action: scoring_pb2.Action, actor: actor_pb2.Actor, reason: str
+    ) -> scoring_pb2.ActAnswer:
+        """Refused: not the scorer's match; recorded. An action saved before the match was
+        handed over (its answer lost on the way) stays saved and answers DUPLICATE."""
+        async with self.reader.acquire() as conn:
+            seq = await conn.fetchval(QUERIES["seq_of_client"], action.client_id, action.unit_id)
+            if seq is not None:
+                return await self._duplicate(conn, action, seq)
+        await self.assigned.record(actor, action, reason)
+        log.info("action %s by %s refused: %s", action.client_id, actor.name, reason)
+        return _answer(action, Outcome.OUTCOME_REFUSED, reason)
 
     async def _attempt(
         self, action: scoring_pb2.Action, actor: actor_pb2.Actor, *, known: bool = False
@@ -568,11 +587,18 @@ class Scorer:
                 out.standing.append(saved)
         return out
 
-    async def list_matches(self, event_code: str, limit: int) -> scoring_pb2.ListMatchesResponse:
+    async def list_matches(
+        self, event_code: str, limit: int, actor: actor_pb2.Actor | None = None
+    ) -> scoring_pb2.ListMatchesResponse:
         limit = min(limit or self.settings.scoring_list_limit, self.settings.scoring_list_limit)
         out = scoring_pb2.ListMatchesResponse()
+        # No actor: every match (a caller that is not a scorer, as before).
+        whose = self.assigned.listing(actor or actor_pb2.Actor())
+        listed = QUERIES.statement("list_matches")
         async with self.reader.acquire() as conn:
-            rows = await conn.fetch(QUERIES["list_matches"], event_code, limit)
+            rows = await conn.fetch(
+                listed.text, *listed.args({"event_code": event_code, "limit": limit, **whose})
+            )
         for row in rows:
             sport = self.sport_of(row["discipline"], row["sport_file"])
             if sport is None:
@@ -599,16 +625,24 @@ class Watchers:
         self._changed = asyncio.Condition()
         self._listener: NotifyListener | None = None
 
-    async def start(self, settings: Settings) -> None:
+    async def start(self, settings: Settings, assigned: Assigned | None = None) -> None:
         # Back from an outage every stream reads its match again: a change saved while the
-        # connection was down sent a NOTIFY nobody heard.
+        # connection was down sent a NOTIFY nobody heard. So do the assignments.
+        channels = {"omnium_domain_event": self._notified}
+        if assigned is not None:
+            channels["omnium_scorer_assignment"] = lambda _payload: assigned.forget()
+
+        def reconnected() -> None:
+            if assigned is not None:
+                assigned.forget()
+            self._wake_all()
+
         self._listener = NotifyListener(
-            settings,
-            {"omnium_domain_event": self._notified},
-            name="scoring watchers",
-            on_reconnect=self._wake_all,
+            settings, channels, name="scoring watchers", on_reconnect=reconnected
         )
         await self._listener.start()
+        if assigned is not None:
+            assigned.listening = True
 
     def _notified(self, _payload: str) -> None:
         self._wake_all()

@@ -114,7 +114,11 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
         return await _read(
             context,
             "the list of matches",
-            self.scorer.list_matches(request.event_code, request.limit),
+            self.scorer.list_matches(
+                request.event_code,
+                request.limit,
+                request.actor if request.HasField("actor") else None,
+            ),
         )
 
     async def ReceiveProviderMessage(

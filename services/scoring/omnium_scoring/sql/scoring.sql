@@ -34,14 +34,46 @@ SELECT seq, kind, side, fields, undoes, undone_by, actor_name, screen, saved_at
 SELECT seq FROM match_action WHERE command_id = $1 AND unit_id = $2::uuid;
 
 -- name: list_matches
+-- The matches to pick from. With :assigned_only, those the account may score (as
+-- unit_scorers() has it, written out here so the planner sees it once for every unit): every
+-- match for an operator or admin, none without an account.
 SELECT u.id::text AS id, u.code, u.name, u.status, u.start_at, u.match_state,
        d.code AS discipline, d.sport_file
   FROM unit u
   JOIN discipline d ON d.id = u.discipline_id
   JOIN event e ON e.id = u.event_id
- WHERE ($1 = '' OR e.code = $1)
+ WHERE (:event_code = '' OR e.code = :event_code)
+   AND (NOT :assigned_only
+        OR EXISTS (SELECT 1 FROM account a
+                    WHERE a.id = :account_id::uuid AND a.role IN ('operator', 'admin'))
+        OR EXISTS (SELECT 1 FROM scorer_assignment s
+                    WHERE s.unit_id = u.id AND s.account_id = :account_id::uuid)
+        OR (NOT EXISTS (SELECT 1 FROM scorer_assignment s WHERE s.unit_id = u.id)
+            AND EXISTS (SELECT 1 FROM scorer_assignment s
+                         WHERE s.account_id = :account_id::uuid AND s.unit_id IS NULL
+                           AND s.event_id = u.event_id AND s.venue = u.venue
+                           AND s.day = (u.start_at AT TIME ZONE e.time_zone)::date)))
  ORDER BY u.start_at NULLS LAST, u.code
- LIMIT $2;
+ LIMIT :limit;
+
+-- name: may_score
+-- Whether an account may score a unit (issue 20): its role, and the unit's scorers by name
+-- for the words of a refusal. No row: no such unit.
+SELECT a.role, a.disabled, u.name AS unit_name,
+       EXISTS (SELECT 1 FROM unit_scorers(u.id) s WHERE s.account_id = a.id) AS assigned,
+       (SELECT string_agg(b.name, ', ' ORDER BY b.name)
+          FROM unit_scorers(u.id) s JOIN account b ON b.id = s.account_id) AS scorers
+  FROM unit u
+  LEFT JOIN account a ON a.id = $1::uuid
+ WHERE u.id = $2::uuid;
+
+-- name: record_refusal
+-- An action refused because the match is not the scorer's, once per client id. The account
+-- only when it is one (a removed account's refusal is kept by its name).
+INSERT INTO scorer_refusal (client_id, unit_id, account_id, actor_name, screen, kind, reason)
+SELECT $1, (SELECT u.id FROM unit u WHERE u.id = $2::uuid),
+       (SELECT a.id FROM account a WHERE a.id = $3::uuid), $4, $5, $6, $7
+ON CONFLICT (client_id) DO NOTHING;
 
 -- name: unit_by_code
 SELECT u.id::text AS id, d.code AS discipline, d.sport_file
