@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -249,7 +249,90 @@ async def seed_scorers(url: str, scorers: int) -> list[tuple[str, str]]:
 # --- the load ----------------------------------------------------------------------------------
 
 
-# --- the load ----------------------------------------------------------------------------------
+@dataclass
+class Device:
+    """One scorer's phone: its signed-in session and the queue of taps not yet answered."""
+
+    load: Load
+    http: aiohttp.ClientSession
+    n: int
+    unit: str
+    queue: list[Tap] = field(default_factory=list)
+    csrf: str = ""
+    numbers: Iterator[int] = field(default_factory=lambda: iter(range(1_000_000)))
+
+    async def sign_in(self) -> bool:
+        try:
+            async with self.http.post(
+                "/score/api/sign-in", json={"login": f"scorer{self.n}", "password": PASSWORD}
+            ) as response:
+                if response.status != 200:
+                    return False
+                self.csrf = (await response.json())["csrf"]
+                return True
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return False
+
+    def tap(self, action: dict[str, Any]) -> None:
+        load = self.load
+        item = Tap(f"drill{self.n}:{next(self.numbers)}", load.current, action, time.monotonic())
+        item.body = {
+            "client_id": item.client_id,
+            "unit_id": self.unit,
+            "client_at": time.time() * 1000,
+            **action,
+        }
+        load.taps.append(item)
+        self.queue.append(item)
+
+    async def flush(self) -> None:
+        """One sync of the queue; what is not answered stays queued for the next."""
+        load = self.load
+        items = self.queue[:100]
+        now = time.monotonic()
+        for item in items:
+            item.sends += 1
+            item.sent_first = item.sent_first or now
+        case = load.current
+        try:
+            async with self.http.post(
+                "/score/api/sync",
+                json={"actions": [item.body for item in items]},
+                headers={"X-CSRF-Token": self.csrf},
+            ) as response:
+                status = response.status
+                body = await response.json(content_type=None) if status == 200 else None
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            load.syncs[case]["connection error"] += 1
+            load.misses.append((time.monotonic(), "sync", "connection error"))
+            return
+        load.syncs[case][str(status)] += 1
+        if status != 200:
+            load.misses.append((time.monotonic(), "sync", str(status)))
+        if status == 401:
+            load.sign_ins_again += 1
+            await self.sign_in()
+            return
+        if body is not None:
+            self.take_answers(items, body.get("answers", []))
+
+    def take_answers(self, items: Sequence[Tap], answers: Sequence[Any]) -> None:
+        """Each answered tap leaves the queue, in order, up to the first try_again."""
+        answered = time.monotonic()
+        for answer in answers:
+            found = next((i for i in items if i.client_id == answer.get("client_id")), None)
+            if found is None:
+                continue
+            item = found
+            outcome = answer.get("outcome")
+            if outcome == "try_again":
+                break
+            item.outcome = outcome
+            if outcome in ("saved", "duplicate"):
+                item.saved = answered
+            else:
+                self.load.refusals.append(f"{item.client_id}: {answer.get('reason')}")
+            self.queue.remove(item)
 
 
 async def scorer(
@@ -259,106 +342,45 @@ async def scorer(
     sent in order (/score/api/sync, as the console does) until each is answered."""
     jar = aiohttp.CookieJar(unsafe=True)
     timeout = aiohttp.ClientTimeout(total=30)
-    queue: list[Tap] = []
-    numbers = iter(range(1_000_000))
     async with aiohttp.ClientSession(base_url=base, cookie_jar=jar, timeout=timeout) as http:
-        csrf = ""
-
-        async def sign_in() -> bool:
-            nonlocal csrf
-            try:
-                async with http.post(
-                    "/score/api/sign-in", json={"login": f"scorer{n}", "password": PASSWORD}
-                ) as response:
-                    if response.status != 200:
-                        return False
-                    csrf = (await response.json())["csrf"]
-                    return True
-            except (aiohttp.ClientError, TimeoutError, ValueError):
-                return False
-
-        while not await sign_in():
+        device = Device(load, http, n, unit)
+        while not await device.sign_in():
             if load.stopping.is_set():
                 return
             await asyncio.sleep(1)
+        await tap_until_stopped(device, think_s, rng)
+        await send_what_is_queued(device)
 
-        def tap(action: dict[str, Any]) -> None:
-            item = Tap(f"drill{n}:{next(numbers)}", load.current, action, time.monotonic())
-            item.body = {
-                "client_id": item.client_id,
-                "unit_id": unit,
-                "client_at": time.time() * 1000,
-                **action,
-            }
-            load.taps.append(item)
-            queue.append(item)
 
-        async def flush() -> None:
-            """One sync of the queue; what is not answered stays queued for the next."""
-            items = queue[:100]
-            now = time.monotonic()
-            for item in items:
-                item.sends += 1
-                item.sent_first = item.sent_first or now
-            case = load.current
-            try:
-                async with http.post(
-                    "/score/api/sync",
-                    json={"actions": [item.body for item in items]},
-                    headers={"X-CSRF-Token": csrf},
-                ) as response:
-                    status = response.status
-                    body = await response.json(content_type=None) if status == 200 else None
-            except (aiohttp.ClientError, TimeoutError, ValueError):
-                load.syncs[case]["connection error"] += 1
-                load.misses.append((time.monotonic(), "sync", "connection error"))
-                return
-            load.syncs[case][str(status)] += 1
-            if status != 200:
-                load.misses.append((time.monotonic(), "sync", str(status)))
-            if status == 401:
-                load.sign_ins_again += 1
-                await sign_in()
-                return
-            if body is None:
-                return
-            answered = time.monotonic()
-            for answer in body.get("answers", []):
-                found = next((i for i in items if i.client_id == answer.get("client_id")), None)
-                if found is None:
-                    continue
-                item = found
-                outcome = answer.get("outcome")
-                if outcome == "try_again":
-                    break
-                item.outcome = outcome
-                if outcome in ("saved", "duplicate"):
-                    item.saved = answered
-                else:
-                    load.refusals.append(f"{item.client_id}: {answer.get('reason')}")
-                queue.remove(item)
-
-        tap({"kind": "start_period"})
-        next_tap = time.monotonic() + rng.expovariate(1 / think_s)
-        while not load.stopping.is_set():
-            if time.monotonic() >= next_tap:
-                tap({"kind": "goal", "side": rng.choice((1, 2)), "fields": {"player": "9"}})
-                next_tap = time.monotonic() + rng.expovariate(1 / think_s)
-            if queue:
-                before = len(queue)
-                await flush()
-                if len(queue) >= before and queue:
-                    # Nothing got through: the console tries again a second later.
-                    await asyncio.sleep(1.0)
-                    continue
-            await asyncio.sleep(max(0.0, min(0.05, next_tap - time.monotonic())))
-        # Load over: what is still queued on the device is sent until it is answered.
-        deadline = time.monotonic() + 90
-        while queue and time.monotonic() < deadline:
+async def tap_until_stopped(device: Device, think_s: float, rng: random.Random) -> None:
+    """Taps at random intervals around `think_s`, syncing the queue between, until the load
+    stops."""
+    queue = device.queue
+    device.tap({"kind": "start_period"})
+    next_tap = time.monotonic() + rng.expovariate(1 / think_s)
+    while not device.load.stopping.is_set():
+        if time.monotonic() >= next_tap:
+            device.tap({"kind": "goal", "side": rng.choice((1, 2)), "fields": {"player": "9"}})
+            next_tap = time.monotonic() + rng.expovariate(1 / think_s)
+        if queue:
             before = len(queue)
-            await flush()
-            if len(queue) >= before:
+            await device.flush()
+            if len(queue) >= before and queue:
+                # Nothing got through: the console tries again a second later.
                 await asyncio.sleep(1.0)
+                continue
+        await asyncio.sleep(max(0.0, min(0.05, next_tap - time.monotonic())))
+
+
+async def send_what_is_queued(device: Device) -> None:
+    """Load over: what is still queued on the device is sent until it is answered."""
+    queue = device.queue
+    deadline = time.monotonic() + 90
+    while queue and time.monotonic() < deadline:
+        before = len(queue)
+        await device.flush()
+        if len(queue) >= before:
+            await asyncio.sleep(1.0)
 
 
 async def reader(load: Load, base: str, paths: Sequence[str]) -> None:
@@ -628,6 +650,31 @@ async def diagnosis(url: str) -> list[str]:
     )
     lines.append(f"import runs: {[dict(r) for r in runs]}")
     return lines
+
+
+async def deliveries_settled(
+    url: str, sftp: Path, load: Load, began: float, settle_seconds: float
+) -> dict[str, list[str]]:
+    """delivery_misses, asked again every 2 s until none is left or `settle_seconds` have
+    passed since `began` (monotonic); what is still missed is said, by case."""
+    missed = await delivery_misses(url, sftp, load)
+    while any(missed.values()) and time.monotonic() - began < settle_seconds:
+        await asyncio.sleep(2)
+        missed = await delivery_misses(url, sftp, load)
+    for name, items in missed.items():
+        if items:
+            say(f"{name}: not delivered: {items[:8]}{' ...' if len(items) > 8 else ''}")
+    return missed
+
+
+async def say_diagnosis(url: str, load: Load) -> None:
+    """The end-of-run diagnosis, then the taps refused and the scorers signed in again."""
+    for line in await diagnosis(url):
+        say(line)
+    if load.refusals:
+        say(f"refused taps: {len(load.refusals)}, first: {load.refusals[0]}")
+    if load.sign_ins_again:
+        say(f"scorers signed in again {load.sign_ins_again} times (answered 401)")
 
 
 # --- one run -----------------------------------------------------------------------------------

@@ -361,78 +361,26 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Resul
     try:
         await apply_migrations(conn)
         units = await seed(conn, args.units)
-        keys = tmp / "keys"
-        keys.mkdir()
-        asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(keys / "client_key"))
-        (keys / "client_key").chmod(0o600)
-        acceptors = [await sftp_server(tmp / f"sftp{n}", keys, seen) for n in range(args.sftp)]
-        redis = aioredis.from_url(redis_url)
-        await redis.delete(stream_key(EVENT))
-        app = receivers_app(seen)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
-        await runner.setup()
-        http_port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", http_port).start()
-        base = f"http://127.0.0.1:{http_port}"
-        sftp_ports = [(a.sockets[0].getsockname()[1], key) for a, key in acceptors]
-        await load_clients(
-            conn, clients_spec(sftp_ports, keys / "client_key", f"{base}/hooks", args.webhooks)
-        )
-        ports = {"OMNIUM_COMMAND_PORT": free_port(), "OMNIUM_DELIVERY_PORT": free_port()}
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
-        env |= {k: str(v) for k, v in ports.items()}
-        env |= {
-            "OMNIUM_DATABASE_URL": db_url,
-            "OMNIUM_REDIS_URL": redis_url,
-            "OMNIUM_GRPC_TOKENS": TOKEN,
-            "OMNIUM_GRPC_TOKEN": TOKEN,
-            "OMNIUM_LOG_LEVEL": "WARNING",
-        }
-        if args.delivery_nice is not None:
-            env["OMNIUM_DELIVERY_NICE"] = str(args.delivery_nice)
+        receivers = await open_receivers(conn, tmp, seen, redis_url, args)
+        env, command_port = service_env(db_url, redis_url, args)
         async with (
             processes(env, tmp) as delivery,
             sse_side(redis_url, args.listeners, tmp, seen),
         ):
             say("waiting for every client's first files")
-            for _ in range(1200):
-                if await all_delivered(conn):
-                    break
-                await asyncio.sleep(0.05)
-            else:
+            if not await wait_all_delivered(conn, 1200):
                 raise BenchError("the first versions of the feeds never all arrived")
             sends_before = await conn.fetchval("SELECT count(*) FROM delivery_attempt")
             cpu_before = cpu_seconds(delivery.proc.pid)
             load_before = os.getloadavg()[0]
-            settings = Settings.from_env({}, grpc_token=TOKEN)
-            channel = open_channel(f"127.0.0.1:{ports['OMNIUM_COMMAND_PORT']}", settings)
-            stub = command_pb2_grpc.CommandServiceStub(channel)
-            at = sorted(rng.uniform(0, args.seconds) for _ in range(args.changes))
-            commands = [change(n, rng, units) for n in range(args.changes)]
-            say(f"sending {args.changes} changes over {args.seconds:.0f} s")
-            began = time.monotonic()
-
-            async def send(n: int) -> None:
-                await asyncio.sleep(max(0.0, began + at[n] - time.monotonic()))
-                answer = await stub.Submit(commands[n], timeout=10)
-                if answer.outcome != command_pb2.OUTCOME_ACCEPTED:
-                    raise BenchError(f"change {n} was {answer.outcome}: {answer.reason}")
-
-            await asyncio.gather(*(send(n) for n in range(args.changes)))
-            await channel.close()
+            await send_changes(command_port, rng, units, args)
             say("waiting for the last deliveries")
-            for _ in range(600):
-                if await all_delivered(conn):
-                    break
-                await asyncio.sleep(0.05)
+            await wait_all_delivered(conn, 600)
             await asyncio.sleep(1)
             sends = await conn.fetchval("SELECT count(*) FROM delivery_attempt") - sends_before
             cpu = cpu_seconds(delivery.proc.pid) - cpu_before
             load = (load_before + os.getloadavg()[0]) / 2
-        await runner.cleanup()
-        await redis.aclose()
-        for acceptor, _ in acceptors:
-            acceptor.close()
+        await receivers.close()
         results = await measure(conn, seen, args, sends)
         results.delivery_cpu_s, results.load = cpu, load
         return results
@@ -440,6 +388,97 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Resul
         await conn.close()
         if not args.keep:
             await drop(db_server, DB_NAME)
+
+
+@dataclass
+class Receivers:
+    """The clients' receiving ends: the SFTP servers, the webhook receiver, and the Redis
+    connection that cleared the live stream."""
+
+    acceptors: list[tuple[asyncssh.SSHAcceptor, str]]
+    redis: aioredis.Redis
+    runner: web.AppRunner
+
+    async def close(self) -> None:
+        await self.runner.cleanup()
+        await self.redis.aclose()
+        for acceptor, _ in self.acceptors:
+            acceptor.close()
+
+
+async def open_receivers(
+    conn: asyncpg.Connection, tmp: Path, seen: Seen, redis_url: str, args: argparse.Namespace
+) -> Receivers:
+    """SFTP servers and the webhook receiver listening, an empty live stream, and the clients
+    that send to them loaded."""
+    keys = tmp / "keys"
+    keys.mkdir()
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(keys / "client_key"))
+    (keys / "client_key").chmod(0o600)
+    acceptors = [await sftp_server(tmp / f"sftp{n}", keys, seen) for n in range(args.sftp)]
+    redis = aioredis.from_url(redis_url)
+    await redis.delete(stream_key(EVENT))
+    app = receivers_app(seen)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
+    await runner.setup()
+    http_port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", http_port).start()
+    base = f"http://127.0.0.1:{http_port}"
+    sftp_ports = [(a.sockets[0].getsockname()[1], key) for a, key in acceptors]
+    await load_clients(
+        conn, clients_spec(sftp_ports, keys / "client_key", f"{base}/hooks", args.webhooks)
+    )
+    return Receivers(acceptors, redis, runner)
+
+
+def service_env(
+    db_url: str, redis_url: str, args: argparse.Namespace
+) -> tuple[dict[str, str], int]:
+    """The command and delivery processes' environment, and the command service's port."""
+    ports = {"OMNIUM_COMMAND_PORT": free_port(), "OMNIUM_DELIVERY_PORT": free_port()}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env |= {k: str(v) for k, v in ports.items()}
+    env |= {
+        "OMNIUM_DATABASE_URL": db_url,
+        "OMNIUM_REDIS_URL": redis_url,
+        "OMNIUM_GRPC_TOKENS": TOKEN,
+        "OMNIUM_GRPC_TOKEN": TOKEN,
+        "OMNIUM_LOG_LEVEL": "WARNING",
+    }
+    if args.delivery_nice is not None:
+        env["OMNIUM_DELIVERY_NICE"] = str(args.delivery_nice)
+    return env, ports["OMNIUM_COMMAND_PORT"]
+
+
+async def wait_all_delivered(conn: asyncpg.Connection, polls: int) -> bool:
+    """all_delivered, asked every 50 ms up to `polls` times; False if it never was."""
+    for _ in range(polls):
+        if await all_delivered(conn):
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+async def send_changes(
+    command_port: int, rng: random.Random, units: dict[str, list[str]], args: argparse.Namespace
+) -> None:
+    """The changes, each submitted at its random moment over the run's seconds."""
+    settings = Settings.from_env({}, grpc_token=TOKEN)
+    channel = open_channel(f"127.0.0.1:{command_port}", settings)
+    stub = command_pb2_grpc.CommandServiceStub(channel)
+    at = sorted(rng.uniform(0, args.seconds) for _ in range(args.changes))
+    commands = [change(n, rng, units) for n in range(args.changes)]
+    say(f"sending {args.changes} changes over {args.seconds:.0f} s")
+    began = time.monotonic()
+
+    async def send(n: int) -> None:
+        await asyncio.sleep(max(0.0, began + at[n] - time.monotonic()))
+        answer = await stub.Submit(commands[n], timeout=10)
+        if answer.outcome != command_pb2.OUTCOME_ACCEPTED:
+            raise BenchError(f"change {n} was {answer.outcome}: {answer.reason}")
+
+    await asyncio.gather(*(send(n) for n in range(args.changes)))
+    await channel.close()
 
 
 async def measure(

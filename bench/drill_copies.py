@@ -41,7 +41,7 @@ import socket
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,8 +64,7 @@ from bench._drill import (
     command_line,
     connect,
     database,
-    delivery_misses,
-    diagnosis,
+    deliveries_settled,
     fetch,
     first_save_after,
     import_checks,
@@ -73,6 +72,7 @@ from bench._drill import (
     receivers_app,
     run_drills,
     run_in_flight,
+    say_diagnosis,
     seed_scorers,
     start_load,
     start_service,
@@ -597,27 +597,41 @@ async def settle_and_check(
         if not rows[0]["n"] or time.monotonic() - began > args.settle_seconds:
             break
         await asyncio.sleep(2)
-    missed = await delivery_misses(url, data_dir / "sftp", load)
-    while any(missed.values()) and time.monotonic() - began < args.settle_seconds:
-        await asyncio.sleep(2)
-        missed = await delivery_misses(url, data_dir / "sftp", load)
-    for name, items in missed.items():
-        if items:
-            say(f"{name}: not delivered: {items[:8]}{' ...' if len(items) > 8 else ''}")
+    missed = await deliveries_settled(url, data_dir / "sftp", load, began, args.settle_seconds)
     taps = await tap_checks(url, load)
     twice = await import_checks(url, load)
     doubled = await sent_twice(url, load, data_dir / "logs" / "client-sinks.log")
-    for line in await diagnosis(url):
-        say(line)
-    if load.refusals:
-        say(f"refused taps: {len(load.refusals)}, first: {load.refusals[0]}")
-    if load.sign_ins_again:
-        say(f"scorers signed in again {load.sign_ins_again} times (answered 401)")
+    await say_diagnosis(url, load)
     for line in attribute(load, faults):
         say(line)
     unexpected = [u for c in fleet.copies.values() for u in c.unexpected]
     if unexpected:
         say(f"copies that exited by themselves: {unexpected}")
+    figures, required = phase_figures(load, taps, twice, missed)
+    gaps = [g for g in faults.kill_gaps.values() if not math.isnan(g)]
+    figures |= {
+        "kill_copy_write_gap_s": max(gaps) if len(gaps) == len(faults.kill_gaps) else math.nan,
+        "kill_copy_ready_s": max(faults.kill_ready.values(), default=math.nan),
+        "rolling_release_stop_s": max((s for s, _ in faults.stops.values()), default=math.nan),
+        "rolling_release_ready_s": max(faults.roll_ready.values(), default=math.nan),
+        "copies_exited_by_themselves": len(unexpected),
+    }
+    graceful, resume = faults.graceful_handover_s, faults.kill_resume_s
+    required |= {
+        "graceful_import_handover_s": math.nan if graceful is None else graceful,
+        "kill_import_resume_s": math.nan if resume is None else resume,
+        "delivery_sent_twice": doubled,
+    }
+    return figures | required
+
+
+def phase_figures(
+    load: Load,
+    taps: Mapping[str, Mapping[str, float]],
+    twice: Mapping[str, int],
+    missed: Mapping[str, Sequence[str]],
+) -> tuple[dict[str, float | str], dict[str, float | str]]:
+    """Each phase's figures, and the ones its target is on (required), said as they are made."""
     figures: dict[str, float | str] = {}
     required: dict[str, float | str] = {}
     for name in PHASES:
@@ -650,21 +664,7 @@ async def settle_and_check(
         else:
             figures["rolling_release_scorer_retries"] = taps[name]["scorer_retries"]
             required["rolling_release_scorer_errors"] = scorer_errors
-    gaps = [g for g in faults.kill_gaps.values() if not math.isnan(g)]
-    figures |= {
-        "kill_copy_write_gap_s": max(gaps) if len(gaps) == len(faults.kill_gaps) else math.nan,
-        "kill_copy_ready_s": max(faults.kill_ready.values(), default=math.nan),
-        "rolling_release_stop_s": max((s for s, _ in faults.stops.values()), default=math.nan),
-        "rolling_release_ready_s": max(faults.roll_ready.values(), default=math.nan),
-        "copies_exited_by_themselves": len(unexpected),
-    }
-    graceful, resume = faults.graceful_handover_s, faults.kill_resume_s
-    required |= {
-        "graceful_import_handover_s": math.nan if graceful is None else graceful,
-        "kill_import_resume_s": math.nan if resume is None else resume,
-        "delivery_sent_twice": doubled,
-    }
-    return figures | required
+    return figures, required
 
 
 # --- one run -----------------------------------------------------------------------------------

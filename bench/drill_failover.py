@@ -25,7 +25,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -48,8 +48,7 @@ from bench._drill import (
     command_line,
     connect,
     database,
-    delivery_misses,
-    diagnosis,
+    deliveries_settled,
     first_save_after,
     import_checks,
     job_status,
@@ -58,6 +57,7 @@ from bench._drill import (
     run_drills,
     run_in_flight,
     run_status,
+    say_diagnosis,
     seed_scorers,
     start_load,
     start_service,
@@ -381,60 +381,14 @@ async def _load_and_faults(
     base = f"http://127.0.0.1:{ports['gateway']}"
     scout = f"http://127.0.0.1:{ports['scout_simulator']}"
     load = start_load(drill, base, units, args)
-    began = time.monotonic()
-    failover, restart = drill.cases["failover"], drill.cases["restart"]
-    failover.began, failover.began_wall = began, drill.begin("failover")
-    back: asyncio.Task[float | None] | None = None
+    failover = drill.cases["failover"]
+    failover.began, failover.began_wall = time.monotonic(), drill.begin("failover")
+    watches: list[asyncio.Task[float | None]] = []
     try:
-        await steady(drill, args.steady_seconds)
-        say(f"steady: {sum(t.saved is not None for t in drill.taps)} taps saved; waiting for a run")
-        failover.run_id, failover.asked_run = await run_in_flight(url, scout, args.run_wait)
-        old = cluster.leader_name()
-        say(f"failover: kill -9 {old} (Patroni and PostgreSQL), run in flight {failover.run_id}")
-        failover.kill = time.monotonic()
-        await asyncio.to_thread(cluster.kill_node, old)
-        new = await wait_leader(cluster, 120, not_name=old)
-        failover.leader = time.monotonic()
-        say(f"failover: {new} leads {failover.leader - failover.kill:.1f} s after the kill")
-        await writes_back(drill, failover, 120)
-        await asyncio.sleep(args.seconds)
-        rejoin = time.monotonic()
-        await asyncio.to_thread(cluster.start_node, old)
-        await wait_streaming(cluster, old, 120)
-        failover.rejoin_s = time.monotonic() - rejoin
-        say(f"failover: {old} streams again after {failover.rejoin_s:.1f} s")
-        await wait_sync_standby(cluster, 60)
-
-        restart.began, restart.began_wall = time.monotonic(), drill.begin("restart")
-        await steady(drill, args.steady_seconds / 2)
-        restart.run_id, restart.asked_run = await run_in_flight(url, scout, args.run_wait)
-        leader = cluster.leader_name()
-        before = await listening_now(url)
-        say(f"restart: LISTEN connections before: {dict(sorted(before.names.items()))}")
-        say(f"restart: kill -9 the postmaster of {leader}, run in flight {restart.run_id}")
-        restart.kill = time.monotonic()
-        await asyncio.to_thread(cluster.kill_postmaster, leader)
-        back = asyncio.create_task(listeners_back(url, before, 120))
-        await writes_back(drill, restart, 120)
-        now_leader = await wait_leader(cluster, 120)
-        restart.leader = time.monotonic()
-        other = next(n.name for n in cluster.nodes if n.name != now_leader)
-        await wait_streaming(cluster, other, 120)
-        await wait_sync_standby(cluster, 60)
-        restart.rejoin_s = time.monotonic() - restart.kill
-        say(
-            f"restart: {now_leader} leads, {other} streams, {restart.rejoin_s:.1f} s after the kill"
-        )
-        restart.listeners_back_s = await back
-        if restart.listeners_back_s is not None:
-            say(
-                f"restart: every LISTEN connection back {restart.listeners_back_s:.2f} s after "
-                "the primary answered again"
-            )
-        await asyncio.sleep(args.seconds / 2)
+        await _kill_the_leader(args, drill, cluster, url, scout)
+        await _kill_the_postmaster(args, drill, cluster, url, scout, watches)
     except BaseException:
         # Stopped (Ctrl-C) or failed: no waiting for queues, straight to stopping everything.
-        watches = [back] if back is not None else []
         for task in [*load, *watches]:
             task.cancel()
         await asyncio.gather(*load, *watches, return_exceptions=True)
@@ -445,10 +399,92 @@ async def _load_and_faults(
     return await _settle_and_check(args, drill, url, data_dir)
 
 
+async def _kill_the_leader(
+    args: argparse.Namespace, drill: Drill, cluster: Any, url: str, scout: str
+) -> None:
+    """The failover case: the leader's node killed under load; it rejoins as a standby."""
+    failover = drill.cases["failover"]
+    await steady(drill, args.steady_seconds)
+    say(f"steady: {sum(t.saved is not None for t in drill.taps)} taps saved; waiting for a run")
+    failover.run_id, failover.asked_run = await run_in_flight(url, scout, args.run_wait)
+    old = cluster.leader_name()
+    say(f"failover: kill -9 {old} (Patroni and PostgreSQL), run in flight {failover.run_id}")
+    failover.kill = time.monotonic()
+    await asyncio.to_thread(cluster.kill_node, old)
+    new = await wait_leader(cluster, 120, not_name=old)
+    failover.leader = time.monotonic()
+    say(f"failover: {new} leads {failover.leader - failover.kill:.1f} s after the kill")
+    await writes_back(drill, failover, 120)
+    await asyncio.sleep(args.seconds)
+    rejoin = time.monotonic()
+    await asyncio.to_thread(cluster.start_node, old)
+    await wait_streaming(cluster, old, 120)
+    failover.rejoin_s = time.monotonic() - rejoin
+    say(f"failover: {old} streams again after {failover.rejoin_s:.1f} s")
+    await wait_sync_standby(cluster, 60)
+
+
+async def _kill_the_postmaster(
+    args: argparse.Namespace,
+    drill: Drill,
+    cluster: Any,
+    url: str,
+    scout: str,
+    watches: list[asyncio.Task[float | None]],
+) -> None:
+    """The restart case: the leader's postmaster killed under load. The watch on the LISTEN
+    connections goes into `watches`, for the caller to cancel if the drill stops."""
+    restart = drill.cases["restart"]
+    restart.began, restart.began_wall = time.monotonic(), drill.begin("restart")
+    await steady(drill, args.steady_seconds / 2)
+    restart.run_id, restart.asked_run = await run_in_flight(url, scout, args.run_wait)
+    leader = cluster.leader_name()
+    before = await listening_now(url)
+    say(f"restart: LISTEN connections before: {dict(sorted(before.names.items()))}")
+    say(f"restart: kill -9 the postmaster of {leader}, run in flight {restart.run_id}")
+    restart.kill = time.monotonic()
+    await asyncio.to_thread(cluster.kill_postmaster, leader)
+    back = asyncio.create_task(listeners_back(url, before, 120))
+    watches.append(back)
+    await writes_back(drill, restart, 120)
+    now_leader = await wait_leader(cluster, 120)
+    restart.leader = time.monotonic()
+    other = next(n.name for n in cluster.nodes if n.name != now_leader)
+    await wait_streaming(cluster, other, 120)
+    await wait_sync_standby(cluster, 60)
+    restart.rejoin_s = time.monotonic() - restart.kill
+    say(f"restart: {now_leader} leads, {other} streams, {restart.rejoin_s:.1f} s after the kill")
+    restart.listeners_back_s = await back
+    if restart.listeners_back_s is not None:
+        say(
+            f"restart: every LISTEN connection back {restart.listeners_back_s:.2f} s after "
+            "the primary answered again"
+        )
+    await asyncio.sleep(args.seconds / 2)
+
+
 async def _settle_and_check(
     args: argparse.Namespace, drill: Drill, url: str, data_dir: Path
 ) -> dict[str, float | str]:
     began = time.monotonic()
+    await _wait_runs(args, drill, url, began)
+    missed = await deliveries_settled(url, data_dir / "sftp", drill, began, args.settle_seconds)
+    outages = {
+        name: (case.kill or 0.0, case.outage_end or float("inf"))
+        for name, case in drill.cases.items()
+    }
+    taps = await tap_checks(url, drill, outages)
+    twice = await import_checks(url, drill)
+    await say_diagnosis(url, drill)
+    figures: dict[str, float | str] = {}
+    for name in CASES:
+        figures |= _case_figures(drill, name, taps[name], twice[name], missed[name])
+    return figures
+
+
+async def _wait_runs(args: argparse.Namespace, drill: Drill, url: str, began: float) -> None:
+    """Each case's import run, waited for until it is no longer in flight (or the settle time
+    since `began` is up); a case with no run in flight gets its Scout job's status."""
     for case in drill.cases.values():
         if case.run_id is None:
             if case.asked_run is not None:
@@ -466,59 +502,42 @@ async def _settle_and_check(
                 say(f"{case.name}: run {case.run_id} still {case.run_status}; not waiting more")
                 break
             await asyncio.sleep(2)
-    missed = await delivery_misses(url, data_dir / "sftp", drill)
-    while any(missed.values()) and time.monotonic() - began < args.settle_seconds:
-        await asyncio.sleep(2)
-        missed = await delivery_misses(url, data_dir / "sftp", drill)
-    for name, items in missed.items():
-        if items:
-            say(f"{name}: not delivered: {items[:8]}{' ...' if len(items) > 8 else ''}")
-    outages = {
-        name: (case.kill or 0.0, case.outage_end or float("inf"))
-        for name, case in drill.cases.items()
+
+
+def _case_figures(
+    drill: Drill, name: str, taps: Mapping[str, float], twice: int, missed: Sequence[str]
+) -> dict[str, float | str]:
+    """One case's figures, its answers said as they are counted."""
+    case = drill.cases[name]
+    prefix = "failover_" if name == "failover" else "restart_"
+    answers = drill.answers[name]
+    errors = sum(n for status, n in answers.items() if status not in ("200", "304"))
+    say(f"{name}: public API answers {dict(answers)}")
+    say(f"{name}: scorer sync answers (HTTP) {dict(drill.syncs[name])}")
+    say(f"{name}: taps saved without an answer saying so {taps['taps_stored_unanswered']}")
+    gap = (
+        case.outage_end - case.kill
+        if case.outage_end is not None and case.kill is not None
+        else float("nan")
+    )
+    figures: dict[str, float | str] = {
+        f"{prefix}acked_lost": taps["acked_lost"],
+        f"{prefix}duplicates": taps["duplicates"],
+        f"{prefix}write_gap_s": gap,
+        f"{prefix}api_errors": errors,
+        f"{prefix}import_batches_twice": twice,
+        f"{prefix}import_run_status": case.run_status,
+        f"{prefix}delivery_missed": len(missed),
+        f"{prefix}rejoin_s": case.rejoin_s if case.rejoin_s is not None else float("nan"),
+        f"{prefix}taps": taps["taps"],
+        f"{prefix}taps_saved": taps["taps_saved"],
+        f"{prefix}scorer_retries": taps["scorer_retries"],
+        f"{prefix}tap_p50_ms": taps["tap_p50_ms"],
+        f"{prefix}tap_p99_ms": taps["tap_p99_ms"],
     }
-    taps = await tap_checks(url, drill, outages)
-    twice = await import_checks(url, drill)
-    for line in await diagnosis(url):
-        say(line)
-    if drill.refusals:
-        say(f"refused taps: {len(drill.refusals)}, first: {drill.refusals[0]}")
-    if drill.sign_ins_again:
-        say(f"scorers signed in again {drill.sign_ins_again} times (answered 401)")
-    figures: dict[str, float | str] = {}
-    for name in CASES:
-        case = drill.cases[name]
-        prefix = "failover_" if name == "failover" else "restart_"
-        answers = drill.answers[name]
-        errors = sum(n for status, n in answers.items() if status not in ("200", "304"))
-        say(f"{name}: public API answers {dict(answers)}")
-        say(f"{name}: scorer sync answers (HTTP) {dict(drill.syncs[name])}")
-        say(
-            f"{name}: taps saved without an answer saying so {taps[name]['taps_stored_unanswered']}"
-        )
-        gap = (
-            case.outage_end - case.kill
-            if case.outage_end is not None and case.kill is not None
-            else float("nan")
-        )
-        figures |= {
-            f"{prefix}acked_lost": taps[name]["acked_lost"],
-            f"{prefix}duplicates": taps[name]["duplicates"],
-            f"{prefix}write_gap_s": gap,
-            f"{prefix}api_errors": errors,
-            f"{prefix}import_batches_twice": twice[name],
-            f"{prefix}import_run_status": case.run_status,
-            f"{prefix}delivery_missed": len(missed[name]),
-            f"{prefix}rejoin_s": case.rejoin_s if case.rejoin_s is not None else float("nan"),
-            f"{prefix}taps": taps[name]["taps"],
-            f"{prefix}taps_saved": taps[name]["taps_saved"],
-            f"{prefix}scorer_retries": taps[name]["scorer_retries"],
-            f"{prefix}tap_p50_ms": taps[name]["tap_p50_ms"],
-            f"{prefix}tap_p99_ms": taps[name]["tap_p99_ms"],
-        }
-        if name == "restart":
-            back = case.listeners_back_s
-            figures[f"{prefix}listeners_back_s"] = back if back is not None else float("nan")
+    if name == "restart":
+        back = case.listeners_back_s
+        figures[f"{prefix}listeners_back_s"] = back if back is not None else float("nan")
     return figures
 
 

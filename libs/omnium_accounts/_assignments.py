@@ -129,6 +129,14 @@ def _line(number: int, cells: dict[str, str]) -> tuple[ScheduleLine | None, str]
         return None, f"{where}, unit: give a unit, or a venue and a day, not both"
     if unit:
         return ScheduleLine(number, login, unit=unit), ""
+    return _venue_line(number, login, venue, day_text)
+
+
+def _venue_line(
+    number: int, login: str, venue: str, day_text: str
+) -> tuple[ScheduleLine | None, str]:
+    """A line that assigns a venue's matches on one day."""
+    where = f"line {number}"
     if not venue and not day_text:
         return None, f"{where}, unit: empty; give a unit code, or a venue and a day"
     if not venue:

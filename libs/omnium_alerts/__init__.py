@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Mapping
 
 import httpx
 
@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 
 async def post_alert(
-    http: httpx.AsyncClient | None, settings: Settings, alert: dict[str, Any]
+    http: httpx.AsyncClient | None, settings: Settings, alert: Mapping[str, object]
 ) -> bool:
     """POST a new alert to OMNIUM_ALERT_WEBHOOK_URL; True when the receiver took it.
 

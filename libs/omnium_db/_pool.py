@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 from enum import Enum
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -76,7 +75,9 @@ def host_dsns(dsn: str) -> list[str]:
     ]
 
 
-async def connect_each_host(dsn: str, *, host_timeout: float, **kwargs: Any) -> asyncpg.Connection:
+async def connect_each_host(
+    dsn: str, *, host_timeout: float, **kwargs: object
+) -> asyncpg.Connection:
     """A connection to the first host of the DSN that answers in `host_timeout` and has the
     session attributes asked for (`target_session_attrs=read-write`: the primary).
 
@@ -95,7 +96,7 @@ async def connect_each_host(dsn: str, *, host_timeout: float, **kwargs: Any) -> 
     raise last
 
 
-async def connect_primary(settings: Settings, **kwargs: Any) -> asyncpg.Connection:
+async def connect_primary(settings: Settings, **kwargs: object) -> asyncpg.Connection:
     """A connection of its own, outside any pool (a LISTEN, the gateway relay's reader), made
     the way the pools make theirs: host by host, each with the pools' per-host timeout."""
     return await connect_each_host(
@@ -131,7 +132,7 @@ async def create_pool(
     application_name: str,
     size: int | None = None,
     min_size: int = 1,
-    **kwargs: Any,
+    **kwargs: object,
 ) -> asyncpg.Pool:
     """Create the pool for one road. Call once at start-up and close it at shutdown."""
     default_size = {
@@ -143,7 +144,7 @@ async def create_pool(
     dsn = settings.require_database_url()
     timeout = settings.database_connect_timeout_seconds
 
-    async def connect(dsn: str, **kw: Any) -> asyncpg.Connection:
+    async def connect(dsn: str, **kw: object) -> asyncpg.Connection:
         kw.pop("loop", None)
         return await connect_each_host(dsn, host_timeout=timeout, **kw)
 

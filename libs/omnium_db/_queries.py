@@ -101,7 +101,7 @@ class Composed:
     names: tuple[str, ...] = ()
     every_name: frozenset[str] = frozenset()
 
-    def args(self, every: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
+    def args(self, every: Sequence[Any] | Mapping[str, object]) -> list[Any]:
         """The arguments of this statement, in order: picked by name from a mapping for a
         statement written with names, else by position from the whole statement's `every`."""
         if not self.names:

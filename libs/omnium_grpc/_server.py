@@ -68,7 +68,7 @@ class GrpcServer:
             )
 
     def add(
-        self, register: Callable[[Any, aio.Server], None], servicer: Any, full_name: str
+        self, register: Callable[[Any, aio.Server], None], servicer: object, full_name: str
     ) -> None:
         """Register a servicer, e.g. `add(add_CommandServiceServicer_to_server, svc, NAME)`."""
         register(servicer, self._registrar)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -20,7 +19,7 @@ class LivePublisher:
         self.redis = redis
         self.max_length = max_length
 
-    async def publish(self, event_code: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
+    async def publish(self, event_code: str, items: Sequence[Mapping[str, object]]) -> list[str]:
         """Add each item (a JSON-able mapping with `kind` and optional `unit`) in order; the
         stream ids it got are the SSE event ids."""
         if not items:

@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 from aiohttp import web
 from google.protobuf import json_format, struct_pb2
+from google.protobuf.message import Message
 from grpc import aio
 
 from omnium.common.v1 import actor_pb2
@@ -47,11 +48,11 @@ CHANNEL = web.AppKey("omnium_scoring_channel", aio.Channel)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _problem(status: int, message: str, **extra: Any) -> web.Response:
+def _problem(status: int, message: str, **extra: object) -> web.Response:
     return web.json_response({"error": message, **extra}, status=status)
 
 
-def _plain(message: Any) -> dict[str, Any]:
+def _plain(message: Message) -> dict[str, Any]:
     out: dict[str, Any] = json_format.MessageToDict(
         message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
@@ -319,7 +320,7 @@ class ScorerConsole:
         )
         return web.json_response(_match(state, standing=standing))
 
-    def _action(self, raw: Any, unit_id: str | None = None) -> scoring_pb2.Action:
+    def _action(self, raw: object, unit_id: str | None = None) -> scoring_pb2.Action:
         if not isinstance(raw, dict):
             raise ValueError("each action is an object")
         fields = struct_pb2.Struct()

@@ -14,7 +14,7 @@ SIDE_ROOTS = ("side", "other")
 ROOTS = (*SIDE_ROOTS, "player", "action", "rules", "sides", "match")
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return str(value)
@@ -66,12 +66,12 @@ class Scope:
         self,
         match: dict[str, Any],
         sides: list[dict[str, Any]],
-        rules: Mapping[str, Any],
+        rules: Mapping[str, object],
         *,
         side: dict[str, Any] | None = None,
         other: dict[str, Any] | None = None,
         player: dict[str, Any] | None = None,
-        action: Mapping[str, Any] | None = None,
+        action: Mapping[str, object] | None = None,
     ) -> None:
         self.match = match
         self.sides = sides
@@ -208,7 +208,7 @@ def _operands(node: ast.expr) -> list[ast.expr]:
     raise _fail(node, f"{type(node).__name__} is not part of the sport file language")
 
 
-def _side_of(scope: Scope, index: Any, node: ast.AST) -> dict[str, Any]:
+def _side_of(scope: Scope, index: object, node: ast.AST) -> dict[str, Any]:
     if not isinstance(index, int) or isinstance(index, bool) or not 1 <= index <= len(scope.sides):
         raise _fail(node, f"sides[{index!r}]: there are sides 1 to {len(scope.sides)}")
     return scope.sides[index - 1]
@@ -333,7 +333,7 @@ def run(statements: list[ast.stmt], scope: Scope) -> None:
             run(node.body if evaluate(node.test, scope) else node.orelse, scope)
 
 
-def _store(target: ast.expr, value: Any, scope: Scope) -> None:
+def _store(target: ast.expr, value: object, scope: Scope) -> None:
     if isinstance(target, ast.Name):
         scope.match[target.id] = value
         return
@@ -388,7 +388,7 @@ def _parse(source: str, mode: str) -> ast.AST:
         raise RuleError(f"line {exc.lineno or 1}: {exc.msg} in {source.strip()!r}") from None
 
 
-def condition(source: Any, names: Names) -> Condition:
+def condition(source: object, names: Names) -> Condition:
     if isinstance(source, bool):
         source = "true" if source else "false"
     if not isinstance(source, str) or not source.strip():
@@ -399,7 +399,7 @@ def condition(source: Any, names: Names) -> Condition:
     return Condition(source, tree.body)
 
 
-def effects(source: Any, names: Names) -> Effects:
+def effects(source: object, names: Names) -> Effects:
     if isinstance(source, list):
         source = "\n".join(str(line) for line in source)
     if not isinstance(source, str):
@@ -415,7 +415,7 @@ def effects(source: Any, names: Names) -> Effects:
 _PART = re.compile(r"\{([^{}]+)\}")
 
 
-def template(source: Any, names: Names) -> Template:
+def template(source: object, names: Names) -> Template:
     if not isinstance(source, str):
         raise RuleError('must be text, e.g. "{side.goals}"')
     parts: list[str | Condition] = []

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import logging
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import jinja2
@@ -117,7 +116,7 @@ class AdminApp:
         log.info("admin: the console is on http://%s:%s", settings.bind_host, self.port)
         return self.port
 
-    def render(self, name: str, **context: Any) -> str:
+    def render(self, name: str, **context: object) -> str:
         return render(self.templates, self.settings, name, **context)
 
     async def stop(self, grace: float | None = None) -> None:
@@ -139,5 +138,5 @@ class AdminApp:
                 await pool.close()
 
 
-def render(templates: jinja2.Environment, settings: Settings, name: str, **context: Any) -> str:
+def render(templates: jinja2.Environment, settings: Settings, name: str, **context: object) -> str:
     return templates.get_template(name).render(settings=settings, **context)

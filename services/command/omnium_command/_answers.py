@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from omnium.command.v1 import command_pb2
-from omnium_command._intent import Request
+from omnium_command._intent import Request, RowRef
 from omnium_command._plan import Outcome, Plan, now_timestamp
 from omnium_grpc import field_changes
 
@@ -30,20 +28,20 @@ def render(
         answer.saved_at.CopyFrom(now_timestamp())
         return
     # Built in place, in position order: extending from separate messages copies each one.
-    rows: list[tuple[int, Any]] = [
+    rows: list[tuple[int, tuple[RowRef, Outcome] | tuple[str, str]]] = [
         (position, (key, reason)) for position, (key, _hash, reason) in request.refused_rows.items()
     ]
     for intent, outcome in plan.outcomes:
         assert intent.row is not None
-        rows.append((intent.row.position, (intent, outcome)))
+        rows.append((intent.row.position, (intent.row, outcome)))
     rows.sort(key=lambda r: r[0])
     add = answer.rows.add
     for position, item in rows:
         if isinstance(item[1], Outcome):
-            intent, outcome = item
+            row, outcome = item
             add(
                 position=position,
-                key=intent.row.key,
+                key=row.key,
                 outcome=outcome.row_outcome,
                 reason=outcome.reason,
                 subject_id=outcome.subject_id or "",

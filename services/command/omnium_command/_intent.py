@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from omnium.common.v1 import actor_pb2
+from omnium_command._rows import Match
 
 # Commands from these senders pin the fields they set; everyone else leaves pinned fields alone.
 PINNING_KINDS = frozenset({actor_pb2.Actor.KIND_PERSON, actor_pb2.Actor.KIND_SCORER})
@@ -36,9 +36,9 @@ class Intent:
     ref_id: str | None = None
     # A unit's or competitor's code, or "<discipline code or empty>:<NOC>" for a medal row.
     ref_code: str | None = None
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, object] = field(default_factory=dict)
     # Sides of a unit by their order: the fields to set on each.
-    sides: dict[int, dict[str, Any]] = field(default_factory=dict)
+    sides: dict[int, dict[str, object]] = field(default_factory=dict)
     # Unit fields, or "sides[N].field", to unpin.
     unpin: frozenset[str] = frozenset()
     row: RowRef | None = None
@@ -47,10 +47,14 @@ class Intent:
     # results.approve: record the unit's results as a person approved them (the checker step).
     approve: bool = False
     # Only for scoring.act: the match action to record and the match state it leads to.
-    match: dict[str, Any] | None = None
+    match: Match | None = None
 
     def referenced_competitors(self) -> set[str]:
-        return {side["competitor_id"] for side in self.sides.values() if side.get("competitor_id")}
+        return {
+            competitor
+            for side in self.sides.values()
+            if isinstance(competitor := side.get("competitor_id"), str) and competitor
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +100,7 @@ class ReadKeys:
             if needed
         ]
 
-    def args(self) -> dict[str, Any]:
+    def args(self) -> dict[str, object]:
         """The whole read's arguments, by name (QUERIES.compose picks those it takes); the
         disciplines part needs no argument, only to be asked for (`parts`)."""
         return {
@@ -122,7 +126,7 @@ class Request:
     actor: actor_pb2.Actor
     event_code: str
     intents: list[Intent]
-    payload: dict[str, Any]
+    payload: dict[str, object]
     subject_kind: str
     request_hash: bytes | None = None
     batch: BatchContext | None = None

@@ -7,14 +7,15 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from omnium.command.v1 import command_pb2
 from omnium.common.v1 import actor_pb2
 from omnium_command._intent import BatchContext, Intent, ReadKeys, Request, RowRef
 from omnium_command._records import COMPETITOR, MEDAL_ROW, SIDE, UNIT, BadValue, Kind, moment
+from omnium_command._rows import Match
 
 _SIDE_FIELD = re.compile(r"^sides\[(\d+)\]\.([a-z_]+)$")
 _COMMAND_ID = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")
@@ -47,10 +48,10 @@ def _check_command_id(command_id: str) -> None:
         )
 
 
-def _sides(raw: Any, *, prefix: str = "sides") -> dict[int, dict[str, Any]]:
+def _sides(raw: object, *, prefix: str = "sides") -> dict[int, dict[str, object]]:
     if not isinstance(raw, list):
         raise BadValue(f"{prefix} must be a list of sides, each with its order")
-    sides: dict[int, dict[str, Any]] = {}
+    sides: dict[int, dict[str, object]] = {}
     for index, side in enumerate(raw):
         if not isinstance(side, Mapping) or "order" not in side:
             raise BadValue(f"{prefix}[{index}] needs an order (1 for the first side)")
@@ -80,21 +81,21 @@ def _subject_ref(subject: command_pb2.Subject, kind: str) -> tuple[str | None, s
     raise Refusal(f"say which {kind}: set subject.id, or subject.code with subject.event_code")
 
 
-def _fields(payload: Mapping[str, Any], kind: Kind) -> dict[str, Any]:
+def _fields(payload: Mapping[str, object], kind: Kind) -> dict[str, object]:
     raw = payload.get("fields")
     if not isinstance(raw, Mapping) or not raw:
         raise BadValue(f"payload.fields must name at least one field of the {kind.name} to set")
     return kind.clean(raw)
 
 
-def _names(payload: Mapping[str, Any]) -> list[str]:
+def _names(payload: Mapping[str, object]) -> list[str]:
     raw = payload.get("fields")
     if not isinstance(raw, list) or not raw or not all(isinstance(n, str) for n in raw):
         raise BadValue('payload.fields must list the field names to unpin, e.g. ["status"]')
     return list(raw)
 
 
-def _unit_set_fields(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+def _unit_set_fields(cmd: command_pb2.Command, payload: Mapping[str, object]) -> Intent:
     ref_id, ref_code = _subject_ref(cmd.subject, "unit")
     fields = _fields(payload, UNIT) if "fields" in payload else {}
     sides = _sides(payload["sides"]) if "sides" in payload else {}
@@ -103,21 +104,21 @@ def _unit_set_fields(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> In
     return Intent("unit", ref_id, ref_code, fields=fields, sides=sides)
 
 
-def _unit_set_status(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+def _unit_set_status(cmd: command_pb2.Command, payload: Mapping[str, object]) -> Intent:
     ref_id, ref_code = _subject_ref(cmd.subject, "unit")
     if "status" not in payload:
         raise BadValue('payload.status is missing, e.g. {"status": "CANCELLED"}')
     return Intent("unit", ref_id, ref_code, fields=UNIT.clean({"status": payload["status"]}))
 
 
-def _unit_set_sides(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+def _unit_set_sides(cmd: command_pb2.Command, payload: Mapping[str, object]) -> Intent:
     ref_id, ref_code = _subject_ref(cmd.subject, "unit")
     if "sides" not in payload:
         raise BadValue("payload.sides is missing: a list of sides, each with its order")
     return Intent("unit", ref_id, ref_code, sides=_sides(payload["sides"]))
 
 
-def _unit_unpin(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+def _unit_unpin(cmd: command_pb2.Command, payload: Mapping[str, object]) -> Intent:
     ref_id, ref_code = _subject_ref(cmd.subject, "unit")
     names = _names(payload)
     for name in names:
@@ -129,19 +130,19 @@ def _unit_unpin(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
     return Intent("unit", ref_id, ref_code, unpin=frozenset(names))
 
 
-def _competitor_set_fields(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+def _competitor_set_fields(cmd: command_pb2.Command, payload: Mapping[str, object]) -> Intent:
     ref_id, ref_code = _subject_ref(cmd.subject, "competitor")
     return Intent("competitor", ref_id, ref_code, fields=_fields(payload, COMPETITOR))
 
 
-def _competitor_unpin(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+def _competitor_unpin(cmd: command_pb2.Command, payload: Mapping[str, object]) -> Intent:
     ref_id, ref_code = _subject_ref(cmd.subject, "competitor")
     names = _names(payload)
     COMPETITOR.check_names(names)
     return Intent("competitor", ref_id, ref_code, unpin=frozenset(names))
 
 
-def _medal_set_row(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+def _medal_set_row(cmd: command_pb2.Command, payload: Mapping[str, object]) -> Intent:
     subject = cmd.subject
     if not subject.event_code:
         raise Refusal("a medal row is named by subject.event_code and subject.code")
@@ -156,14 +157,14 @@ def _medal_set_row(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Inte
     )
 
 
-def _results_approve(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+def _results_approve(cmd: command_pb2.Command, payload: Mapping[str, object]) -> Intent:
     ref_id, ref_code = _subject_ref(cmd.subject, "unit")
     if payload:
         raise BadValue("results.approve takes no payload: it approves the unit's results as saved")
     return Intent("unit", ref_id, ref_code, approve=True)
 
 
-def _whole_numbers(value: Any) -> Any:
+def _whole_numbers(value: object) -> object:
     """A Struct carries every number as a double: give whole ones back as ints."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
@@ -174,7 +175,7 @@ def _whole_numbers(value: Any) -> Any:
     return value
 
 
-def _scoring_act(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent:
+def _scoring_act(cmd: command_pb2.Command, payload: Mapping[str, object]) -> Intent:
     """A scorer's or provider's action, already checked by scoring against match_seq."""
     ref_id, ref_code = _subject_ref(cmd.subject, "unit")
     if ref_id is None:
@@ -185,8 +186,9 @@ def _scoring_act(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent
     action = payload.get("action")
     if not isinstance(action, Mapping) or not isinstance(action.get("kind"), str):
         raise BadValue('payload.action needs a kind, e.g. {"kind": "goal", "side": 1}')
+    state_json = payload.get("state_json") or "null"
     try:
-        state = json.loads(payload.get("state_json") or "null")
+        state = json.loads(state_json) if isinstance(state_json, str | bytes) else None
     except (TypeError, ValueError):
         state = None
     if not isinstance(state, dict):
@@ -195,20 +197,21 @@ def _scoring_act(cmd: command_pb2.Command, payload: Mapping[str, Any]) -> Intent
     sides = _sides(payload["sides"]) if "sides" in payload else {}
     side = _whole_numbers(action.get("side"))
     undoes = _whole_numbers(action.get("undoes"))
-    match = {
+    client_at = moment(action["client_at"]) if action.get("client_at") else None
+    match: Match = {
         "expected_seq": expected,
         "kind": action["kind"],
         "side": side if isinstance(side, int) else None,
         "fields": _whole_numbers(dict(action.get("fields") or {})),
         "undoes": undoes if isinstance(undoes, int) else None,
-        "client_at": moment(action["client_at"]).isoformat() if action.get("client_at") else None,
+        "client_at": client_at.isoformat() if client_at else None,
         "state": state,
     }
     return Intent("unit", ref_id, ref_code, fields=fields, sides=sides, match=match)
 
 
 # command code -> (the kind of subject, how to read its payload)
-HANDLERS: dict[str, tuple[str, Callable[[command_pb2.Command, Mapping[str, Any]], Intent]]] = {
+HANDLERS: dict[str, tuple[str, Callable[[command_pb2.Command, Mapping[str, object]], Intent]]] = {
     "units.set_fields": ("unit", _unit_set_fields),
     "units.unpin": ("unit", _unit_unpin),
     "results.set_status": ("unit", _unit_set_status),
@@ -254,7 +257,7 @@ def parse_command(cmd: command_pb2.Command) -> Request:
     )
 
 
-def _present(message: Any, kind: Kind) -> dict[str, Any]:
+def _present(message: Message, kind: Kind) -> dict[str, object]:
     """The kind's fields that the message sets: an unset optional field is not compared."""
     names = kind.fields
     return {
@@ -266,11 +269,11 @@ def _present(message: Any, kind: Kind) -> dict[str, Any]:
 
 def _unit_values(
     values: command_pb2.UnitValues,
-) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
+) -> tuple[dict[str, object], dict[int, dict[str, object]]]:
     fields = UNIT.clean(_present(values, UNIT))
     if values.clear:
         fields.update(_cleared(values.clear, fields, UNIT, prefix=""))
-    sides: dict[int, dict[str, Any]] = {}
+    sides: dict[int, dict[str, object]] = {}
     for side in values.sides:
         order = side.order
         if order < 1:
@@ -285,7 +288,7 @@ def _unit_values(
 
 
 def _cleared(
-    names: Sequence[str], given: Mapping[str, Any], kind: Kind, *, prefix: str
+    names: Sequence[str], given: Mapping[str, object], kind: Kind, *, prefix: str
 ) -> dict[str, None]:
     """A row's `clear` list as fields set to nothing: the diff then compares them like any
     other, so a value we hold is cleared, one we do not is unchanged, and a pin keeps it."""

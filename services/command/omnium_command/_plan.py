@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from google.protobuf import timestamp_pb2
 
@@ -15,6 +14,18 @@ from omnium.command.v1 import command_pb2
 from omnium_command._intent import Intent, Request
 from omnium_command._parse import Refusal
 from omnium_command._records import FieldDiff, as_json, diff
+from omnium_command._rows import (
+    Change,
+    CompetitorRead,
+    MatchAction,
+    OutboxRow,
+    ReadState,
+    RecordUpdate,
+    RowLogEntry,
+    SideRead,
+    Unit,
+    UnitRead,
+)
 
 Row = command_pb2.RowOutcome
 
@@ -27,22 +38,23 @@ class Stale(Exception):
 class Writes:
     """The parameters of the one write statement."""
 
-    unit_updates: list[dict[str, Any]] = field(default_factory=list)
-    unit_inserts: list[dict[str, Any]] = field(default_factory=list)
-    side_updates: list[dict[str, Any]] = field(default_factory=list)
-    side_inserts: list[dict[str, Any]] = field(default_factory=list)
-    medal_updates: list[dict[str, Any]] = field(default_factory=list)
-    medal_inserts: list[dict[str, Any]] = field(default_factory=list)
-    competitor_updates: list[dict[str, Any]] = field(default_factory=list)
-    outbox: list[dict[str, Any]] = field(default_factory=list)
+    unit_updates: list[RecordUpdate] = field(default_factory=list)
+    # Inserts carry the record's columns, whichever fields the command gives.
+    unit_inserts: list[dict[str, object]] = field(default_factory=list)
+    side_updates: list[RecordUpdate] = field(default_factory=list)
+    side_inserts: list[dict[str, object]] = field(default_factory=list)
+    medal_updates: list[RecordUpdate] = field(default_factory=list)
+    medal_inserts: list[dict[str, object]] = field(default_factory=list)
+    competitor_updates: list[RecordUpdate] = field(default_factory=list)
+    outbox: list[OutboxRow] = field(default_factory=list)
     # Per import row: (key, kind, subject id, hash, applied_seq).
     key_states: list[tuple[str, str, str | None, bytes | None, int | None]] = field(
         default_factory=list
     )
-    row_log: list[dict[str, Any]] = field(default_factory=list)
-    diff: list[dict[str, Any]] = field(default_factory=list)
+    row_log: list[RowLogEntry] = field(default_factory=list)
+    diff: list[Change] = field(default_factory=list)
     unit_ids: list[str] = field(default_factory=list)
-    match_actions: list[dict[str, Any]] = field(default_factory=list)
+    match_actions: list[MatchAction] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -50,8 +62,8 @@ class Outcome:
     """What the road did for one intent."""
 
     subject_id: str | None
-    changes: list[dict[str, Any]]
-    kept: list[dict[str, Any]]
+    changes: list[Change]
+    kept: list[Change]
     applied_seq: int | None
     row_outcome: command_pb2.RowOutcome.ValueType = command_pb2.ROW_OUTCOME_UNCHANGED
     reason: str = ""
@@ -69,7 +81,7 @@ class Plan:
         return bool(self.writes.diff and any(not d.get("kept_by_hand") for d in self.writes.diff))
 
 
-def _entry(kind: str, subject_id: str, code: str, name: str, old: Any, new: Any) -> dict[str, Any]:
+def _entry(kind: str, subject_id: str, code: str, name: str, old: object, new: object) -> Change:
     return {
         "kind": kind,
         "id": subject_id,
@@ -81,7 +93,7 @@ def _entry(kind: str, subject_id: str, code: str, name: str, old: Any, new: Any)
 
 
 def _pins(
-    current: list[str], fields: Mapping[str, Any], unpin: set[str], pins: bool
+    current: list[str], fields: Mapping[str, object], unpin: set[str], pins: bool
 ) -> list[str] | None:
     """The record's pin list after this command, or None when it stays as it is."""
     if not (pins and fields) and not unpin:
@@ -96,10 +108,12 @@ def _pins(
 _UNIT_CODE = re.compile(r"^[A-Z0-9-]{34}$")
 
 
-def _units(units: Any, sides: Any) -> dict[str, dict[str, Any]]:
+def _units(units: Iterable[UnitRead], sides: Iterable[SideRead]) -> dict[str, Unit]:
     """The read's units by id, each with its sides; start_at a datetime in UTC, as asyncpg
     gives a timestamptz column (the read's JSON carries it as text)."""
-    by_id = {u["id"]: {**u, "start_at": _moment(u["start_at"]), "sides": []} for u in units}
+    by_id: dict[str, Unit] = {
+        u["id"]: {**u, "start_at": _moment(u["start_at"]), "sides": []} for u in units
+    }
     for side in sides:
         by_id[side["unit_id"]]["sides"].append(side)
     return by_id
@@ -113,7 +127,7 @@ class Planner:
     """Builds one command's plan. `state` is the read_state row; `locked` maps refs to ids."""
 
     def __init__(
-        self, request: Request, locked: Mapping[str, Mapping[str, str]], state: Mapping[str, Any]
+        self, request: Request, locked: Mapping[str, Mapping[str, str]], state: ReadState
     ) -> None:
         self.request = request
         self.locked = locked
@@ -186,7 +200,7 @@ class Planner:
             self.writes.diff.extend({**k, "kept_by_hand": True} for k in outcome.kept)
         return outcome
 
-    def _unit(self, intent: Intent, unit: Mapping[str, Any]) -> Outcome:
+    def _unit(self, intent: Intent, unit: Unit) -> Outcome:
         request = self.request
         unit_id, code = unit["id"], unit["code"]
         self.event_id = self.event_id or unit["event_id"]
@@ -211,7 +225,7 @@ class Planner:
         touched = pinned is not None
 
         sides = {side["order"]: side for side in unit["sides"]}
-        orders: Any = intent.sides
+        orders: Iterable[int] = intent.sides
         if unpin_all:
             orders = set(orders) | {
                 int(name[6 : name.index("]")]) for name in unpin_all if name.startswith("sides[")
@@ -295,7 +309,7 @@ class Planner:
             raise Refusal(reason)
         return Outcome(unit_id, [], [], None, command_pb2.ROW_OUTCOME_HELD, reason)
 
-    def _unit_changed(self, unit: Mapping[str, Any], changes: list[dict[str, Any]]) -> None:
+    def _unit_changed(self, unit: Unit, changes: list[Change]) -> None:
         """The unit named on the timeline item, and its "unit.changed" outbox row."""
         unit_id = unit["id"]
         self.writes.unit_ids.append(unit_id)
@@ -315,7 +329,7 @@ class Planner:
             }
         )
 
-    def _approve(self, unit: Mapping[str, Any]) -> Outcome:
+    def _approve(self, unit: Unit) -> Outcome:
         """The checker step: the outbox row carries the results as approved, so delivery sends
         exactly what the person saw, however the unit changes afterwards."""
         self.event_id = self.event_id or unit["event_id"]
@@ -350,9 +364,7 @@ class Planner:
         )
         return Outcome(unit["id"], [], [], unit["changed_seq"], command_pb2.ROW_OUTCOME_ACCEPTED)
 
-    def _match_action(
-        self, intent: Intent, unit: Mapping[str, Any], changes: list[dict[str, Any]]
-    ) -> dict[str, Any]:
+    def _match_action(self, intent: Intent, unit: Unit, changes: list[Change]) -> dict[str, object]:
         """Record a scoring action, if the match is still where the scorer's check saw it."""
         match = intent.match
         assert match is not None
@@ -437,7 +449,7 @@ class Planner:
         )
         return self._finish(Outcome(unit_id, changes, [], self.seq))
 
-    def _competitor(self, intent: Intent, competitor: Mapping[str, Any]) -> Outcome:
+    def _competitor(self, intent: Intent, competitor: CompetitorRead) -> Outcome:
         request = self.request
         cid, code = competitor["id"], competitor["code"]
         self.event_id = self.event_id or competitor["event_id"]
@@ -532,7 +544,7 @@ class Planner:
         self._medal_event(medal_id, code, changes)
         return self._finish(Outcome(medal_id, changes, kept, applied_seq))
 
-    def _medal_event(self, medal_id: str, code: str, changes: list[dict[str, Any]]) -> None:
+    def _medal_event(self, medal_id: str, code: str, changes: list[Change]) -> None:
         if changes:
             self.writes.outbox.append(
                 {

@@ -6,7 +6,6 @@ import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from omnium_db import UNIT_STATUSES
 
@@ -19,11 +18,11 @@ class BadValue(ValueError):
 
 # A check takes a value and returns it cleaned, or raises BadValue with what is wrong. The
 # message leaves out the field's name: Kind.clean puts it in front, only when it fails.
-Check = Callable[[Any], Any]
+Check = Callable[[object], object]
 
 
 def text(*, required: bool, max_length: int) -> Check:
-    def check(value: Any) -> Any:
+    def check(value: object) -> object:
         if value is None:
             if required:
                 raise BadValue("cannot be empty")
@@ -44,7 +43,7 @@ def one_of(choices: tuple[str, ...], *, required: bool) -> Check:
     allowed = frozenset(choices)
     listed = ", ".join(choices)
 
-    def check(value: Any) -> Any:
+    def check(value: object) -> object:
         if value is None and not required:
             return None
         if isinstance(value, str):
@@ -59,7 +58,7 @@ def one_of(choices: tuple[str, ...], *, required: bool) -> Check:
 
 
 def whole(*, minimum: int, required: bool) -> Check:
-    def check(value: Any) -> Any:
+    def check(value: object) -> object:
         if value is None and not required:
             return None
         if isinstance(value, float) and value.is_integer():
@@ -75,7 +74,7 @@ def whole(*, minimum: int, required: bool) -> Check:
     return check
 
 
-def moment(value: Any) -> Any:
+def moment(value: object) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, datetime):
@@ -95,7 +94,7 @@ def moment(value: Any) -> Any:
     return parsed
 
 
-def reference(value: Any) -> Any:
+def reference(value: object) -> str | None:
     if value is None:
         return None
     try:
@@ -104,7 +103,7 @@ def reference(value: Any) -> Any:
         raise BadValue(f"{value!r} is not an id (a UUID)") from None
 
 
-def noc(value: Any) -> Any:
+def noc(value: object) -> str:
     if not isinstance(value, str) or len(value) != 3 or not value.isalpha():
         raise BadValue(f"{value!r} is not a three-letter NOC code such as KOR")
     return value.upper()
@@ -117,8 +116,8 @@ class Kind:
     name: str
     fields: Mapping[str, Check]
 
-    def clean(self, values: Mapping[str, Any], *, prefix: str = "") -> dict[str, Any]:
-        cleaned: dict[str, Any] = {}
+    def clean(self, values: Mapping[str, object], *, prefix: str = "") -> dict[str, object]:
+        cleaned: dict[str, object] = {}
         for field, value in values.items():
             check = self.fields.get(field)
             if check is None:
@@ -189,7 +188,7 @@ def same(old: object, new: object) -> bool:
     return bool(old == new)
 
 
-def as_json(value: Any) -> Any:
+def as_json(value: object) -> object:
     return value.isoformat() if isinstance(value, datetime) else value
 
 
@@ -197,13 +196,13 @@ def as_json(value: Any) -> Any:
 class FieldDiff:
     """What one command does to one record's fields."""
 
-    changes: dict[str, tuple[Any, Any]]
-    kept_by_hand: dict[str, tuple[Any, Any]]
+    changes: dict[str, tuple[object, object]]
+    kept_by_hand: dict[str, tuple[object, object]]
 
 
 def diff(
-    current: Mapping[str, Any],
-    incoming: Mapping[str, Any],
+    current: Mapping[str, object],
+    incoming: Mapping[str, object],
     pinned: Collection[str],
     *,
     respect_pins: bool,
@@ -213,8 +212,8 @@ def diff(
     A pinned field that would change is reported as kept by hand; one that would not change
     is just unchanged.
     """
-    changes: dict[str, tuple[Any, Any]] = {}
-    kept: dict[str, tuple[Any, Any]] = {}
+    changes: dict[str, tuple[object, object]] = {}
+    kept: dict[str, tuple[object, object]] = {}
     for field, new in incoming.items():
         old = current.get(field)
         if same(old, new):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar, cast
 
 import asyncpg
 
@@ -22,6 +22,7 @@ from omnium_command._parse import (
     parse_command,
 )
 from omnium_command._plan import Planner, Stale
+from omnium_command._rows import ReadState
 from omnium_command._sql import QUERIES
 from omnium_db import connection_lost, is_outage, not_connected
 from omnium_settings import Settings
@@ -184,7 +185,7 @@ class Road:
         conn: asyncpg.Connection,
         guess: ReadKeys | None,
         parse: Callable[[], Request],
-    ) -> tuple[Request, dict[str, Any] | None]:
+    ) -> tuple[Request, ReadState | None]:
         """The parsed request, and the read when it was started before the parse with the
         keys the parse then asked for (else None: read after the parse).
 
@@ -209,8 +210,8 @@ class Road:
         self,
         conn: asyncpg.Connection,
         request: Request,
-        answer: Any,
-        state: dict[str, Any] | None = None,
+        answer: command_pb2.Answer | command_pb2.BatchAnswer,
+        state: ReadState | None = None,
     ) -> None:
         # Two round trips when nobody else writes the same records, which is nearly always.
         if state is None:
@@ -226,7 +227,11 @@ class Road:
                 raise _Busy("a record it names changed while it held the locks")
 
     async def _plan_and_write(
-        self, conn: asyncpg.Connection, request: Request, state: Mapping[str, Any], answer: Any
+        self,
+        conn: asyncpg.Connection,
+        request: Request,
+        state: ReadState,
+        answer: command_pb2.Answer | command_pb2.BatchAnswer,
     ) -> bool:
         """Diff against `state` and write; False when a record changed since `state` was read."""
         if state["previous_answer"] is not None:
@@ -238,6 +243,7 @@ class Road:
         render(answer, request, plan, state["seq"], run_batch_done)
         if request.batch is not None and request.batch.dry_run:
             # Nothing is written or recorded.
+            assert isinstance(answer, command_pb2.BatchAnswer)
             show_dry_run(answer, plan)
             return True
         text, args = statements.write(request, plan, state, answer.SerializeToString())
@@ -249,16 +255,16 @@ class Road:
             raise _Repeat(None, None)
         return True
 
-    async def _read(self, conn: asyncpg.Connection, request: Request) -> dict[str, Any]:
+    async def _read(self, conn: asyncpg.Connection, request: Request) -> ReadState:
         return await self._fetch_read(conn, request.read_keys())
 
     @staticmethod
-    async def _fetch_read(conn: asyncpg.Connection, keys: ReadKeys) -> dict[str, Any]:
+    async def _fetch_read(conn: asyncpg.Connection, keys: ReadKeys) -> ReadState:
         text, args = statements.read(keys)
         found = await conn.fetchrow(text, *args)
-        return statements.NOTHING_READ | dict(found.items())
+        return cast(ReadState, statements.NOTHING_READ | dict(found.items()))
 
-    def _check_batch(self, request: Request, state: Mapping[str, Any]) -> int:
+    def _check_batch(self, request: Request, state: ReadState) -> int:
         batch = request.batch
         if batch is None:
             return 0
@@ -277,7 +283,8 @@ class Road:
             raise Refusal(
                 f"run {batch.run_id} is already {state['run_status']}; it takes no new batches"
             )
-        done: int = state["run_batch_done"]
+        done = state["run_batch_done"]
+        assert done is not None  # the run is recorded, and its batch_done is NOT NULL
         return done
 
     async def _repeat(

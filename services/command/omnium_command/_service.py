@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
 
 import asyncpg
 import grpc
@@ -83,7 +82,7 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
         return command_pb2.GetTimelineResponse(items=[_item(row) for row in rows])
 
 
-def _item(row: Any) -> command_pb2.TimelineItem:
+def _item(row: asyncpg.Record) -> command_pb2.TimelineItem:
     payload = struct_pb2.Struct()
     json_format.ParseDict(row["payload"], payload)
     occurred = timestamp_pb2.Timestamp()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 import asyncpg
 
@@ -19,6 +19,9 @@ from omnium_alerts import post_alert
 from omnium_command._sql import QUERIES
 from omnium_db import DATABASE_ERRORS
 from omnium_settings import Settings
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +41,10 @@ class StandbyWatch:
         self.settings = settings
         self.pool = pool
         self.protected: bool | None = None  # None: not known yet
-        self.alerts: list[dict[str, Any]] = []  # what was raised and cleared, newest last
+        self.alerts: list[dict[str, object]] = []  # what was raised and cleared, newest last
 
     async def run(self, stop: asyncio.Event) -> None:
-        http = None
+        http: httpx.AsyncClient | None = None
         if self.settings.alert_webhook_url:
             import httpx  # only then: the command process does not load it otherwise
 
@@ -56,7 +59,7 @@ class StandbyWatch:
             if http is not None:
                 await http.aclose()
 
-    async def check(self, http: Any = None) -> None:
+    async def check(self, http: httpx.AsyncClient | None = None) -> None:
         try:
             async with self.pool.acquire() as conn:
                 standbys = await conn.fetchval(QUERIES["sync_standbys"])

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
 
 from omnium.command.v1 import command_pb2
 from omnium_command._intent import ReadKeys, Request
 from omnium_command._plan import Plan
+from omnium_command._rows import ReadState, UnitRead, Versioned
 from omnium_command._sql import QUERIES
 
 Row = command_pb2.RowOutcome
 # A statement as asyncpg takes it: its text and its arguments, in order.
-Bound = tuple[str, list[Any]]
+Bound = tuple[str, list[object]]
 
 # Every column of the read; those of the parts a command leaves out are None.
-NOTHING_READ: dict[str, Any] = dict.fromkeys(
+NOTHING_READ: dict[str, object] = dict.fromkeys(
     [
         "previous_answer",
         "previous_hash",
@@ -49,7 +49,7 @@ def read(keys: ReadKeys) -> Bound:
     return statement.text, statement.args(keys.args())
 
 
-def lock(state: Mapping[str, Any]) -> Bound:
+def lock(state: ReadState) -> Bound:
     """The locks, taken first under contention, of every record the read found."""
     statement = QUERIES.statement("lock")
     return statement.text, statement.args(
@@ -61,19 +61,21 @@ def lock(state: Mapping[str, Any]) -> Bound:
     )
 
 
-def refs(state: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+def refs(state: ReadState) -> dict[str, dict[str, str]]:
     """How each record was named (id, code or medal row ref) -> its id, per kind."""
     found: dict[str, dict[str, str]] = {"unit": {}, "competitor": {}, "medal_row": {}}
-    for row in state["units"] or ():
-        found["unit"][row["id"]] = found["unit"][row["code"]] = row["id"]
-    for row in state["competitors"] or ():
-        found["competitor"][row["id"]] = found["competitor"][row["code"]] = row["id"]
-    for row in state["medal_rows"] or ():
-        found["medal_row"][row["ref"]] = row["id"]
+    for unit in state["units"] or ():
+        found["unit"][unit["id"]] = found["unit"][unit["code"]] = unit["id"]
+    for competitor in state["competitors"] or ():
+        found["competitor"][competitor["id"]] = found["competitor"][competitor["code"]] = (
+            competitor["id"]
+        )
+    for medal_row in state["medal_rows"] or ():
+        found["medal_row"][medal_row["ref"]] = medal_row["id"]
     return found
 
 
-def write(request: Request, plan: Plan, state: Mapping[str, Any], answer: bytes) -> Bound:
+def write(request: Request, plan: Plan, state: ReadState, answer: bytes) -> Bound:
     """The one write of a command: the parts it has something for, with their arguments.
     `answer` is the answer as stored, for a repeat of the command id."""
     if request.batch is not None:
@@ -83,16 +85,16 @@ def write(request: Request, plan: Plan, state: Mapping[str, Any], answer: bytes)
     return statement.text, statement.args(_write_args(request, plan, state, units, answer))
 
 
-def _guard(rows: Any) -> tuple[list[str], list[int]]:
+def _guard(rows: Sequence[Versioned] | None) -> tuple[list[str], list[int]]:
     """The ids read and the changed_seq each had: the write locks them and checks them."""
     rows = rows or ()
     return [row["id"] for row in rows], [row["changed_seq"] for row in rows]
 
 
-_Units = tuple[list[Any], list[Any]]
+_Units = tuple[list[UnitRead], list[UnitRead]]
 
 
-def _written_units(state: Mapping[str, Any], plan: Plan) -> _Units:
+def _written_units(state: ReadState, plan: Plan) -> _Units:
     """The units read that the plan writes (the write locks them) and those it only read
     (the write checks they are unchanged since the read, without a lock)."""
     units = state["units"] or ()
@@ -105,9 +107,7 @@ def _written_units(state: Mapping[str, Any], plan: Plan) -> _Units:
     )
 
 
-def _write_parts(
-    request: Request, plan: Plan, state: Mapping[str, Any], units: _Units
-) -> list[str]:
+def _write_parts(request: Request, plan: Plan, state: ReadState, units: _Units) -> list[str]:
     """The parts of the write this command has something for."""
     writes = plan.writes
     written, only_read = units
@@ -142,10 +142,10 @@ def _write_parts(
 def _write_args(
     request: Request,
     plan: Plan,
-    state: Mapping[str, Any],
+    state: ReadState,
     units: _Units,
     answer: bytes,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     writes = plan.writes
     written, only_read = units
     actor = request.actor

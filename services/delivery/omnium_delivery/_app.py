@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import asyncpg
 import httpx
@@ -49,7 +49,7 @@ _HAND_OVER_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, *DATABASE_ER
 _BIG_DOCUMENT = 200  # rows; hashing and rendering more than this goes to a thread
 
 
-async def _off_loop(document: Document, work: Callable[..., T], *args: Any) -> T:
+async def _off_loop(document: Document, work: Callable[..., T], *args: object) -> T:
     """Hashing and rendering a big Games is CPU work: off the loop, so live pushes and other
     clients' sends keep moving meanwhile. Small documents are quicker done in place."""
     if len(document.rows) > _BIG_DOCUMENT:
@@ -63,7 +63,7 @@ class ClientRow:
     code: str
     name: str
     transport: str
-    settings: Mapping[str, Any]
+    settings: Mapping[str, object]
     event_id: str
     event_code: str
 

@@ -35,7 +35,7 @@ def read_clients_file(path: str | Path) -> list[dict[str, Any]]:
     return clients
 
 
-def _feed(client: str, index: int, raw: Any, transport: str) -> dict[str, Any]:
+def _feed(client: str, index: int, raw: object, transport: str) -> dict[str, Any]:
     where = f"client {client}, feed {index + 1}"
     if not isinstance(raw, Mapping):
         raise ClientSettingsError(f"{where}: a feed is an object with kind and format")
@@ -60,7 +60,7 @@ def _feed(client: str, index: int, raw: Any, transport: str) -> dict[str, Any]:
     }
 
 
-def check_client(raw: Any, settings: Settings | None = None) -> dict[str, Any]:
+def check_client(raw: object, settings: Settings | None = None) -> dict[str, Any]:
     """A client from settings, checked: every problem is said in words a person can act on."""
     if not isinstance(raw, Mapping):
         raise ClientSettingsError("a client is an object with code, name, event, transport, feeds")

@@ -8,7 +8,6 @@ import logging
 import posixpath
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 import asyncssh
 
@@ -23,7 +22,7 @@ class SftpTransport:
     so the client never sees half a file. An unknown or changed host key is refused before
     any byte is sent."""
 
-    def __init__(self, settings: Settings, client_code: str, config: Mapping[str, Any]) -> None:
+    def __init__(self, settings: Settings, client_code: str, config: Mapping[str, object]) -> None:
         self.settings = settings
         self.client_code = client_code
         sftp = config.get("sftp")

@@ -66,7 +66,7 @@ class WebhookTransport:
         settings: Settings,
         http: httpx.AsyncClient | None,
         client_code: str,
-        config: Mapping[str, Any],
+        config: Mapping[str, object],
     ) -> None:
         self.settings = settings
         self.http = http

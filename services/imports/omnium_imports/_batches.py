@@ -37,13 +37,13 @@ class Clearing:
             absent=version.absent == "clear",
         )
 
-    def unit_fields(self, value: Mapping[str, Any]) -> list[str]:
+    def unit_fields(self, value: Mapping[str, object]) -> list[str]:
         return self._fields(self.unit, value)
 
-    def side_fields(self, side: Mapping[str, Any]) -> list[str]:
+    def side_fields(self, side: Mapping[str, object]) -> list[str]:
         return self._fields(self.side, side)
 
-    def _fields(self, names: tuple[str, ...], value: Mapping[str, Any]) -> list[str]:
+    def _fields(self, names: tuple[str, ...], value: Mapping[str, object]) -> list[str]:
         cleared = []
         for name in names:
             given = value.get(name, _ABSENT)
@@ -92,7 +92,7 @@ def medal_row(row: MappedRow, scope: str) -> command_pb2.BatchRow:
     )
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value if isinstance(value, str) else str(value)
 
 

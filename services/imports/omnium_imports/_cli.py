@@ -29,7 +29,13 @@ import asyncpg
 from omnium_db import DATABASE_ERRORS, PoolRoad, apply_migrations, create_pool, init_connection
 from omnium_imports import _queue
 from omnium_imports._check import CommandUnavailable, check_mapping, describe
-from omnium_imports._files import LookupLine, integration_from, lookups_from, mapping_from
+from omnium_imports._files import (
+    IntegrationSpec,
+    LookupLine,
+    integration_from,
+    lookups_from,
+    mapping_from,
+)
 from omnium_imports._inputs import Document, Problem, SetupError, read_document
 from omnium_imports._reference import check_reference, unread_fields
 from omnium_imports._scout import ScoutError
@@ -62,7 +68,7 @@ class Context:
 
 # A command: `prepare` reads and checks its files before any database is opened (a problem
 # there is exit 2, with nothing touched), `act` does the work with what `prepare` gave.
-Prepare = Callable[[argparse.Namespace], Any]
+Prepare = Callable[[argparse.Namespace], object]
 Act = Callable[[Context, argparse.Namespace, Any], Awaitable[int]]
 
 
@@ -171,7 +177,7 @@ def main(argv: Sequence[str], out: TextIO | None = None) -> int:
     return _act(args, settings, prepared, out)
 
 
-def _act(args: argparse.Namespace, settings: Settings, prepared: Any, out: TextIO) -> int:
+def _act(args: argparse.Namespace, settings: Settings, prepared: object, out: TextIO) -> int:
     """Runs the command on the database (the dev stack's when none is set); its exit code."""
     try:
         from omnium_devstack.local import dev_database, dev_grpc_token
@@ -207,7 +213,7 @@ def _refused(exc: Exception) -> int:
     return 2
 
 
-async def _run(args: argparse.Namespace, settings: Settings, prepared: Any, out: TextIO) -> int:
+async def _run(args: argparse.Namespace, settings: Settings, prepared: object, out: TextIO) -> int:
     conn = await asyncpg.connect(settings.require_database_url())
     try:
         await init_connection(conn)
@@ -229,12 +235,14 @@ def _nothing(args: argparse.Namespace) -> None:
 # -- integration -----------------------------------------------------------------------------
 
 
-def _prepare_integration(args: argparse.Namespace) -> tuple[Document, Any]:
+def _prepare_integration(args: argparse.Namespace) -> tuple[Document, IntegrationSpec]:
     doc = read_document(args.file)
     return doc, integration_from(doc)
 
 
-async def _integration_add(ctx: Context, args: argparse.Namespace, prepared: Any) -> int:
+async def _integration_add(
+    ctx: Context, args: argparse.Namespace, prepared: tuple[Document, IntegrationSpec]
+) -> int:
     doc, spec = prepared
     async with ctx.pool.acquire() as conn:
         existed = await integration_id(conn, spec.code) is not None
@@ -256,7 +264,7 @@ async def _integration_add(ctx: Context, args: argparse.Namespace, prepared: Any
     return 0
 
 
-async def _integration_list(ctx: Context, args: argparse.Namespace, prepared: Any) -> int:
+async def _integration_list(ctx: Context, args: argparse.Namespace, prepared: object) -> int:
     async with ctx.pool.acquire() as conn:
         rows = await conn.fetch(QUERIES["integrations"])
         if not rows:
@@ -270,7 +278,7 @@ async def _integration_list(ctx: Context, args: argparse.Namespace, prepared: An
     return 0
 
 
-async def _integration_show(ctx: Context, args: argparse.Namespace, prepared: Any) -> int:
+async def _integration_show(ctx: Context, args: argparse.Namespace, prepared: object) -> int:
     async with ctx.pool.acquire() as conn:
         row = await _integration_row(conn, args.code)
         if args.mapping:
@@ -331,7 +339,7 @@ def _when(moment: datetime | None) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-async def _set_state(ctx: Context, args: argparse.Namespace, prepared: Any) -> int:
+async def _set_state(ctx: Context, args: argparse.Namespace, prepared: object) -> int:
     async with ctx.pool.acquire() as conn, conn.transaction():
         found = await set_state(conn, args.code, args.state)
         if found is None:
@@ -403,7 +411,9 @@ def _prepare_lookups(args: argparse.Namespace) -> tuple[Document, list[LookupLin
     return doc, lines
 
 
-async def _lookups_add(ctx: Context, args: argparse.Namespace, prepared: Any) -> int:
+async def _lookups_add(
+    ctx: Context, args: argparse.Namespace, prepared: tuple[Document, list[LookupLine]]
+) -> int:
     doc, lines = prepared
     async with ctx.pool.acquire() as conn, conn.transaction():
         found = await integration_id(conn, args.code)

@@ -7,7 +7,6 @@ import hashlib
 import hmac
 import json
 import logging
-from typing import Any
 
 import asyncpg
 from aiohttp import web
@@ -127,7 +126,7 @@ async def _queue_ring(
     return _answer(True, job=job_id)
 
 
-def _answer(queued: bool, **fields: Any) -> web.Response:
+def _answer(queued: bool, **fields: object) -> web.Response:
     return web.json_response({"queued": queued, **fields})
 
 

@@ -178,7 +178,7 @@ class _Obj(dict[str, Any]):
 
     __slots__ = ("end", "start")
 
-    def __init__(self, pairs: Mapping[str, Any], start: int, end: int) -> None:
+    def __init__(self, pairs: Mapping[str, object], start: int, end: int) -> None:
         super().__init__(pairs)
         self.start, self.end = start, end
 
@@ -208,12 +208,12 @@ def _located(text: str) -> Any:
     scanner: Any = json.scanner
     decoder: Any = json.JSONDecoder()
 
-    def parse_object(s_and_end: tuple[str, int], *args: Any) -> tuple[_Obj, int]:
+    def parse_object(s_and_end: tuple[str, int], *args: object) -> tuple[_Obj, int]:
         start = s_and_end[1] - 1
         value, end = pure.JSONObject(s_and_end, *args)
         return _Obj(value, start, end), end
 
-    def parse_array(s_and_end: tuple[str, int], *args: Any) -> tuple[_Arr, int]:
+    def parse_array(s_and_end: tuple[str, int], *args: object) -> tuple[_Arr, int]:
         start = s_and_end[1] - 1
         value, end = pure.JSONArray(s_and_end, *args)
         return _Arr(value, start, end), end
@@ -227,7 +227,7 @@ def _located(text: str) -> Any:
 # -- reading fields -----------------------------------------------------------------------------
 
 
-def shown(value: Any) -> str:
+def shown(value: object) -> str:
     """A value as a message quotes it: short, and its JSON kind clear."""
     if isinstance(value, str):
         return repr(value) if len(value) <= 60 else repr(value[:57] + "...")
@@ -242,7 +242,7 @@ def shown(value: Any) -> str:
     return str(value)
 
 
-def unknown_fields(obj: Mapping[str, Any], known: Sequence[str], where: Where) -> list[Problem]:
+def unknown_fields(obj: Mapping[str, object], known: Sequence[str], where: Where) -> list[Problem]:
     """A field not in `known` is refused, so a typo never passes as a default quietly."""
     return [
         Problem(

@@ -19,7 +19,6 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from omnium_imports._scout import ScoutPage
 from omnium_imports.mapping import MappedRow, MappingContext, MappingVersion
@@ -53,7 +52,7 @@ class PageMemory:
         self,
         pages: list[ScoutPage],
         version: MappingVersion,
-        spec: Mapping[str, Any],
+        spec: Mapping[str, object],
         context: MappingContext,
         skippable: Callable[[str | None, bytes], bool] | None,
     ) -> list[MappedRow]:
@@ -98,7 +97,7 @@ def _moved(rows: tuple[MappedRow, ...], offset: int) -> tuple[MappedRow, ...]:
     return tuple(replace(row, position=offset + i) for i, row in enumerate(rows))
 
 
-def fingerprint(spec: Mapping[str, Any], context: MappingContext) -> bytes:
+def fingerprint(spec: Mapping[str, object], context: MappingContext) -> bytes:
     """What a mapping's answer depends on besides the row: the version (as its JSON), the time
     zone and the lookups. The mapping code itself is the process's own: memory dies with it."""
     digest = hashlib.blake2b(digest_size=16)

@@ -21,7 +21,7 @@ REFERENCE_FIELDS = ("event", "disciplines", "competitors")
 EVENT_FIELDS = ("code", "name", "timeZone", "firstDay", "lastDay")
 
 
-def check_reference(reference: Any) -> list[Problem]:
+def check_reference(reference: object) -> list[Problem]:
     """Every problem of a reference listing, each with its place (`competitors[12].noc`)."""
     if not isinstance(reference, Mapping):
         return [
@@ -48,7 +48,7 @@ def check_reference(reference: Any) -> list[Problem]:
     return problems
 
 
-def unread_fields(reference: Mapping[str, Any]) -> list[str]:
+def unread_fields(reference: Mapping[str, object]) -> list[str]:
     """Top-level fields load_reference does not read (the simulator adds nocs, units, scout)."""
     return [name for name in reference if name not in REFERENCE_FIELDS]
 
@@ -60,7 +60,7 @@ _HINT = {
 }
 
 
-def _text(obj: Mapping[str, Any], name: str, where: Where, problems: list[Problem]) -> Any:
+def _text(obj: Mapping[str, object], name: str, where: Where, problems: list[Problem]) -> Any:
     value = obj.get(name)
     if name not in obj:
         problems.append(Problem(where, f"it has no {name!r}"))
@@ -69,7 +69,7 @@ def _text(obj: Mapping[str, Any], name: str, where: Where, problems: list[Proble
     return value
 
 
-def _check_event(event: Any) -> list[Problem]:
+def _check_event(event: object) -> list[Problem]:
     where: Where = ("event",)
     if not isinstance(event, Mapping):
         return [Problem(where, f"the event must be an object: {_HINT['event']}")]
@@ -113,7 +113,7 @@ def _check_event(event: Any) -> list[Problem]:
     return problems
 
 
-def _check_disciplines(disciplines: Any, codes: set[str]) -> list[Problem]:
+def _check_disciplines(disciplines: object, codes: set[str]) -> list[Problem]:
     if not isinstance(disciplines, list):
         return [Problem(("disciplines",), f"disciplines must be {_HINT['disciplines']}")]
     problems: list[Problem] = []
@@ -139,7 +139,7 @@ def _check_disciplines(disciplines: Any, codes: set[str]) -> list[Problem]:
     return problems
 
 
-def _check_competitors(competitors: Any, disciplines: set[str] | None) -> list[Problem]:
+def _check_competitors(competitors: object, disciplines: set[str] | None) -> list[Problem]:
     if not isinstance(competitors, list):
         return [Problem(("competitors",), f"competitors must be {_HINT['competitors']}")]
     problems: list[Problem] = []

@@ -41,7 +41,7 @@ class ScoutRun:
         return cls(run_id, job, None, None, None, None, None, None)
 
     @classmethod
-    def from_json(cls, data: Any) -> ScoutRun:
+    def from_json(cls, data: object) -> ScoutRun:
         if not isinstance(data, dict) or not isinstance(data.get("id"), str):
             raise ScoutError(f"Scout sent a run without an id: {str(data)[:200]}")
         status = data.get("status")

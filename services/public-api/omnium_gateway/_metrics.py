@@ -55,7 +55,7 @@ LIVE_LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 class Metrics:
     """Fixed slots (no labels invented at run time), one slice per worker: no locks needed."""
 
-    def __init__(self, workers: int = 1, shared: Any = None) -> None:
+    def __init__(self, workers: int = 1, shared: object = None) -> None:
         self.slots: dict[tuple[str, str], int] = {}
         for route in ROUTES:
             for code in CODES:

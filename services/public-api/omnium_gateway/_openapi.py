@@ -17,7 +17,7 @@ def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _nullable(kind: str, **extra: Any) -> dict[str, Any]:
+def _nullable(kind: str, **extra: object) -> dict[str, Any]:
     return {"type": [kind, "null"], **extra}
 
 

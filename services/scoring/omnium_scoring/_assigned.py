@@ -116,6 +116,11 @@ def _reason(row: asyncpg.Record | None) -> str | None:
         return None  # They may score any match (and edit any on the console).
     if row["role"] != "scorer":
         return f"your account is a {row['role']}, who does not score"
+    return _unassigned_reason(row)
+
+
+def _unassigned_reason(row: asyncpg.Record) -> str | None:
+    """For a scorer: None if the match is theirs, else who has it and what to do."""
     if row["assigned"]:
         return None
     match = row["unit_name"]

@@ -31,7 +31,7 @@ class Run:
     finished_at: datetime
     build: Build
     day: date | None
-    rows: tuple[Mapping[str, Any], ...]  # shared with the Games' row cache: never change them
+    rows: tuple[Mapping[str, object], ...]  # shared with the Games' row cache: never change them
 
     def to_json(self) -> dict[str, Any]:
         run: dict[str, Any] = {
@@ -50,7 +50,7 @@ class Run:
             run["day"] = self.day.isoformat()
         return run
 
-    def sample(self, size: int) -> list[Mapping[str, Any]]:
+    def sample(self, size: int) -> list[Mapping[str, object]]:
         return list(self.rows[:size])
 
 

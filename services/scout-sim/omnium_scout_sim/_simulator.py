@@ -288,14 +288,14 @@ class ScoutSimulator:
         external_id: str,
         *,
         status: str = "RUNNING",
-        competitors: Sequence[Mapping[str, Any]] | None = None,
+        competitors: Sequence[Mapping[str, object]] | None = None,
     ) -> Row:
         return copy.deepcopy(
             self.games.post_result(external_id, status=status, competitors=competitors)
         )
 
     def mark_official(
-        self, external_id: str, competitors: Sequence[Mapping[str, Any]] | None = None
+        self, external_id: str, competitors: Sequence[Mapping[str, object]] | None = None
     ) -> Row:
         return copy.deepcopy(self.games.mark_official(external_id, competitors))
 

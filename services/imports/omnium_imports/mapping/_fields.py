@@ -155,7 +155,7 @@ class Template(Step):
         frame.out[self.to] = "".join(pieces)
 
 
-def _whole_number(value: Any) -> int | None:
+def _whole_number(value: object) -> int | None:
     if type(value) is int:
         return value
     if isinstance(value, bool):

@@ -100,7 +100,7 @@ class RowState:
 class Frame:
     """Steps work on one input object and one output dict: the row, or an element inside each."""
 
-    source: Mapping[str, Any]
+    source: Mapping[str, object]
     out: dict[str, Any]
     row: RowState
     outer: str = ""  # the list this is an element of ("competitors"), "" for the row itself
@@ -179,7 +179,7 @@ class Args:
     """
 
     def __init__(
-        self, raw: Mapping[str, Any], where: str, op: str, ops: Mapping[str, type[Step]]
+        self, raw: Mapping[str, object], where: str, op: str, ops: Mapping[str, type[Step]]
     ) -> None:
         self.raw = raw
         self.where = where
@@ -239,7 +239,7 @@ class Args:
         return parse_steps(self.value(name), f"{self.where} ({self.op})", self.ops)
 
 
-def parse_steps(raw: Any, outer: str, ops: Mapping[str, type[Step]]) -> tuple[Step, ...]:
+def parse_steps(raw: object, outer: str, ops: Mapping[str, type[Step]]) -> tuple[Step, ...]:
     owner = outer or "the mapping"
     if not isinstance(raw, list) or not raw:
         raise MappingSpecError(

@@ -30,7 +30,7 @@ MapCase: TypeAlias = Literal["exact", "any"]
 MAP_CASES: tuple[MapCase, ...] = ("exact", "any")
 
 
-def _table_key(value: Any) -> str:
+def _table_key(value: object) -> str:
     # JSON tables have text keys only, so other values are looked up by their JSON text (1 -> "1").
     return value if isinstance(value, str) else HASH_JSON.encode(value)
 
@@ -39,13 +39,13 @@ def _table_key(value: Any) -> str:
 class MapValues(Step):
     op = "map"
     field: str
-    table: Mapping[str, Any]
+    table: Mapping[str, object]
     unknown: MapUnknown = "problem"
     value: Any = None  # used for values not in the table when unknown is "use"
     case: MapCase = "exact"
     # With case "any": the table by its keys casefolded, built once (parse refuses two keys
     # that fold alike but mean different things).
-    _folded: Mapping[str, Any] | None = dataclasses.field(init=False, repr=False, compare=False)
+    _folded: Mapping[str, object] | None = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         folded = {key.casefold(): ours for key, ours in self.table.items()}

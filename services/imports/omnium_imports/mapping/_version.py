@@ -105,7 +105,7 @@ class MappingVersion:
         return self.owns if self.owns is not None else written(self.steps)
 
     @classmethod
-    def parse(cls, obj: Mapping[str, Any]) -> MappingVersion:
+    def parse(cls, obj: Mapping[str, object]) -> MappingVersion:
         """Check a mapping version's JSON; raises MappingSpecError saying what to fix."""
         if not isinstance(obj, Mapping):
             raise MappingSpecError(
@@ -155,12 +155,12 @@ class MappingVersion:
             absent=absent,
         )
 
-    def key_of(self, row: Any) -> str | None:
+    def key_of(self, row: object) -> str | None:
         """The row's key from Scout's row; None when a key field is missing, empty or not an id."""
         key, _ = self._key(row)
         return key
 
-    def _key(self, row: Any) -> tuple[str | None, str | None]:
+    def _key(self, row: object) -> tuple[str | None, str | None]:
         """The row's key, or None and what is wrong with it."""
         parts: list[str] = []
         for name, path in self._key_paths:
@@ -174,18 +174,18 @@ class MappingVersion:
             parts.append(str(part))
         return ":".join(parts), None
 
-    def map_row(self, position: int, row: Any, context: MappingContext) -> MappedRow:
+    def map_row(self, position: int, row: object, context: MappingContext) -> MappedRow:
         """Map one row. Never raises: a bad row comes back as a problem with the reason."""
         return self._map_row_safely(position, row, RunShared(context, self.source))
 
-    def _map_row_safely(self, position: int, row: Any, run: RunShared) -> MappedRow:
+    def _map_row_safely(self, position: int, row: object, run: RunShared) -> MappedRow:
         try:
             return self._map_row(position, row, run)
         except Exception as exc:
             # One odd row must not stop a run of a thousand: it shows as a problem instead.
             return _answer(position, None, {}, "problem", _fault(exc))
 
-    def _map_row(self, position: int, row: Any, run: RunShared) -> MappedRow:
+    def _map_row(self, position: int, row: object, run: RunShared) -> MappedRow:
         if type(row) is not dict and not isinstance(row, Mapping):
             return _answer(
                 position,
@@ -249,7 +249,7 @@ def written(steps: Sequence[Step], prefix: str = "") -> frozenset[str]:
     return frozenset(names)
 
 
-def _owns(raw: Any, steps: tuple[Step, ...]) -> frozenset[str]:
+def _owns(raw: object, steps: tuple[Step, ...]) -> frozenset[str]:
     if not isinstance(raw, list) or not all(isinstance(name, str) for name in raw):
         raise MappingSpecError(
             'the mapping\'s owns lists the fields it answers for, like ["venue", "sides.medal"], '
