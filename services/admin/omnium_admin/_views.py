@@ -12,17 +12,16 @@ from urllib.parse import urlencode
 import grpc
 from aiohttp import web
 from aiohttp.typedefs import Handler
-from google.protobuf import json_format, struct_pb2
 from grpc import aio
 
 from omnium.command.v1 import command_pb2
-from omnium.common.v1 import actor_pb2
 from omnium.imports.v1 import imports_pb2
 from omnium_accounts import ROLES, AccountError, ApiKeys
 from omnium_admin import _present
 from omnium_admin._auth import console, may_act, plain_page, session_of
 from omnium_admin._sql import QUERIES
 from omnium_db import DATABASE_ERRORS, UNIT_STATUSES
+from omnium_grpc import account_actor, command_message, is_id
 
 log = logging.getLogger(__name__)
 UNIT_FIELDS = ("name", "phase", "start_at", "venue", "status")
@@ -179,9 +178,7 @@ async def runs_json(request: web.Request) -> web.Response:
 
 async def _detail(request: web.Request) -> imports_pb2.RunDetail:
     run_id = request.match_info["run_id"]
-    try:
-        uuid.UUID(run_id)
-    except ValueError:
+    if not is_id(run_id):
         page = plain_page(request, 404, "Not found", f"{run_id!r} is not a run id.")
         raise web.HTTPNotFound(text=page.text, content_type="text/html") from None
     app = console(request)
@@ -333,9 +330,7 @@ async def unit_page(request: web.Request) -> web.Response:
     app = console(request)
     assert app.reader is not None
     unit_id = request.match_info["unit_id"]
-    try:
-        uuid.UUID(unit_id)
-    except ValueError:
+    if not is_id(unit_id):
         return plain_page(request, 404, "Not found", f"{unit_id!r} is not a unit id.")
     unit = await app.reader.fetchrow(QUERIES["unit"], unit_id)
     if unit is None:
@@ -370,29 +365,12 @@ def _field_text(value: Any) -> str:
     return str(value)
 
 
-def _actor(request: web.Request, screen: str) -> actor_pb2.Actor:
-    account = session_of(request).account
-    return actor_pb2.Actor(
-        kind=actor_pb2.Actor.KIND_PERSON,
-        name=account.name,
-        source_code=f"account:{account.id}",
-        screen=screen,
-    )
-
-
 async def _submit(
     request: web.Request, command_id: str, code: str, unit_id: str, payload: dict[str, Any]
 ) -> command_pb2.Answer:
-    struct = struct_pb2.Struct()
-    json_format.ParseDict(payload, struct)
+    actor = account_actor("person", session_of(request).account, "admin:unit-edit")
     answer: command_pb2.Answer = await console(request).command.Submit(
-        command_pb2.Command(
-            command_id=command_id,
-            code=code,
-            subject=command_pb2.Subject(kind="unit", id=unit_id),
-            payload=struct,
-            actor=_actor(request, "admin:unit-edit"),
-        ),
+        command_message(command_id, code, payload, actor, unit_id=unit_id),
         timeout=_deadline(request),
     )
     return answer

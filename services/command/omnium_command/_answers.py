@@ -6,8 +6,8 @@ from typing import Any
 
 from omnium.command.v1 import command_pb2
 from omnium_command._intent import Request
-from omnium_command._plan import Outcome, Plan, now_timestamp
-from omnium_grpc import field_changes
+from omnium_command._plan import Outcome, Plan
+from omnium_grpc import field_changes, timestamp_now
 
 
 def render(
@@ -27,7 +27,7 @@ def render(
         kept = [d for d in plan.writes.diff if d.get("kept_by_hand")]
         answer.changes.extend(field_changes(changes))
         answer.kept_by_hand.extend(field_changes(kept))
-        answer.saved_at.CopyFrom(now_timestamp())
+        answer.saved_at.CopyFrom(timestamp_now())
         return
     # Built in place, in position order: extending from separate messages copies each one.
     rows: list[tuple[int, Any]] = [

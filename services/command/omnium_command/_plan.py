@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from google.protobuf import timestamp_pb2
-
 from omnium.command.v1 import command_pb2
 from omnium_command._intent import Intent, Request
 from omnium_command._parse import Refusal
@@ -536,9 +534,3 @@ class Planner:
                     },
                 }
             )
-
-
-def now_timestamp() -> timestamp_pb2.Timestamp:
-    stamp = timestamp_pb2.Timestamp()
-    stamp.GetCurrentTime()
-    return stamp

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from omnium_db import UNIT_STATUSES
+from omnium_grpc import canonical_id
 
 MEDALS = ("GOLD", "SILVER", "BRONZE")
 
@@ -98,10 +98,9 @@ def moment(value: Any) -> Any:
 def reference(value: Any) -> Any:
     if value is None:
         return None
-    try:
-        return str(uuid.UUID(str(value)))
-    except ValueError:
-        raise BadValue(f"{value!r} is not an id (a UUID)") from None
+    if (canonical := canonical_id(str(value))) is None:
+        raise BadValue(f"{value!r} is not an id (a UUID)")
+    return canonical
 
 
 def noc(value: Any) -> Any:

@@ -21,6 +21,7 @@ import httpx
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium_db import outlast
+from omnium_grpc import ROW_OUTCOMES
 from omnium_imports import _batches, _dryrun, _missing, _runs, _send
 from omnium_imports import _guards as guards
 from omnium_imports import _settle as settle
@@ -358,7 +359,7 @@ def _count(
         return
     hashes = {row.key: row.hash for row in rows}
     for row_answer in answer.rows:
-        outcome = _send.ROW_OUTCOMES.get(row_answer.outcome, "problem")
+        outcome = ROW_OUTCOMES.get(row_answer.outcome, "problem")
         run.counted[row_answer.position] = outcome
         if outcome == "held":
             run.held_reasons[row_answer.position] = row_answer.reason

@@ -8,7 +8,6 @@ import json
 import logging
 import re
 import time
-import uuid
 from collections.abc import Mapping
 from datetime import UTC
 from pathlib import Path
@@ -23,6 +22,7 @@ from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2
 from omnium_db import NotifyListener, is_outage
+from omnium_grpc import actor_as_sent, command_message, is_id
 from omnium_scoring._sql import QUERIES
 from omnium_settings import Settings
 from omnium_sports import UNDO, ActionRefused, Sport, sport_for_discipline
@@ -39,14 +39,6 @@ DATABASE_OUT = (
 def _struct(value: Mapping[str, Any]) -> struct_pb2.Struct:
     struct = struct_pb2.Struct()
     json_format.ParseDict(dict(value), struct)
-    return struct
-
-
-def _payload(value: Mapping[str, Any]) -> struct_pb2.Struct:
-    """A command's payload of plain JSON values: Struct.update, several times faster than
-    ParseDict, which also reads JSON forms of every message type."""
-    struct = struct_pb2.Struct()
-    struct.update(value)
     return struct
 
 
@@ -117,10 +109,7 @@ class Scorer:
 
     def check_actor(self, actor: actor_pb2.Actor) -> tuple[actor_pb2.Actor, str | None]:
         """The actor to record, or the reason the action cannot be taken from this sender."""
-        out = actor_pb2.Actor()
-        out.CopyFrom(actor)
-        if out.kind == actor_pb2.Actor.KIND_UNSPECIFIED:
-            out.kind = actor_pb2.Actor.KIND_SCORER
+        out = actor_as_sent(actor, "scorer")
         if out.kind == actor_pb2.Actor.KIND_SCORER and not out.source_code:
             if self.settings.scorer_sign_in_required:
                 return out, "sign in first: every action records the account that sent it"
@@ -143,9 +132,7 @@ class Scorer:
                 Outcome.OUTCOME_REFUSED,
                 "the action has no usable client id: 1 to 200 letters, digits or . _ : @ / -",
             )
-        try:
-            uuid.UUID(action.unit_id)
-        except ValueError:
+        if not is_id(action.unit_id):
             return _answer(action, Outcome.OUTCOME_REFUSED, "unit_id is not an id (a UUID)")
         try:
             for attempt in range(max(1, self.settings.scoring_attempts)):
@@ -294,12 +281,8 @@ class Scorer:
             "status": status,
             "sides": sides,
         }
-        command = command_pb2.Command(
-            command_id=action.client_id,
-            code="scoring.act",
-            subject=command_pb2.Subject(kind="unit", id=action.unit_id),
-            payload=_payload(payload),
-            actor=actor,
+        command = command_message(
+            action.client_id, "scoring.act", payload, actor, unit_id=action.unit_id
         )
         try:
             answer: command_pb2.Answer = await self.command.Submit(
@@ -516,9 +499,7 @@ class Scorer:
                     conn=own,
                     full=full,
                 )
-        try:
-            uuid.UUID(unit_id)
-        except ValueError:
+        if not is_id(unit_id):
             return None
         unit = await conn.fetchrow(QUERIES["match"], unit_id, "")
         if unit is None:
