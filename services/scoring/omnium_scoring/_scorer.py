@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import re
@@ -21,7 +19,7 @@ from grpc import aio
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2
-from omnium_db import NotifyListener, is_outage
+from omnium_db import is_outage
 from omnium_grpc import actor_as_sent, command_message, is_id
 from omnium_scoring._sql import QUERIES
 from omnium_settings import Settings
@@ -563,43 +561,3 @@ class Scorer:
                 item.summary = sport.summary(row["match_state"])
             out.matches.append(item)
         return out
-
-
-class Watchers:
-    """One LISTEN for the outbox's NOTIFY, shared by every WatchMatch stream of the process."""
-
-    def __init__(self) -> None:
-        self._changed = asyncio.Condition()
-        self._listener: NotifyListener | None = None
-
-    async def start(self, settings: Settings) -> None:
-        # Back from an outage every stream reads its match again: a change saved while the
-        # connection was down sent a NOTIFY nobody heard.
-        self._listener = NotifyListener(
-            settings,
-            {"omnium_domain_event": self._notified},
-            name="scoring watchers",
-            on_reconnect=self._wake_all,
-        )
-        await self._listener.start()
-
-    def _notified(self, _payload: str) -> None:
-        self._wake_all()
-
-    def _wake_all(self) -> None:
-        asyncio.get_running_loop().create_task(self._wake())
-
-    async def _wake(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
-    async def wait(self, seconds: float) -> None:
-        """Until the next change anywhere, or `seconds` at most (a missed NOTIFY costs little)."""
-        async with self._changed:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), seconds)
-
-    async def stop(self) -> None:
-        if self._listener is not None:
-            await self._listener.close()
-            self._listener = None
