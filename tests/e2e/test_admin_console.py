@@ -5,127 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import asyncpg
 import httpx
 import pytest
-from playwright.async_api import Browser, Page, async_playwright, expect
-from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+from playwright.async_api import Page, expect
 
-from omnium_accounts import Accounts, SignInRefused, hash_key
 from omnium_admin import AdminApp
 from omnium_admin._auth import PUBLIC
-from omnium_db import PoolRoad, create_pool
-from tests.conftest import REPO
-from tests.support.delivery import eventually
-from tests.support.gateway import RunningGateway, running_gateway
-from tests.support.imports import SCHEDULE, GamesDay, games_day, import_settings
-from tests.support.servers import Servers
+from tests.support.admin_console import PASSWORD, Console
+from tests.support.imports import SCHEDULE, GamesDay
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
-PASSWORD = "correct horse battery"
 MEDALS = "scout-medals"
-
-
-@dataclass(slots=True)
-class Console:
-    day: GamesDay
-    app: AdminApp
-    browser: Browser
-    shots: Path
-    operator_id: str
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.app.port}"
-
-    async def page(self, login: str = "ana") -> Page:
-        page = await self.browser.new_page(viewport={"width": 1280, "height": 900})
-        page.set_default_timeout(30_000)
-        await page.goto(f"{self.url}/integrations")
-        await page.get_by_label("Login").fill(login)
-        await page.get_by_label("Password").fill(PASSWORD)
-        await page.get_by_role("button", name="Sign in").click()
-        await expect(page.get_by_role("heading", name="Integrations")).to_be_visible()
-        return page
-
-    async def shot(self, page: Page, name: str) -> None:
-        path = self.shots / f"{name}.png"
-        # A picture for people, not an assertion. The live pages reload themselves when a run
-        # starts or ends, and a capture begun just as one reloads can wait for a frame that
-        # never comes: capture once the page has loaded, and once more if the first stalls.
-        for attempt in (1, 2):
-            await page.bring_to_front()
-            await page.wait_for_load_state("load")
-            try:
-                await page.screenshot(path=str(path), full_page=True, timeout=15_000)
-                break
-            except PlaywrightTimeoutError:
-                if attempt == 2:
-                    raise
-        # Kept in the repo's artifacts/ (gitignored) so a CI run can keep them.
-        keep = REPO / "artifacts" / "screenshots"
-        keep.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, keep / path.name)
-
-
-@pytest.fixture(scope="module")
-async def module_database(servers: Servers, template_database: str) -> AsyncIterator[str]:
-    name = f"omnium_e2e_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(servers.admin_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}"')
-        yield servers.url_for(name)
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
-
-
-@pytest.fixture(scope="module")
-async def console(
-    module_database: str, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Console]:
-    async with games_day(
-        module_database,
-        # A batch waits on a row lock the progress test holds, rather than giving up.
-        command_settings={"import_lock_timeout_seconds": 30.0},
-    ) as day:
-        settings = import_settings(
-            module_database,
-            day.command.port,
-            imports_address=f"127.0.0.1:{day.imports.grpc_port}",
-            admin_refresh_seconds=0.3,
-        )
-        pool = await create_pool(settings, PoolRoad.PEOPLE, application_name="e2e", size=2)
-        accounts = Accounts(pool, settings)
-        operator = await accounts.create("ana", "Ana Operator", "operator", PASSWORD)
-        await accounts.create("vic", "Vic Viewer", "viewer", PASSWORD)
-        await accounts.create("sam", "Sam Scorer", "scorer", PASSWORD)
-        await accounts.create("lou", "Lou Locked", "operator", PASSWORD)
-        await accounts.create("ada", "Ada Admin", "admin", PASSWORD)
-        await pool.close()
-        first = await day.sim.make_run("schedule", wait_doorbell=True)
-        assert (await day.wait_for_run(first.id))["status"] == "done"
-        app = AdminApp(settings)
-        await app.start(0)
-        async with async_playwright() as pw:
-            browser = await pw.chromium.launch(
-                executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True
-            )
-            try:
-                yield Console(
-                    day, app, browser, tmp_path_factory.mktemp("screenshots"), str(operator.id)
-                )
-            finally:
-                await browser.close()
-                await app.stop()
 
 
 def _card(page: Page, code: str = SCHEDULE) -> tuple[object, object]:
@@ -676,133 +571,3 @@ async def test_a_live_part_that_cannot_read_says_so_and_tries_again(console: Con
         await app.stop()
         if cable.server is not None:
             cable.server.close()
-
-
-async def test_an_admin_makes_a_scorer_account_and_signs_a_lost_tablet_out(
-    console: Console,
-) -> None:
-    accounts = console.app.accounts
-    page = await console.page("ada")
-    try:
-        await page.get_by_role("link", name="Accounts").click()
-        await expect(page.get_by_role("heading", name="Accounts")).to_be_visible()
-        new = page.locator("#new-account")
-        await new.get_by_label("Login").fill("court3")
-        await new.get_by_label("Name").fill("Court 3 tablet")
-        await new.get_by_label("Role").select_option("scorer")
-        await new.get_by_label("Password", exact=True).fill(PASSWORD)
-        await new.get_by_label("Password again").fill(PASSWORD + "x")
-        await new.get_by_role("button", name="Make the account").click()
-        # Two different passwords: nothing made, the form keeps what was typed but them.
-        await expect(page.locator("#accounts-error")).to_contain_text("the two passwords differ")
-        await expect(new.get_by_label("Login")).to_have_value("court3")
-        await new.get_by_label("Password", exact=True).fill(PASSWORD)
-        await new.get_by_label("Password again").fill(PASSWORD)
-        await new.get_by_role("button", name="Make the account").click()
-        await expect(page.get_by_role("status")).to_have_text("Made the scorer account court3.")
-        row = page.locator('[data-account="court3"]')
-        await expect(row).to_contain_text("Court 3 tablet")
-
-        # The tablet signs in twice (the scorer console's sign-in), then goes missing.
-        for _ in range(2):
-            await accounts.sign_in("court3", PASSWORD, screen="scorer-console")
-        await page.reload()
-        await expect(row.locator("[data-sessions]")).to_contain_text("2 open")
-        await row.get_by_role("button", name="Sign court3 out everywhere").click()
-        await expect(page.get_by_role("status")).to_contain_text("2 sessions ended")
-        await expect(row.locator("[data-sessions]")).to_contain_text("0 open")
-
-        await row.get_by_role("button", name="Turn court3 off").click()
-        await expect(page.get_by_role("status")).to_contain_text("Turned court3 off")
-        await expect(row.locator("[data-sign-in]")).to_contain_text("Off")
-        await expect(row.locator("[data-last-change]")).to_contain_text("off by Ada Admin")
-        with pytest.raises(SignInRefused):
-            await accounts.sign_in("court3", PASSWORD, screen="scorer-console")
-        await console.shot(page, "accounts")
-        await row.get_by_role("button", name="Turn court3 on").click()
-        await expect(row.locator("[data-sign-in]")).not_to_contain_text("Off")
-
-        # A new password, and a role: the scorer becomes an operator with its new password.
-        await row.get_by_label("New password for court3", exact=True).fill(PASSWORD + " 2")
-        await row.get_by_label("Again", exact=True).fill(PASSWORD + " 2")
-        await row.get_by_role("button", name="Set the new password for court3").click()
-        await expect(page.get_by_role("status")).to_contain_text("Set a new password for court3")
-        await row.get_by_label("Role of court3", exact=True).select_option("operator")
-        await row.get_by_role("button", name="Change the role of court3").click()
-        await expect(page.get_by_role("status")).to_have_text("court3 is now an operator.")
-        signed = await accounts.sign_in("court3", PASSWORD + " 2", screen="admin")
-        assert signed.account.role == "operator"
-
-        # Your own account cannot be turned off or demoted from here.
-        mine = page.locator('[data-account="ada"]')
-        await expect(mine.get_by_role("button", name="Turn ada off")).to_have_count(0)
-        status = await page.evaluate(
-            """async () => {
-                const token = document.querySelector('input[name=csrf_token]').value;
-                const body = new URLSearchParams({csrf_token: token});
-                return (await fetch('/accounts/ada/off', {method: 'POST', body})).status;
-            }"""
-        )
-        assert status == 400
-    finally:
-        await page.close()
-    views = {v.login: v for v in await accounts.overview()}
-    assert not views["ada"].disabled and views["court3"].role == "operator"
-
-
-async def test_accounts_are_for_admins_only(console: Console) -> None:
-    page = await console.page("ana")
-    try:
-        await expect(page.get_by_role("link", name="Accounts")).to_have_count(0)
-        await page.goto(f"{console.url}/accounts")
-        await expect(page.get_by_role("heading", name="Only for admins")).to_be_visible()
-        await expect(page.locator("main")).to_contain_text("Your account is an operator")
-    finally:
-        await page.close()
-
-
-async def test_an_admin_makes_a_client_key_the_gateway_takes_and_turns_it_off(
-    console: Console, servers: Servers
-) -> None:
-    async with running_gateway(
-        console.day.database_url,
-        servers.redis_url,
-        gateway_anonymous_reads=False,
-        gateway_keys_reload_seconds=0.2,
-    ) as gw:
-        page = await console.page("ada")
-        try:
-            await page.get_by_role("link", name="API keys").click()
-            form = page.locator("#make-key")
-            await form.get_by_label("Client").fill("dailyhunt")
-            await form.get_by_label("Requests a second").fill("fast")
-            await form.get_by_role("button", name="Make the key").click()
-            await expect(page.locator("#keys-error")).to_contain_text("'fast' is not a number")
-            await form.get_by_label("Requests a second").fill("50")
-            await form.get_by_label("Burst").fill("200")
-            await form.get_by_role("button", name="Make the key").click()
-            shown = page.locator("#new-key [data-key]")
-            await expect(shown).to_be_visible()
-            key = (await shown.text_content() or "").strip()
-            assert len(key) >= 24
-            row = page.locator('[data-key-name="dailyhunt"]')
-            await expect(row).to_contain_text("50 a second, bursts of 200")
-            await expect(row).to_contain_text("by Ada Admin")
-            await console.shot(page, "api-keys")
-            # The gateway lets it in without a restart, and refuses it once it is off.
-            await eventually(lambda: _answers(gw, key, 200), what="the new key let in")
-            await row.get_by_role("button", name="Turn the key dailyhunt off").click()
-            await expect(page.get_by_role("status")).to_contain_text("Turned the key dailyhunt off")
-            await expect(row.locator("[data-state]")).to_contain_text("Off")
-            await eventually(lambda: _answers(gw, key, 401), what="the key refused")
-            # Shown once: a reload shows the list, never the key.
-            await page.reload()
-            assert key not in await page.content()
-        finally:
-            await page.close()
-    stored = await console.day.db.fetchval("SELECT key_hash FROM api_key WHERE name = 'dailyhunt'")
-    assert stored == hash_key(key)
-
-
-async def _answers(gw: RunningGateway, key: str, status: int) -> bool:
-    return bool((await gw.get("/v1/events", headers={"X-API-Key": key})).status_code == status)
