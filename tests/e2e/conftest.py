@@ -3,16 +3,15 @@ Scout simulator) on a database of the module's own, the console, accounts and a 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 
-import asyncpg
 import pytest
 from playwright.async_api import async_playwright
 
 from omnium_accounts import Accounts
 from omnium_admin import AdminApp
 from omnium_db import PoolRoad, create_pool
+from tests.conftest import cloned_database
 from tests.support.admin_console import PASSWORD, Console
 from tests.support.imports import games_day, import_settings
 from tests.support.servers import Servers
@@ -20,14 +19,8 @@ from tests.support.servers import Servers
 
 @pytest.fixture(scope="module")
 async def module_database(servers: Servers, template_database: str) -> AsyncIterator[str]:
-    name = f"omnium_e2e_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(servers.admin_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}"')
-        yield servers.url_for(name)
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    async with cloned_database(servers, template_database, "omnium_e2e") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

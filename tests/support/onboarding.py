@@ -46,38 +46,20 @@ class Newcomer:
 
     async def run(self, *args: str, expect: int = 0) -> str:
         """`python -m omnium_imports ARGS`, with this test's interpreter."""
-        return await self._said(
-            await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "omnium_imports",
-                *args,
-                cwd=self.folder,
-                env=self.env,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            ),
-            args,
-            expect,
-        )
+        return await self._said((sys.executable, "-m", "omnium_imports", *args), args, expect)
 
     async def type(self, line: str, expect: int = 0) -> str:
         """A command line as a person types it, into bash."""
-        return await self._said(
-            await asyncio.create_subprocess_exec(
-                "bash",
-                "-c",
-                line,
-                cwd=self.folder,
-                env=self.env,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            ),
-            line,
-            expect,
-        )
+        return await self._said(("bash", "-c", line), line, expect)
 
-    async def _said(self, process: asyncio.subprocess.Process, what: object, expect: int) -> str:
+    async def _said(self, argv: tuple[str, ...], what: object, expect: int) -> str:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=self.folder,
+            env=self.env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         async with asyncio.timeout(90):
             out, err = await process.communicate()
         said = out.decode() + err.decode()
