@@ -31,7 +31,6 @@ import asyncpg
 import asyncssh
 import redis.asyncio as aioredis
 from aiohttp import web
-from google.protobuf import json_format, struct_pb2
 
 from bench._common import (
     BenchError,
@@ -44,10 +43,9 @@ from bench._common import (
     servers,
 )
 from omnium.command.v1 import command_pb2, command_pb2_grpc
-from omnium.common.v1 import actor_pb2
 from omnium_db import apply_migrations, init_connection
 from omnium_delivery import load_clients
-from omnium_grpc import open_channel
+from omnium_grpc import actor_message, command_message, open_channel
 from omnium_live import stream_key
 from omnium_settings import Settings
 
@@ -317,25 +315,24 @@ async def all_delivered(conn: asyncpg.Connection) -> bool:
 
 
 def change(n: int, rng: random.Random, units: dict[str, list[str]]) -> command_pb2.Command:
-    actor = actor_pb2.Actor(kind=actor_pb2.Actor.KIND_SCORER, name="bench scorer")
-    payload = struct_pb2.Struct()
+    actor = actor_message("scorer", "bench scorer")
     if n % 10 == 9:
         # A medal table change inside the top five, so every medal feed changes.
         noc = NOCS[rng.randrange(5)]
-        json_format.ParseDict({"fields": {"gold": 100 + n}}, payload)
         subject = command_pb2.Subject(kind="medal_row", code=f":{noc}", event_code=EVENT)
-        return command_pb2.Command(
-            command_id=f"bench-{n}", code="medals.set_row", subject=subject,
-            payload=payload, actor=actor,
-        )  # fmt: skip
+        return command_message(
+            f"bench-{n}", "medals.set_row", {"fields": {"gold": 100 + n}}, actor, subject=subject
+        )
     # The webhook clients follow the first disciplines: a third of the changes land there.
     d = DISCIPLINES[n % 3] if n % 3 == 0 else rng.choice(DISCIPLINES)
     unit = rng.choice(units[d])
-    json_format.ParseDict({"sides": [{"order": 1, "score": str(n)}]}, payload)
-    return command_pb2.Command(
-        command_id=f"bench-{n}", code="results.set_sides",
-        subject=command_pb2.Subject(kind="unit", id=unit), payload=payload, actor=actor,
-    )  # fmt: skip
+    return command_message(
+        f"bench-{n}",
+        "results.set_sides",
+        {"sides": [{"order": 1, "score": str(n)}]},
+        actor,
+        unit_id=unit,
+    )
 
 
 @dataclass

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from omnium_accounts import hash_key
 from omnium_gateway import Entry, Gateway, Metrics
-from omnium_gateway._app import _etag_matches
+from omnium_gateway._gateway import _etag_matches
 from omnium_gateway._limits import parse_api_keys
 from omnium_gateway._openapi import document
 from omnium_gateway._outbox import groups_for

@@ -15,7 +15,7 @@ from aiohttp.typedefs import Handler
 from omnium.command.v1 import command_pb2_grpc
 from omnium.imports.v1 import imports_pb2_grpc
 from omnium_accounts import Accounts
-from omnium_admin import _auth, _views
+from omnium_admin import _auth, _pages, _views
 from omnium_admin._present import FILTERS
 from omnium_db import PoolRoad, create_pool
 from omnium_grpc import open_channel
@@ -89,7 +89,7 @@ class AdminApp:
             middlewares=[
                 in_flight,
                 *aiohttp_middlewares(self.settings),
-                _views.plain_errors,
+                _pages.plain_errors,
                 _auth.signed_in,
             ],
             client_max_size=self.settings.admin_max_form_bytes,

@@ -9,6 +9,7 @@ from omnium_command._intent import ReadKeys, Request
 from omnium_command._plan import Plan
 from omnium_command._rows import ReadState, UnitRead, Versioned
 from omnium_command._sql import QUERIES
+from omnium_grpc import row_outcome_word
 
 Row = command_pb2.RowOutcome
 # A statement as asyncpg takes it: its text and its arguments, in order.
@@ -243,7 +244,7 @@ def _batch_rows(request: Request, plan: Plan) -> None:
                     "kind": intent.kind,
                     "subject_id": outcome.subject_id,
                     "hash": row.hash.hex(),
-                    "outcome": Row.Name(outcome.row_outcome).removeprefix("ROW_OUTCOME_").lower(),
+                    "outcome": row_outcome_word(outcome.row_outcome),
                     "reason": outcome.reason or None,
                     "diff": outcome.changes,
                     "kept": outcome.kept,

@@ -4,25 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 import asyncpg
 import grpc
-from google.protobuf import timestamp_pb2
 from grpc import aio
 
 from omnium.delivery.v1 import delivery_pb2, delivery_pb2_grpc
 from omnium_delivery._documents import DOCUMENT_TYPES, EXTENSIONS
 from omnium_delivery._sql import QUERIES
+from omnium_grpc import timestamp
 
 SERVICE_NAME = delivery_pb2.DESCRIPTOR.services_by_name["DeliveryService"].full_name
-
-
-def _stamp(value: datetime) -> timestamp_pb2.Timestamp:
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(value)
-    return stamp
 
 
 def _last_send(row: Mapping[str, Any]) -> delivery_pb2.LastSend:
@@ -37,9 +30,9 @@ def _last_send(row: Mapping[str, Any]) -> delivery_pb2.LastSend:
         resend=bool(row["resend"]),
     )
     if row["saved_at"] is not None:
-        send.saved_at.CopyFrom(_stamp(row["saved_at"]))
+        send.saved_at.CopyFrom(timestamp(row["saved_at"]))
     if row["delivered_at"] is not None:
-        send.delivered_at.CopyFrom(_stamp(row["delivered_at"]))
+        send.delivered_at.CopyFrom(timestamp(row["delivered_at"]))
         if row["saved_at"] is not None:
             send.delay_seconds = (row["delivered_at"] - row["saved_at"]).total_seconds()
     return send

@@ -16,8 +16,8 @@ from typing import Any
 import asyncpg
 from google.protobuf import json_format, struct_pb2
 
-from omnium.command.v1 import command_pb2, command_pb2_grpc
-from omnium_grpc import open_channel
+from omnium.command.v1 import command_pb2_grpc
+from omnium_grpc import ROW_OUTCOMES, open_channel
 from omnium_imports._inputs import SetupError
 from omnium_imports._pipeline import Pipeline
 from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
@@ -39,11 +39,6 @@ WORDS = (
 )
 # Rows with these outcomes mean the mapping (or our data) needs work before it is turned on.
 BAD = ("problem", "refused")
-_OUTCOMES = {
-    value: name.removeprefix("ROW_OUTCOME_").lower()
-    for name, value in command_pb2.RowOutcome.items()
-    if value
-}
 _REACH_SECONDS = 3.0
 
 
@@ -192,7 +187,7 @@ async def _dry_run(
         CheckedRow(
             a.position,
             a.key,
-            _OUTCOMES.get(a.outcome, "problem"),
+            ROW_OUTCOMES.get(a.outcome, "problem"),
             a.reason,
             [(c.field, _text(c.old), _text(c.new)) for c in a.changes],
         )

@@ -21,13 +21,14 @@ import httpx
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium_db import outlast
+from omnium_grpc import ROW_OUTCOMES
 from omnium_imports import _batches, _dryrun, _missing, _runs, _send
 from omnium_imports import _guards as guards
 from omnium_imports import _settle as settle
 from omnium_imports._keystate import KeyStateCache
 from omnium_imports._pages import PageMemory
 from omnium_imports._queue import Job
-from omnium_imports._review import Alerts, ask_about_held, open_review
+from omnium_imports._review import Alerts, ask_about_held, open_review, tell_of_run
 from omnium_imports._runs import Batch, Integration
 from omnium_imports._scout import ScoutClient, ScoutError, ScoutPage, ScoutRun
 from omnium_imports._sql import QUERIES
@@ -40,14 +41,6 @@ _T = TypeVar("_T")
 # Runs in these states take no more work: a new attempt finds them and stops.
 FINISHED = frozenset({"done", "scout_failed", "older"})
 _PLACED = frozenset({"accepted", "unchanged", "kept_by_hand"})
-# A run ending so raises this alert kind, with these words before its reason.
-_ALERTS = {
-    "failed": ("run_failed", "Run failed"),
-    "partly_done": ("batch_failed", "Run partly done"),
-    "paused_by_guard": ("guard", "Run paused by a check"),
-}
-# A done run means none of these causes holds any more.
-_CLEARED_BY_DONE = ("run_failed", "batch_failed", "guard", "scout_failed", "quiet")
 
 
 class HandedOver(Exception):
@@ -388,7 +381,7 @@ def _count(
         return
     hashes = {row.key: row.hash for row in rows}
     for row_answer in answer.rows:
-        outcome = _send.ROW_OUTCOMES.get(row_answer.outcome, "problem")
+        outcome = ROW_OUTCOMES.get(row_answer.outcome, "problem")
         run.counted[row_answer.position] = outcome
         if outcome == "held":
             run.held_reasons[row_answer.position] = row_answer.reason
@@ -545,27 +538,10 @@ class Pipeline:
         )
 
     async def _tell(self, integration: Integration, result: RunResult) -> None:
-        """Raise an alert for each cause a person must know of; clear those that are gone."""
-        alerts = self.alerts
         async with self.pool.acquire() as conn:
-            if result.status == "done":
-                await alerts.clear(conn, integration.id, *_CLEARED_BY_DONE)
-            elif result.status in _ALERTS:
-                kind, words = _ALERTS[result.status]
-                await alerts.raise_(
-                    conn, integration.id, kind, f"{words}: {result.reason}", result.run_id
-                )
-            elif result.status == "scout_failed":
-                needed = self.settings.alert_scout_failed_in_row
-                recent = await conn.fetch(QUERIES["recent_scout_statuses"], integration.id, needed)
-                if len(recent) == needed and all(r["scout_status"] == "failed" for r in recent):
-                    await alerts.raise_(
-                        conn,
-                        integration.id,
-                        "scout_failed",
-                        f"Scout's last {needed} runs failed their own checks: {result.reason}",
-                        result.run_id,
-                    )
+            await tell_of_run(
+                self.alerts, conn, integration.id, result.status, result.reason, result.run_id
+            )
 
     async def _integration(self, integration_id: str) -> Integration:
         found = await self.db(

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 import grpc
-from google.protobuf import struct_pb2, timestamp_pb2
 from grpc import aio
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
-from omnium.common.v1 import actor_pb2
 from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
-from omnium_grpc import field_changes
+from omnium_grpc import (
+    actor_message,
+    command_message,
+    field_changes,
+    is_id,
+    row_outcome_word,
+    timestamp,
+)
 from omnium_imports import _queue
 from omnium_imports._pipeline import Pipeline
 from omnium_imports._setup import add_lookups
@@ -27,14 +31,6 @@ _STATES = ("on", "paused", "off")
 _REFUSED = ("refused", "not_placed", "problem")
 # A run's page lists at most this many rows per section when the caller sets no limit.
 _ROWS_PER_SECTION = 5000
-
-
-def _stamp(moment: datetime | None) -> timestamp_pb2.Timestamp | None:
-    if moment is None:
-        return None
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(moment)
-    return stamp
 
 
 def run_message(row: Mapping[str, Any]) -> imports_pb2.Run:
@@ -51,8 +47,8 @@ def run_message(row: Mapping[str, Any]) -> imports_pb2.Run:
         batch_total=row["batch_total"] or 0,
         batch_done=row["batch_done"] or 0,
         outcomes={k: int(v) for k, v in (row["outcomes"] or {}).items()},
-        received_at=_stamp(received),
-        finished_at=_stamp(finished),
+        received_at=timestamp(received),
+        finished_at=timestamp(finished),
         duration_ms=duration,
     )
 
@@ -86,7 +82,7 @@ def omnium_health(
             word="Failing",
             ok=False,
             detail=check_failed["message"],
-            at=_stamp(check_failed["raised_at"]),
+            at=timestamp(check_failed["raised_at"]),
         )
     if last is None:
         if added_at is not None and (now - added_at).total_seconds() <= check_seconds:
@@ -103,7 +99,7 @@ def _last_run_health(
     last: Mapping[str, Any], check_seconds: int, now: datetime
 ) -> imports_pb2.Health:
     """The card from our last run: how it ended, and how long ago it came."""
-    at = _stamp(last["received_at"])
+    at = timestamp(last["received_at"])
     if last["status"] == "paused_by_guard":
         return imports_pb2.Health(
             word="Stopped by a check", ok=False, detail=last["reason"] or "", at=at
@@ -131,9 +127,9 @@ def scout_health(verdict: Mapping[str, Any] | None) -> imports_pb2.Health:
             word="Failed its checks",
             ok=False,
             detail=verdict["reason"] or "",
-            at=_stamp(verdict["at"]),
+            at=timestamp(verdict["at"]),
         )
-    return imports_pb2.Health(word="Passed", ok=True, at=_stamp(verdict["at"]))
+    return imports_pb2.Health(word="Passed", ok=True, at=timestamp(verdict["at"]))
 
 
 class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
@@ -180,7 +176,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                                 id=a["id"],
                                 kind=a["kind"],
                                 message=a["message"],
-                                raised_at=_stamp(a["raised_at"]),
+                                raised_at=timestamp(a["raised_at"]),
                             )
                             for a in alerts
                         ],
@@ -256,7 +252,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                     subject_key=r["subject_key"],
                     question=r["question"],
                     run_id=r["run_id"] or "",
-                    created_at=_stamp(r["created_at"]),
+                    created_at=timestamp(r["created_at"]),
                 )
                 for r in rows
             ]
@@ -309,20 +305,19 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
         if request.cancel:
             if not item["subject_id"]:
                 return imports_pb2.ActionAnswer(done=False, message="the key names no unit")
-            payload = struct_pb2.Struct()
-            payload.update({"status": "CANCELLED"})
+            person = actor_message(
+                "person",
+                who,
+                source_code=request.source_code or who,
+                screen=request.screen or "waiting-for-you",
+            )
             answer = await self.command.Submit(
-                command_pb2.Command(
-                    command_id=f"missing:{item['id']}:cancel",
-                    code="results.set_status",
-                    subject=command_pb2.Subject(kind="unit", id=item["subject_id"]),
-                    payload=payload,
-                    actor=actor_pb2.Actor(
-                        kind=actor_pb2.Actor.KIND_PERSON,
-                        name=who,
-                        source_code=request.source_code or who,
-                        screen=request.screen or "waiting-for-you",
-                    ),
+                command_message(
+                    f"missing:{item['id']}:cancel",
+                    "results.set_status",
+                    {"status": "CANCELLED"},
+                    person,
+                    unit_id=item["subject_id"],
                 ),
                 timeout=self.settings.grpc_deadline_seconds,
             )
@@ -380,7 +375,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                 imports_pb2.RowEntry(
                     position=r.position,
                     key=r.key,
-                    outcome=_outcome(r.outcome),
+                    outcome=row_outcome_word(r.outcome),
                     reason=r.reason,
                     changes=r.changes,
                 )
@@ -390,9 +385,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
         )
 
     async def _uuid(self, value: str, name: str, context: aio.ServicerContext) -> None:
-        try:
-            uuid.UUID(value)
-        except ValueError:
+        if not is_id(value):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name} is not an id (a UUID)")
 
 
@@ -407,7 +400,3 @@ async def _integration_id(conn: asyncpg.Connection, code: str, context: aio.Serv
         await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no integration {code!r}")
     assert found is not None
     return found
-
-
-def _outcome(value: int) -> str:
-    return command_pb2.RowOutcome.Name(value).removeprefix("ROW_OUTCOME_").lower()  # type: ignore[arg-type]

@@ -18,7 +18,8 @@ from multiprocessing.queues import Queue
 
 from aiohttp import web
 
-from omnium_gateway._app import GATEWAY, RouteSet, make_app
+from omnium_gateway._app import GATEWAY, make_app
+from omnium_gateway._gateway import RouteSet
 from omnium_gateway._metrics import Metrics
 from omnium_process import malformed_http_as_info
 from omnium_settings import Settings

@@ -13,7 +13,8 @@ from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
 from omnium_db import is_outage
 from omnium_grpc import abort_internal
 from omnium_scoring._providers import Providers
-from omnium_scoring._scorer import Scorer, Watchers
+from omnium_scoring._scorer import Scorer
+from omnium_scoring._watchers import Watchers
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
