@@ -317,7 +317,7 @@ async def all_delivered(conn: asyncpg.Connection) -> bool:
 
 
 def change(n: int, rng: random.Random, units: dict[str, list[str]]) -> command_pb2.Command:
-    actor = actor_pb2.Actor(kind=actor_pb2.Actor.KIND_SCORER, name="bench scorer")
+    actor = actor_pb2.Actor(kind=actor_pb2.Actor.KIND_SCORER, name="bench scorer", screen="bench")
     payload = struct_pb2.Struct()
     if n % 10 == 9:
         # A medal table change inside the top five, so every medal feed changes.
@@ -384,7 +384,7 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Resul
         env |= {
             "OMNIUM_DATABASE_URL": db_url,
             "OMNIUM_REDIS_URL": redis_url,
-            "OMNIUM_GRPC_TOKENS": TOKEN,
+            "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
             "OMNIUM_GRPC_TOKEN": TOKEN,
             "OMNIUM_LOG_LEVEL": "WARNING",
         }

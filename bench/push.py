@@ -241,7 +241,7 @@ async def stop_clients(clients: list[tuple[asyncio.subprocess.Process, Path]]) -
 
 
 def change(command_id: str, score: int, unit_id: str) -> command_pb2.Command:
-    actor = actor_pb2.Actor(kind=actor_pb2.Actor.KIND_SCORER, name="bench scorer")
+    actor = actor_pb2.Actor(kind=actor_pb2.Actor.KIND_SCORER, name="bench scorer", screen="bench")
     payload = struct_pb2.Struct()
     json_format.ParseDict({"sides": [{"order": 1, "score": str(score)}]}, payload)
     return command_pb2.Command(
@@ -324,7 +324,7 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> list[
         env |= {
             "OMNIUM_DATABASE_URL": db_url,
             "OMNIUM_REDIS_URL": redis_url,
-            "OMNIUM_GRPC_TOKENS": TOKEN,
+            "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
             "OMNIUM_GRPC_TOKEN": TOKEN,
             "OMNIUM_LOG_LEVEL": "WARNING",
         }

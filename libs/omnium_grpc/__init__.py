@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from omnium_grpc._auth import BearerTokens, TokenChannel
+from omnium_grpc._auth import TokenChannel
+from omnium_grpc._callers import (
+    PEOPLE,
+    ROLES,
+    Caller,
+    Callers,
+    Role,
+    current_caller,
+)
 from omnium_grpc._changes import field_changes, json_value
 from omnium_grpc._client import open_channel
 from omnium_grpc._errors import abort_internal
@@ -10,11 +18,16 @@ from omnium_grpc._server import GrpcServer
 from omnium_grpc._targets import RETRIED_METHODS, grpc_target, service_config
 
 __all__ = [
+    "PEOPLE",
     "RETRIED_METHODS",
-    "BearerTokens",
+    "ROLES",
+    "Caller",
+    "Callers",
     "GrpcServer",
+    "Role",
     "TokenChannel",
     "abort_internal",
+    "current_caller",
     "field_changes",
     "grpc_target",
     "json_value",

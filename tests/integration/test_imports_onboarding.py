@@ -34,7 +34,7 @@ from omnium_imports import (
 from omnium_imports._queue import enqueue_check
 from omnium_scout_sim import DoorbellTarget, ScoutSimulator, SimulatorConfig
 from tests.conftest import REPO
-from tests.support.command import TOKEN, running_command
+from tests.support.command import CALLERS_ENV, TOKEN, running_command
 from tests.support.delivery import query_until
 from tests.support.imports import import_settings
 
@@ -606,7 +606,7 @@ async def test_serve_and_no_command_both_start_the_service(
     env = _env("127.0.0.1:9", OMNIUM_DATABASE_URL=database_url, OMNIUM_GRPC_TOKEN=TOKEN) | {
         "OMNIUM_DOORBELL_PORT": "0",
         "OMNIUM_IMPORTS_PORT": "0",
-        "OMNIUM_GRPC_TOKENS": TOKEN,
+        "OMNIUM_GRPC_CALLERS": CALLERS_ENV,
         "OMNIUM_LOG_LEVEL": "INFO",
     }
     for argv in ([], ["serve"]):

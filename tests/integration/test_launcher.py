@@ -280,7 +280,7 @@ async def test_each_service_lowers_its_priority_once(
         **environ,
         "OMNIUM_DATABASE_URL": database_url,
         "OMNIUM_REDIS_URL": servers.redis_url,
-        "OMNIUM_GRPC_TOKENS": "launcher-test-token",
+        "OMNIUM_GRPC_CALLERS": "launcher-test:service:launcher-test-token",
         "OMNIUM_GRPC_TOKEN": "launcher-test-token",
     }
     # The README's table: imports +10, delivery +5, providers +10, scoring 0.
