@@ -122,7 +122,7 @@ async def set_state(request: web.Request) -> web.Response:
     state = {"pause": "paused", "resume": "on", "off": "off"}[request.match_info["action"]]
     answer = await console(request).imports.SetIntegrationState(
         imports_pb2.SetIntegrationStateRequest(
-            integration_code=code, state=state, by=_who(request)
+            integration_code=code, state=state, actor=_actor(request, "admin:integrations")
         ),
         timeout=_deadline(request),
     )
@@ -224,11 +224,16 @@ async def start_run(request: web.Request) -> web.Response:
     if (refused := may_act(request)) is not None:
         return refused
     run_id = request.match_info["run_id"]
-    answer = await console(request).imports.StartRun(
-        imports_pb2.StartRunRequest(run_id=run_id, by=_who(request)), timeout=_deadline(request)
-    )
     form = await request.post()
-    raise _back(_local(form.get("back"), f"/runs/{run_id}"), answer.message)
+    back = _local(form.get("back"), f"/runs/{run_id}")
+    # Start is on the integrations, runs and waiting screens: record the one it was pressed on.
+    page = back.strip("/").split("/")[0].split("?")[0]
+    screen = f"admin:{page}" if page in ("integrations", "waiting") else "admin:runs"
+    answer = await console(request).imports.StartRun(
+        imports_pb2.StartRunRequest(run_id=run_id, actor=_actor(request, screen)),
+        timeout=_deadline(request),
+    )
+    raise _back(back, answer.message)
 
 
 def _local(value: object, default: str) -> str:
@@ -303,15 +308,12 @@ async def add_lookup(request: web.Request) -> web.Response:
 async def resolve_missing(request: web.Request) -> web.Response:
     if (refused := may_act(request)) is not None:
         return refused
-    account = session_of(request).account
     cancel = request.match_info["action"] == "cancel"
     answer = await console(request).imports.ResolveMissing(
         imports_pb2.ResolveMissingRequest(
             item_id=int(request.match_info["item_id"]),
             cancel=cancel,
-            by=account.name,
-            source_code=f"account:{account.id}",
-            screen="admin:waiting",
+            actor=_actor(request, "admin:waiting"),
         ),
         timeout=_deadline(request),
     )
