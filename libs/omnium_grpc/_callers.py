@@ -174,12 +174,9 @@ class Caller:
     def recorded(self, actor: actor_pb2.Actor) -> actor_pb2.Actor:
         """The sender the timeline records: the actor as sent when the role may name that kind
         of sender, else the caller itself, whatever the actor says."""
-        kind = actor.kind
-        if kind == actor_pb2.Actor.KIND_UNSPECIFIED and self.role.names == _EVERY_KIND:
-            # Our own services leave the kind to the command service's default (a batch's is
-            # its integration).
-            return actor
-        if kind in self.role.names:
+        # `service` names every kind, unspecified too: our own services may leave the kind to
+        # the command service's default (a batch's is its integration).
+        if actor.kind in self.role.names:
             return actor
         return actor_pb2.Actor(
             kind=self.role.own_kind,
