@@ -315,7 +315,7 @@ async def all_delivered(conn: asyncpg.Connection) -> bool:
 
 
 def change(n: int, rng: random.Random, units: dict[str, list[str]]) -> command_pb2.Command:
-    actor = actor_message("scorer", "bench scorer")
+    actor = actor_message("scorer", "bench scorer", screen="bench")
     if n % 10 == 9:
         # A medal table change inside the top five, so every medal feed changes.
         noc = NOCS[rng.randrange(5)]
@@ -438,7 +438,7 @@ def service_env(
     env |= {
         "OMNIUM_DATABASE_URL": db_url,
         "OMNIUM_REDIS_URL": redis_url,
-        "OMNIUM_GRPC_TOKENS": TOKEN,
+        "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
         "OMNIUM_GRPC_TOKEN": TOKEN,
         "OMNIUM_LOG_LEVEL": "WARNING",
     }

@@ -646,7 +646,7 @@ async def services_running(
         service_env(
             {
                 "OMNIUM_DATABASE_URL": db_url,
-                "OMNIUM_GRPC_TOKENS": TOKEN,
+                "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
                 "OMNIUM_COMMAND_PORT": str(command_port),
             }
         ),
@@ -659,7 +659,7 @@ async def services_running(
         extra = {
             "OMNIUM_DATABASE_URL": db_url,
             "OMNIUM_GRPC_TOKEN": TOKEN,
-            "OMNIUM_GRPC_TOKENS": TOKEN,
+            "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
             "OMNIUM_IMPORTS_PORT": str(free_port()),
             "OMNIUM_COMMAND_ADDRESS": f"127.0.0.1:{command_port}",
             "OMNIUM_DOORBELL_PORT": str(doorbell_port),

@@ -243,7 +243,7 @@ def change(command_id: str, score: int, unit_id: str) -> command_pb2.Command:
         command_id,
         "results.set_sides",
         {"sides": [{"order": 1, "score": str(score)}]},
-        actor_message("scorer", "bench scorer"),
+        actor_message("scorer", "bench scorer", screen="bench"),
         unit_id=unit_id,
     )
 
@@ -322,7 +322,7 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> list[
         env |= {
             "OMNIUM_DATABASE_URL": db_url,
             "OMNIUM_REDIS_URL": redis_url,
-            "OMNIUM_GRPC_TOKENS": TOKEN,
+            "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
             "OMNIUM_GRPC_TOKEN": TOKEN,
             "OMNIUM_LOG_LEVEL": "WARNING",
         }

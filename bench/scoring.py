@@ -277,7 +277,7 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
         env |= {
             "OMNIUM_DATABASE_URL": db_url,
-            "OMNIUM_GRPC_TOKENS": TOKEN,
+            "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
             "OMNIUM_GRPC_TOKEN": TOKEN,
             "OMNIUM_COMMAND_PORT": str(command_port),
             "OMNIUM_COMMAND_ADDRESS": f"127.0.0.1:{command_port}",

@@ -3,7 +3,15 @@ and the contract's messages built one way for every service."""
 
 from __future__ import annotations
 
-from omnium_grpc._auth import BearerTokens, TokenChannel
+from omnium_grpc._auth import TokenChannel
+from omnium_grpc._callers import (
+    PEOPLE,
+    ROLES,
+    Caller,
+    Callers,
+    Role,
+    current_caller,
+)
 from omnium_grpc._client import open_channel
 from omnium_grpc._errors import abort_internal
 from omnium_grpc._messages import (
@@ -31,10 +39,14 @@ from omnium_grpc._targets import RETRIED_METHODS, grpc_target, service_config
 
 __all__ = [
     "ACTOR_KIND_NAMES",
+    "PEOPLE",
     "RETRIED_METHODS",
+    "ROLES",
     "ROW_OUTCOMES",
-    "BearerTokens",
+    "Caller",
+    "Callers",
     "GrpcServer",
+    "Role",
     "SignedIn",
     "TokenChannel",
     "abort_internal",
@@ -44,6 +56,7 @@ __all__ = [
     "actor_message",
     "canonical_id",
     "command_message",
+    "current_caller",
     "field_changes",
     "grpc_target",
     "is_canonical_id",

@@ -1,6 +1,6 @@
 """Every method a GrpcServer serves is wrapped once, when its servicer is added: its request
 bytes are decoded where a bad message can be answered, and, when tokens are required, the
-call's token is checked.
+call's token names its caller, whose role must allow the method.
 
 Neither is a gRPC interceptor: a grpc.aio interceptor runs a chain of coroutines on every call;
 a wrapped handler costs one check.
@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 from grpc import aio
 
-from omnium_grpc._auth import BearerTokens
+from omnium_grpc._callers import Caller, Callers, set_current_caller
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +57,22 @@ def _decoder(method: str, decode: Callable[[bytes], Any] | None) -> Callable[[by
 class _Guard:
     """What every call of one method goes through before the method itself."""
 
-    def __init__(self, method: str, tokens: BearerTokens | None) -> None:
+    def __init__(self, method: str, callers: Callers | None) -> None:
         self.method = method
-        self.tokens = tokens
+        self.callers = callers
 
     async def check(self, request: Any, context: aio.ServicerContext) -> None:
-        if self.tokens is not None:
-            problem = self.tokens.problem(context.invocation_metadata())
-            if problem is not None:
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED, problem)
+        if self.callers is not None:
+            caller = self.callers.identify(context.invocation_metadata())
+            if not isinstance(caller, Caller):
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, caller)
+                return
+            refusal = caller.refusal(self.method)
+            if refusal is not None:
+                log.info("%s: refused caller %s (%s)", self.method, caller.name, caller.role.name)
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
+            # Each call runs in its own task, so the method (and only it) sees its caller.
+            set_current_caller(caller)
         if type(request) is _Corrupt:
             await self._refuse(request, context)
 
@@ -110,11 +117,12 @@ class _Guard:
 
 
 def guarded(
-    method: str, handler: grpc.RpcMethodHandler, tokens: BearerTokens | None
+    method: str, handler: grpc.RpcMethodHandler, callers: Callers | None
 ) -> grpc.RpcMethodHandler:
-    """The same method handler, its requests decoded safely and, with tokens, its calls
-    refused without a known token (UNAUTHENTICATED)."""
-    guard = _Guard(method, tokens)
+    """The same method handler, its requests decoded safely and, with callers, its calls
+    refused without a known token (UNAUTHENTICATED) or outside the caller's role
+    (PERMISSION_DENIED)."""
+    guard = _Guard(method, callers)
     handler = handler._replace(request_deserializer=_decoder(method, handler.request_deserializer))
     if handler.unary_unary is not None:
         return handler._replace(unary_unary=guard.unary(handler.unary_unary, streamed=False))
@@ -126,28 +134,28 @@ def guarded(
 
 
 class _GuardedGenericHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
-    def __init__(self, inner: grpc.GenericRpcHandler, tokens: BearerTokens | None) -> None:
+    def __init__(self, inner: grpc.GenericRpcHandler, callers: Callers | None) -> None:
         self._inner = inner
-        self._tokens = tokens
+        self._callers = callers
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
         handler = self._inner.service(handler_call_details)
         if handler is None:
             return None
-        return guarded(handler_call_details.method, handler, self._tokens)
+        return guarded(handler_call_details.method, handler, self._callers)
 
 
 class GuardedRegistrar:
     """Stands for the server when a servicer is added: its methods are registered guarded.
     Generated `add_..._to_server` functions call these two methods."""
 
-    def __init__(self, server: aio.Server, tokens: BearerTokens | None) -> None:
+    def __init__(self, server: aio.Server, callers: Callers | None) -> None:
         self._server = server
-        self._tokens = tokens
+        self._callers = callers
 
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
         self._server.add_generic_rpc_handlers(
-            tuple(_GuardedGenericHandler(handler, self._tokens) for handler in handlers)
+            tuple(_GuardedGenericHandler(handler, self._callers) for handler in handlers)
         )
 
     def add_registered_method_handlers(
@@ -156,7 +164,7 @@ class GuardedRegistrar:
         self._server.add_registered_method_handlers(
             service,
             {
-                name: guarded(f"/{service}/{name}", handler, self._tokens)
+                name: guarded(f"/{service}/{name}", handler, self._callers)
                 for name, handler in handlers.items()
             },
         )

@@ -59,8 +59,19 @@ class Settings:
 
     # -- gRPC ------------------------------------------------------------------------------
     grpc_auth_required: bool = _setting(True, "Callers must send a bearer token.")
-    grpc_tokens: tuple[str, ...] = _setting((), "Bearer tokens a gRPC server accepts (comma list).")
-    grpc_token: str | None = _setting(None, "Bearer token this process sends to other services.")
+    grpc_callers: tuple[str, ...] = _setting(
+        (),
+        "Who may call a gRPC server: name:role:token items (comma list). List a caller twice, "
+        "with its old and new token, to rotate it. Roles: docs/callers.md.",
+    )
+    grpc_tokens: tuple[str, ...] = _setting(
+        (),
+        "No longer read: tokens now belong to named callers (OMNIUM_GRPC_CALLERS). Set, the "
+        "process stops at start-up and says what to write instead.",
+    )
+    grpc_token: str | None = _setting(
+        None, "Bearer token this process sends to other services: its own caller's token."
+    )
     grpc_max_message_bytes: int = _setting(4 * 1024 * 1024, "Largest gRPC message, each way.")
     grpc_grace_seconds: float = _setting(10.0, "On SIGTERM, time given to calls in flight.")
     grpc_deadline_seconds: float = _setting(10.0, "Deadline on calls to another service.")
@@ -497,6 +508,16 @@ class Settings:
             raise SettingsError(
                 f"OMNIUM_LIVE_REDIS_CONNECTIONS is {self.live_redis_connections}; live push "
                 "needs 4 for replays and one for each Games it reads, so use 5 or more."
+            )
+        if self.grpc_tokens:
+            raise SettingsError(
+                f"OMNIUM_GRPC_TOKENS lists {len(self.grpc_tokens)} token(s) without names, and is "
+                "no longer read: each token now belongs to a named caller with a role, so the "
+                "log can say who called. Replace it with OMNIUM_GRPC_CALLERS, one "
+                "name:role:token item per caller, e.g. "
+                "OMNIUM_GRPC_CALLERS=admin-console:operator-console:<token>,"
+                "imports:service:<token>; give each process its own token in "
+                "OMNIUM_GRPC_TOKEN. The roles are in docs/callers.md."
             )
         if bool(self.grpc_tls_cert_file) != bool(self.grpc_tls_key_file):
             raise SettingsError(

@@ -25,7 +25,7 @@ from omnium_imports import (
 )
 from omnium_imports._queue import enqueue_check
 from omnium_scout_sim import ScoutSimulator
-from tests.support.command import TOKEN
+from tests.support.command import CALLERS_ENV, TOKEN
 from tests.support.delivery import query_until
 from tests.support.onboarding import (
     CODE,
@@ -427,7 +427,7 @@ async def test_serve_and_no_command_both_start_the_service(
     env = terminal_env("127.0.0.1:9", **settings) | {
         "OMNIUM_DOORBELL_PORT": "0",
         "OMNIUM_IMPORTS_PORT": "0",
-        "OMNIUM_GRPC_TOKENS": TOKEN,
+        "OMNIUM_GRPC_CALLERS": CALLERS_ENV,
         "OMNIUM_LOG_LEVEL": "INFO",
     }
     for argv in ([], ["serve"]):

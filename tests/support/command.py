@@ -15,7 +15,25 @@ from omnium_command import CommandApp
 from omnium_grpc import actor_message, command_message, open_channel
 from omnium_settings import Settings
 
+# The tests' own processes and clients: one caller with the role of omnium's back-end services,
+# and a second token of it (a rotation under way).
 TOKEN = "test-token-1"
+NEXT_TOKEN = "test-token-2"
+# One caller of each other role, for the tests of what each may do.
+ADMIN_TOKEN = "test-token-admin-console"
+GATEWAY_TOKEN = "test-token-gateway"
+FEED_TOKEN = "test-token-results-feed"
+STATS_TOKEN = "test-token-stats-team"
+CALLERS = (
+    f"omnium-tests:service:{TOKEN}",
+    f"omnium-tests:service:{NEXT_TOKEN}",
+    f"admin-console:operator-console:{ADMIN_TOKEN}",
+    f"gateway:scorer-console:{GATEWAY_TOKEN}",
+    f"results-feed:provider:{FEED_TOKEN}",
+    f"stats-team:reader:{STATS_TOKEN}",
+)
+#: OMNIUM_GRPC_CALLERS for a test's subprocesses.
+CALLERS_ENV = ",".join(CALLERS)
 
 
 @dataclass(slots=True)
@@ -36,13 +54,9 @@ class CommandClient:
 
 
 def settings_for(database_url: str, **overrides: Any) -> Settings:
-    return Settings.from_env(
-        {},
-        database_url=database_url,
-        grpc_tokens=(TOKEN, "test-token-2"),
-        grpc_token=TOKEN,
-        **overrides,
-    )
+    overrides.setdefault("grpc_callers", CALLERS)
+    overrides.setdefault("grpc_token", TOKEN)
+    return Settings.from_env({}, database_url=database_url, **overrides)
 
 
 @asynccontextmanager

@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from omnium.command.v1 import command_pb2
+from omnium.common.v1 import actor_pb2
 from omnium.imports.v1 import imports_pb2
 from omnium_admin import _admins, _present
 from omnium_admin._auth import console, may_act, plain_page, session_of
@@ -54,7 +55,9 @@ async def set_state(request: web.Request) -> web.Response:
     code = request.match_info["code"]
     state = {"pause": "paused", "resume": "on", "off": "off"}[request.match_info["action"]]
     answer = await console(request).imports.SetIntegrationState(
-        imports_pb2.SetIntegrationStateRequest(integration_code=code, state=state, by=who(request)),
+        imports_pb2.SetIntegrationStateRequest(
+            integration_code=code, state=state, actor=_actor(request, "admin:integrations")
+        ),
         timeout=deadline(request),
     )
     raise back("/integrations", f"{code}: {answer.message}")
@@ -153,11 +156,21 @@ async def start_run(request: web.Request) -> web.Response:
     if (refused := may_act(request)) is not None:
         return refused
     run_id = request.match_info["run_id"]
-    answer = await console(request).imports.StartRun(
-        imports_pb2.StartRunRequest(run_id=run_id, by=who(request)), timeout=deadline(request)
-    )
     form = await request.post()
-    raise back(_local(form.get("back"), f"/runs/{run_id}"), answer.message)
+    to = _local(form.get("back"), f"/runs/{run_id}")
+    # Start is on the integrations, runs and waiting screens: record the one it was pressed on.
+    page = to.strip("/").split("/")[0].split("?")[0]
+    screen = f"admin:{page}" if page in ("integrations", "waiting") else "admin:runs"
+    answer = await console(request).imports.StartRun(
+        imports_pb2.StartRunRequest(run_id=run_id, actor=_actor(request, screen)),
+        timeout=deadline(request),
+    )
+    raise back(to, answer.message)
+
+
+def _actor(request: web.Request, screen: str) -> actor_pb2.Actor:
+    """The signed-in person, on the screen the button was on (target 8)."""
+    return account_actor("person", session_of(request).account, screen)
 
 
 def _local(value: object, default: str) -> str:
@@ -232,15 +245,12 @@ async def add_lookup(request: web.Request) -> web.Response:
 async def resolve_missing(request: web.Request) -> web.Response:
     if (refused := may_act(request)) is not None:
         return refused
-    account = session_of(request).account
     cancel = request.match_info["action"] == "cancel"
     answer = await console(request).imports.ResolveMissing(
         imports_pb2.ResolveMissingRequest(
             item_id=int(request.match_info["item_id"]),
             cancel=cancel,
-            by=account.name,
-            source_code=f"account:{account.id}",
-            screen="admin:waiting",
+            actor=_actor(request, "admin:waiting"),
         ),
         timeout=deadline(request),
     )

@@ -12,7 +12,15 @@ from grpc import aio
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium_command._road import Road
 from omnium_command._sql import QUERIES
-from omnium_grpc import abort_internal, actor_message, field_changes, is_id, timestamp
+from omnium_grpc import (
+    PEOPLE,
+    abort_internal,
+    actor_message,
+    current_caller,
+    field_changes,
+    is_id,
+    timestamp,
+)
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -27,6 +35,20 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
     async def Submit(
         self, request: command_pb2.Command, context: aio.ServicerContext
     ) -> command_pb2.Answer:
+        caller = current_caller()
+        if caller is not None:
+            refusal = caller.code_refusal(request.code)
+            if refusal is not None:
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
+            # A caller that may not name this sender is recorded as itself (target 8).
+            request.actor.CopyFrom(caller.recorded(request.actor))
+        if request.actor.kind in PEOPLE and not request.actor.screen:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"actor.screen is empty: a person's command says which screen or app it came "
+                f"from (target 8), e.g. 'admin:unit-edit'. Nothing from {request.command_id!r} "
+                "was written; send it again with the screen.",
+            )
         try:
             return await self.road.submit(request)
         except Exception as exc:
@@ -36,6 +58,9 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
     async def ApplyImportBatch(
         self, request: command_pb2.ImportBatch, context: aio.ServicerContext
     ) -> command_pb2.BatchAnswer:
+        caller = current_caller()
+        if caller is not None:
+            request.actor.CopyFrom(caller.recorded(request.actor))
         try:
             return await self.road.apply_batch(request)
         except Exception as exc:

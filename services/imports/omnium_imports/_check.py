@@ -176,8 +176,8 @@ async def _dry_run(
     except ScoutError as exc:
         # Pipeline.dry_run says a batch the command service would not answer as a ScoutError.
         raise CommandUnavailable(
-            f"{exc}. Is OMNIUM_GRPC_TOKEN the command service's token? "
-            "--no-compare checks the mapping alone"
+            f"{exc}. Is OMNIUM_GRPC_TOKEN the token of one of the command service's callers, "
+            "with the role service (docs/callers.md)? --no-compare checks the mapping alone"
         ) from None
     finally:
         await channel.close()

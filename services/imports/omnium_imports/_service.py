@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,9 +12,9 @@ import grpc
 from grpc import aio
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
+from omnium.common.v1 import actor_pb2
 from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
 from omnium_grpc import (
-    actor_message,
     command_message,
     field_changes,
     is_id,
@@ -26,6 +27,7 @@ from omnium_imports._setup import add_lookups
 from omnium_imports._sql import QUERIES
 from omnium_settings import Settings
 
+log = logging.getLogger(__name__)
 SERVICE_NAME = imports_pb2.DESCRIPTOR.services_by_name["ImportsService"].full_name
 _STATES = ("on", "paused", "off")
 _REFUSED = ("refused", "not_placed", "problem")
@@ -262,6 +264,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
         self, request: imports_pb2.StartRunRequest, context: aio.ServicerContext
     ) -> imports_pb2.ActionAnswer:
         await self._uuid(request.run_id, "run_id", context)
+        person = await _acting_person(request.actor, "StartRun", "starting the run", context)
         async with self.pool.acquire() as conn:
             run = await conn.fetchrow(QUERIES["run"], request.run_id)
             if run is None:
@@ -271,6 +274,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                     done=False, message=f"run {request.run_id} is {run['status']}, not paused"
                 )
             job = await _queue.enqueue_start(conn, request.run_id)
+        log.info("run %s started past its guards by %s", request.run_id, _said(person))
         return imports_pb2.ActionAnswer(done=True, message=f"run queued again as job {job}")
 
     async def AddLookup(
@@ -295,22 +299,17 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
     async def ResolveMissing(
         self, request: imports_pb2.ResolveMissingRequest, context: aio.ServicerContext
     ) -> imports_pb2.ActionAnswer:
+        what = "cancelling the unit" if request.cancel else "dismissing the missing key"
+        person = await _acting_person(request.actor, "ResolveMissing", what, context)
         async with self.pool.acquire() as conn:
             item = await conn.fetchrow(QUERIES["review_item"], request.item_id)
         if item is None or item["kind"] != "missing" or item["status"] != "open":
             await context.abort(
                 grpc.StatusCode.NOT_FOUND, f"there is no open missing-key item {request.item_id}"
             )
-        who = request.by or "operator"
         if request.cancel:
             if not item["subject_id"]:
                 return imports_pb2.ActionAnswer(done=False, message="the key names no unit")
-            person = actor_message(
-                "person",
-                who,
-                source_code=request.source_code or who,
-                screen=request.screen or "waiting-for-you",
-            )
             answer = await self.command.Submit(
                 command_message(
                     f"missing:{item['id']}:cancel",
@@ -328,8 +327,9 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                 QUERIES["resolve_review"],
                 request.item_id,
                 "done" if request.cancel else "dismissed",
-                who,
+                person.name,
             )
+        log.info("missing-key item %s %s by %s", request.item_id, what, _said(person))
         return imports_pb2.ActionAnswer(
             done=True, message="cancelled" if request.cancel else "dismissed"
         )
@@ -341,6 +341,12 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, f"state must be one of {', '.join(_STATES)}"
             )
+        person = await _acting_person(
+            request.actor,
+            "SetIntegrationState",
+            f"setting the integration {request.state}",
+            context,
+        )
         async with self.pool.acquire() as conn:
             found = await conn.fetchval(
                 QUERIES["set_state"], request.integration_code, request.state
@@ -349,6 +355,9 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
             await context.abort(
                 grpc.StatusCode.NOT_FOUND, f"there is no integration {request.integration_code}"
             )
+        log.info(
+            "integration %s set %s by %s", request.integration_code, request.state, _said(person)
+        )
         return imports_pb2.ActionAnswer(done=True, message=f"now {request.state}")
 
     async def RunNow(
@@ -387,6 +396,37 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
     async def _uuid(self, value: str, name: str, context: aio.ServicerContext) -> None:
         if not is_id(value):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name} is not an id (a UUID)")
+
+
+async def _acting_person(
+    actor: actor_pb2.Actor, method: str, what: str, context: aio.ServicerContext
+) -> actor_pb2.Actor:
+    """The person an operator's action is recorded for, or the call ends INVALID_ARGUMENT:
+    these actions are a person's, never an anonymous "operator" (target 8)."""
+    person = actor_pb2.Actor()
+    person.CopyFrom(actor)
+    if person.kind == actor_pb2.Actor.KIND_UNSPECIFIED:
+        person.kind = actor_pb2.Actor.KIND_PERSON
+    problem = None
+    if person.kind != actor_pb2.Actor.KIND_PERSON:
+        problem = f"actor.kind is {actor_pb2.Actor.Kind.Name(person.kind)}, not a person"
+    elif not person.name:
+        problem = "actor.name is empty"
+    elif not person.screen:
+        problem = "actor.screen is empty"
+    if problem is not None:
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"{method} is a person's action and records who did it and from which screen "
+            f"(target 8), but {problem}. Send the signed-in person in actor (name, "
+            f"source_code 'account:<id>', screen); `by` alone is no longer taken. Nothing was "
+            f"done ({what}).",
+        )
+    return person
+
+
+def _said(person: actor_pb2.Actor) -> str:
+    return f"{person.name} ({person.source_code or 'no account'}, {person.screen})"
 
 
 def _check_failed(alerts: list[asyncpg.Record]) -> asyncpg.Record | None:
