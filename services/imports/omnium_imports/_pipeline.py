@@ -32,6 +32,7 @@ from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
 from omnium_imports._sql import QUERIES
 from omnium_imports.mapping import MappedRow, MappingSpecError, MappingVersion
 from omnium_settings import Settings
+from omnium_telemetry import tracer
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -45,6 +46,8 @@ _ALERTS = {
     "partly_done": ("batch_failed", "Run partly done"),
     "paused_by_guard": ("guard", "Run paused by a check"),
 }
+# Stages whose span takes the design's word for them ("guards", not the function's name).
+_STAGE_SPANS = {"map_rows": "map", "check": "guards", "cut_batches": "batches"}
 # A done run means none of these causes holds any more.
 _CLEARED_BY_DONE = ("run_failed", "batch_failed", "guard", "scout_failed", "quiet")
 
@@ -139,8 +142,14 @@ async def run_stages(pipeline: Pipeline, integration: Integration, job: Job) -> 
         missing,
         close,
     )
+    spans = tracer("omnium.imports")
     for stage in stages:
-        result = await stage(run)
+        # One span per stage, named as the design names it: where a run spends its time.
+        name = _STAGE_SPANS.get(stage.__name__, stage.__name__)
+        with spans.start_as_current_span(f"imports.{name}") as span:
+            result = await stage(run)
+            if result is not None:
+                span.set_attribute("omnium.run.status", result.status)
         if result is not None:
             return result
     raise AssertionError("the close stage always ends the run")
@@ -326,12 +335,19 @@ async def send(run: Run) -> RunResult | None:
                 # The batches in flight finish; this one and the rest are another copy's.
                 handed_over = True
                 return
-            rows = [
-                _batches.batch_row(row, integration.target, uid, run.clearing) for row, uid in group
-            ]
-            answer, problem = await _send.batch(
-                pipeline.command, run.settings, integration, run.id, batch_no, rows
-            )
+            with tracer("omnium.imports").start_as_current_span(
+                "imports.batch", attributes={"omnium.batch.no": batch_no}
+            ) as span:
+                rows = [
+                    _batches.batch_row(row, integration.target, uid, run.clearing)
+                    for row, uid in group
+                ]
+                span.set_attribute("omnium.batch.rows", len(rows))
+                answer, problem = await _send.batch(
+                    pipeline.command, run.settings, integration, run.id, batch_no, rows
+                )
+                if problem:
+                    span.set_attribute("omnium.batch.problem", problem)
             _count(run, batch_no, rows, answer, problem)
 
     await asyncio.gather(*(sender() for _ in range(run.settings.import_batches_in_flight)))
