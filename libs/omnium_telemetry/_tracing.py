@@ -230,7 +230,11 @@ def continued_span(
         if found
         else otel_context.Context()
     )
-    links = [Link(c) for c in dict.fromkeys(found[1:]) if c != found[0]]
+    # One link per other span (a SpanContext is not hashable: its trace state is a dict).
+    others = {(c.trace_id, c.span_id): c for c in found[1:]}
+    if found:
+        others.pop((found[0].trace_id, found[0].span_id), None)
+    links = [Link(c) for c in others.values()]
     with _provider.get_tracer("omnium").start_as_current_span(
         name, context=parent, kind=kind, links=links, attributes=dict(attributes or {})
     ) as span:
