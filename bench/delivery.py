@@ -42,6 +42,8 @@ from bench._common import (
     percentile,
     recreate,
     servers,
+    tracing,
+    tracing_line,
 )
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
@@ -350,7 +352,9 @@ class Results:
     load: float = 0.0
 
 
-async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Results:
+async def run(
+    db_server: str, redis_url: str, args: argparse.Namespace, trace_env: Mapping[str, str]
+) -> Results:
     rng = random.Random(args.seed)
     await recreate(db_server, DB_NAME)
     db_url = database_url_for(db_server, DB_NAME)
@@ -387,6 +391,7 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Resul
             "OMNIUM_GRPC_TOKENS": TOKEN,
             "OMNIUM_GRPC_TOKEN": TOKEN,
             "OMNIUM_LOG_LEVEL": "WARNING",
+            **trace_env,
         }
         if args.delivery_nice is not None:
             env["OMNIUM_DELIVERY_NICE"] = str(args.delivery_nice)
@@ -553,6 +558,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         help="run delivery at this CPU priority step instead of its setting (default +5)",
     )
+    parser.add_argument(
+        "--trace-ratio",
+        type=float,
+        default=None,
+        help="tracing on: the services export traces over OTLP to a counting sink, keeping "
+        "this share of new traces (0.01: 1 %%); off by default",
+    )
     return parser.parse_args(argv)
 
 
@@ -560,11 +572,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     try:
-        with servers(args.data_dir, say) as (db_server, redis_url):
-            results = asyncio.run(run(db_server, redis_url, args))
+        with (
+            servers(args.data_dir, say) as (db_server, redis_url),
+            tracing(args.trace_ratio) as sink,
+        ):
+            results = asyncio.run(run(db_server, redis_url, args, sink.env if sink else {}))
     except BenchError as exc:
         print(f"bench.delivery: {exc}", file=sys.stderr, flush=True)
         return 1
+    print(tracing_line(sink))
     for line in report(args, results):
         print(line)
     return 0
