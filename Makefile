@@ -37,7 +37,7 @@ TYPED := \
 
 .PHONY: help
 help: ## List every target
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # Pinned with hashes (pip-compile, see requirements/README.md): runtime.txt is what the image
 # installs; build.txt makes the contracts; dev.txt adds the tests' and linters' tools.
