@@ -32,7 +32,7 @@ from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
 from omnium_imports._sql import QUERIES
 from omnium_imports.mapping import MappedRow, MappingSpecError, MappingVersion
 from omnium_settings import Settings
-from omnium_telemetry import tracer
+from omnium_telemetry import continued_span, tracer
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -483,9 +483,17 @@ class Pipeline:
         self.alerts = Alerts(settings, http)
 
     async def run_job(self, job: Job) -> RunResult:
-        integration = await self._integration(job.integration_id)
-        result = await run_stages(self, integration, job)
-        await self.outlast("telling of the run", lambda: self._tell(integration, result))
+        # The run continues the ring's trace (the job row carried it over the queue): every
+        # stage and batch is a span under this one.
+        with continued_span(
+            "imports.job",
+            [job.trace_context],
+            attributes={"omnium.job.id": job.id, "omnium.job.kind": job.kind},
+        ) as span:
+            integration = await self._integration(job.integration_id)
+            result = await run_stages(self, integration, job)
+            span.set_attribute("omnium.run.status", result.status)
+            await self.outlast("telling of the run", lambda: self._tell(integration, result))
         return result
 
     async def outlast(self, what: str, work: Callable[[], Awaitable[_T]]) -> _T:

@@ -18,7 +18,6 @@ from omnium_imports._pipeline import HandedOver, Pipeline, RunResult
 from omnium_imports._review import Alerts
 from omnium_imports._sql import QUERIES
 from omnium_settings import Settings
-from omnium_telemetry import continued_span
 
 log = logging.getLogger(__name__)
 # Longest a stopping worker spends giving its job back; past it the lease hands it over.
@@ -72,14 +71,7 @@ class Worker:
             job.via,
             job.integration_id,
         )
-        # The run continues the ring's trace (the job row carries it over the queue); its task
-        # is made inside the span, so every stage and batch is a child of it.
-        with continued_span(
-            "imports.job",
-            [job.trace_context],
-            attributes={"omnium.job.id": job.id, "omnium.job.kind": job.kind},
-        ):
-            task = asyncio.ensure_future(self.pipeline.run_job(job))
+        task = asyncio.ensure_future(self.pipeline.run_job(job))
         renewing = asyncio.ensure_future(self._renew(job, task))
         try:
             result = await task
