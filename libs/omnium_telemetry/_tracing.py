@@ -5,10 +5,10 @@ that is not a call (the import queue, the outbox, the live stream)."""
 from __future__ import annotations
 
 import contextlib
-import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from aiohttp import web
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -107,7 +107,6 @@ def setup_tracing(
 def _instrument(provider: TracerProvider) -> None:
     """OpenTelemetry's own instrumentation for the clients every service uses."""
     from opentelemetry.instrumentation.aiohttp_client import AioHttpClientInstrumentor
-    from opentelemetry.instrumentation.aiohttp_server import AioHttpServerInstrumentor
     from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
     from opentelemetry.instrumentation.redis import RedisInstrumentor
@@ -121,17 +120,7 @@ def _instrument(provider: TracerProvider) -> None:
     ):
         instrumentor.instrument(tracer_provider=provider)
         _instrumentors.append(instrumentor)
-    # The aiohttp server package's middleware reads module state that only its instrumentor
-    # sets. The instrumentor also swaps `web.Application` for a subclass (which aiohttp
-    # deprecates, with a warning) so that every app in the process gets the middleware: the
-    # simulator's and the tests' own servers too. So: instrument to set that state, take the
-    # swap back at once, and the services add the package's middleware themselves
-    # (`aiohttp_middlewares`).
-    server = AioHttpServerInstrumentor()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        server.instrument(tracer_provider=provider)
-    server.uninstrument()
+    # The aiohttp server side is `aiohttp_middlewares` (hand-written: see why there).
 
 
 def _uninstrument() -> None:
@@ -176,14 +165,46 @@ def grpc_client_interceptors(settings: Settings) -> list[Any]:
 
 
 def aiohttp_middlewares(settings: Settings) -> list[Any]:
-    """A server span per request, continuing the caller's trace (W3C traceparent): the
-    opentelemetry-instrumentation-aiohttp-server middleware, on the process's provider."""
+    """A server span per request, continuing the caller's trace (W3C traceparent).
+
+    Hand-written, not opentelemetry-instrumentation-aiohttp-server's middleware: that one
+    builds every request's attributes (URL, headers, client) and records its metrics before
+    the sampler is asked, and costs about 200-380 microseconds of CPU per request even when
+    the request is not sampled (measured against an 8-line handler on this machine: 125 us
+    off, 320-500 us on at a 1 % ratio). That is more than the gateway's whole answer from its
+    memory cache. This one asks the sampler first and adds attributes only to a kept span.
+    """
     del settings
     if _provider is None:
         return []
-    from opentelemetry.instrumentation.aiohttp_server import create_aiohttp_middleware
+    spans = _provider.get_tracer("omnium.aiohttp")
+    extract = _w3c.extract
 
-    return [create_aiohttp_middleware(tracer_provider=_provider)]
+    @web.middleware
+    async def traced(request: web.Request, handler: Any) -> web.StreamResponse:
+        resource = request.match_info.route.resource
+        route = resource.canonical if resource is not None else request.path
+        with spans.start_as_current_span(
+            f"{request.method} {route}",
+            context=extract(request.headers),
+            kind=SpanKind.SERVER,
+        ) as span:
+            if not span.is_recording():
+                answer: web.StreamResponse = await handler(request)
+                return answer
+            span.set_attributes(
+                {"http.request.method": request.method, "url.path": request.path,
+                 "http.route": route}
+            )  # fmt: skip
+            try:
+                response: web.StreamResponse = await handler(request)
+            except web.HTTPException as exc:
+                span.set_attribute("http.response.status_code", exc.status)
+                raise
+            span.set_attribute("http.response.status_code", response.status)
+            return response
+
+    return [traced]
 
 
 # -- Hops that are not calls --------------------------------------------------------------------
