@@ -41,6 +41,8 @@ from bench._common import (
     percentile,
     recreate,
     servers,
+    tracing,
+    tracing_line,
 )
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium_db import apply_migrations, init_connection
@@ -347,7 +349,9 @@ class Results:
     load: float = 0.0
 
 
-async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Results:
+async def run(
+    db_server: str, redis_url: str, args: argparse.Namespace, trace_env: Mapping[str, str]
+) -> Results:
     rng = random.Random(args.seed)
     await recreate(db_server, DB_NAME)
     db_url = database_url_for(db_server, DB_NAME)
@@ -359,7 +363,7 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Resul
         await apply_migrations(conn)
         units = await seed(conn, args.units)
         receivers = await open_receivers(conn, tmp, seen, redis_url, args)
-        env, command_port = service_env(db_url, redis_url, args)
+        env, command_port = service_env(db_url, redis_url, args, trace_env)
         async with (
             processes(env, tmp) as delivery,
             sse_side(redis_url, args.listeners, tmp, seen),
@@ -429,7 +433,7 @@ async def open_receivers(
 
 
 def service_env(
-    db_url: str, redis_url: str, args: argparse.Namespace
+    db_url: str, redis_url: str, args: argparse.Namespace, trace_env: Mapping[str, str]
 ) -> tuple[dict[str, str], int]:
     """The command and delivery processes' environment, and the command service's port."""
     ports = {"OMNIUM_COMMAND_PORT": free_port(), "OMNIUM_DELIVERY_PORT": free_port()}
@@ -441,6 +445,7 @@ def service_env(
         "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
         "OMNIUM_GRPC_TOKEN": TOKEN,
         "OMNIUM_LOG_LEVEL": "WARNING",
+        **trace_env,
     }
     if args.delivery_nice is not None:
         env["OMNIUM_DELIVERY_NICE"] = str(args.delivery_nice)
@@ -589,6 +594,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         help="run delivery at this CPU priority step instead of its setting (default +5)",
     )
+    parser.add_argument(
+        "--trace-ratio",
+        type=float,
+        default=None,
+        help="tracing on: the services export traces over OTLP to a counting sink, keeping "
+        "this share of new traces (0.01: 1 %%); off by default",
+    )
     return parser.parse_args(argv)
 
 
@@ -596,11 +608,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     try:
-        with servers(args.data_dir, say) as (db_server, redis_url):
-            results = asyncio.run(run(db_server, redis_url, args))
+        with (
+            servers(args.data_dir, say) as (db_server, redis_url),
+            tracing(args.trace_ratio) as sink,
+        ):
+            results = asyncio.run(run(db_server, redis_url, args, sink.env if sink else {}))
     except BenchError as exc:
         print(f"bench.delivery: {exc}", file=sys.stderr, flush=True)
         return 1
+    print(tracing_line(sink))
     for line in report(args, results):
         print(line)
     return 0

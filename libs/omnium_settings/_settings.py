@@ -144,6 +144,11 @@ class Settings:
         "none", "Where traces go: none, console or otlp."
     )
     otlp_endpoint: str = _setting("http://127.0.0.1:4317", "OTLP/gRPC collector for traces.")
+    telemetry_sample_ratio: float = _setting(
+        1.0,
+        "Share of new traces kept, 0 to 1 (0.01: one in a hundred). A trace is started at a "
+        "request or a ring, and every hop after follows the first one's choice.",
+    )
 
     # -- Imports (Section 3 seed) ----------------------------------------------------------
     imports_nice: int = _setting(10, "CPU priority step of the imports process.")
@@ -488,6 +493,11 @@ class Settings:
             raise SettingsError(
                 f"OMNIUM_TELEMETRY_EXPORTER is {self.telemetry_exporter!r}; "
                 "use none, console or otlp."
+            )
+        if not 0.0 <= self.telemetry_sample_ratio <= 1.0:
+            raise SettingsError(
+                f"OMNIUM_TELEMETRY_SAMPLE_RATIO is {self.telemetry_sample_ratio}; use a share "
+                "from 0 (no new trace) to 1 (every one), such as 0.01 for one in a hundred."
             )
         if not 1 <= self.grpc_retry_attempts <= 5:
             raise SettingsError(

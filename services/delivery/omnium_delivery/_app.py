@@ -34,6 +34,7 @@ from omnium_delivery._transport import ClientSettingsError, Outgoing, SendResult
 from omnium_delivery._webhook import WebhookTransport
 from omnium_grpc import GrpcServer
 from omnium_settings import Settings
+from omnium_telemetry import continued_span
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -507,9 +508,44 @@ class DeliveryApp:
                 return True
             new = content_sha != feed.content_sha or feed.version == 0
             version = feed.version + 1 if new else feed.version
-            saved_at = await conn.fetchval(
+            newest = await conn.fetchrow(
                 QUERIES["new_version"], feed.id, version, content_sha, new, feed.wanted_id
             )
+        saved_at = newest["saved_at"]
+        # The send continues the trace of the newest change it carries (its outbox row's).
+        with continued_span(
+            "delivery.send",
+            [newest["trace_context"]],
+            attributes={
+                "omnium.client": client.code,
+                "omnium.transport": client.transport,
+                "omnium.feed.kind": feed.kind,
+                "omnium.feed.version": version,
+            },
+        ) as span:
+            sent = await self._send(
+                client, transport, feed, document, version, content_sha, saved_at
+            )
+            span.set_attribute("omnium.send.outcome", sent[0].outcome)
+        result, item = sent
+        if self.on_send is not None:
+            self.on_send(Sent(client, item, result))
+        return result.outcome == "delivered"
+
+    async def _send(
+        self,
+        client: ClientRow,
+        transport: Transport,
+        feed: FeedRow,
+        document: Document,
+        version: int,
+        content_sha: str,
+        saved_at: datetime | None,
+    ) -> tuple[SendResult, Outgoing]:
+        """Render, send and record one version of a feed."""
+        assert self.pool is not None
+        settings = self.settings
+        window = settings.live_debounce_seconds if feed.live else settings.feed_debounce_seconds
         body = await _off_loop(document, render, document, feed.format, version, datetime.now(UTC))
         item = Outgoing(
             client_code=client.code,
@@ -551,9 +587,7 @@ class DeliveryApp:
             )
             if result.outcome != "delivered" and result.alert:
                 await self._alert(conn, client, result.alert, result.error or "")
-        if self.on_send is not None:
-            self.on_send(Sent(client, item, result))
-        return result.outcome == "delivered"
+        return result, item
 
     async def _unreachable(self, client: ClientRow, kind: str, message: str) -> None:
         assert self.pool is not None

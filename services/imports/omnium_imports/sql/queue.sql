@@ -2,8 +2,9 @@
 
 -- name: enqueue_pull
 -- A doorbell rung twice for one Scout run queues one job (unique index); the second gets null.
-INSERT INTO integration_job (integration_id, kind, scout_run_id, via)
-VALUES ($1::uuid, 'pull', $2, 'doorbell')
+-- $3: the ring's traceparent, so the run that works the job continues the ring's trace.
+INSERT INTO integration_job (integration_id, kind, scout_run_id, via, trace_context)
+VALUES ($1::uuid, 'pull', $2, 'doorbell', $3)
 ON CONFLICT (integration_id, scout_run_id) WHERE kind = 'pull' AND via = 'doorbell' DO NOTHING
 RETURNING id;
 
@@ -69,7 +70,7 @@ UPDATE integration_job j
   FROM candidate c
  WHERE j.id = c.id
 RETURNING j.id, j.integration_id::text AS integration_id, j.kind, j.scout_run_id, j.via,
-          j.attempts, j.run_id::text AS run_id, j.past_guards;
+          j.attempts, j.run_id::text AS run_id, j.past_guards, j.trace_context;
 
 -- name: renew
 -- Zero rows: the lease ran out and another worker took the job; this worker must stop.
