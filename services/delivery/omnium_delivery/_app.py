@@ -23,10 +23,12 @@ import redis.asyncio as aioredis
 from omnium.delivery.v1 import delivery_pb2_grpc
 from omnium_alerts import post_alert
 from omnium_db import DATABASE_ERRORS, NotifyListener, PoolRoad, create_pool, is_outage
+from omnium_delivery import _metrics
 from omnium_delivery._build import FeedRow, build
 from omnium_delivery._clients import load_clients, read_clients_file
 from omnium_delivery._documents import Document, render
 from omnium_delivery._live import LivePush
+from omnium_delivery._promise import PromiseWatch
 from omnium_delivery._service import SERVICE_NAME, DeliveryService
 from omnium_delivery._sftp import SftpTransport
 from omnium_delivery._sql import QUERIES
@@ -137,13 +139,15 @@ class DeliveryApp:
             asyncio.create_task(self._outbox_loop()),
             asyncio.create_task(self._dispatch_loop()),
             asyncio.create_task(self._sweep_loop()),
+            asyncio.create_task(PromiseWatch(settings, self.pool, self.http).run(self.stopping)),
+            asyncio.create_task(self._sample_loop()),
         ]
         if self.live is not None:
             self.tasks.append(asyncio.create_task(self.live.run(self.stopping)))
         self.grpc = GrpcServer(settings, name="delivery")
         self.grpc.add(
             delivery_pb2_grpc.add_DeliveryServiceServicer_to_server,
-            DeliveryService(self.pool, self.dispatch_wake),
+            DeliveryService(self.pool, self.dispatch_wake, settings),
             SERVICE_NAME,
         )
         self.grpc_port = await self.grpc.start(
@@ -341,6 +345,21 @@ class DeliveryApp:
                 self.settings.delivery_log_days,
             )
         return gone
+
+    async def _sample_loop(self) -> None:
+        """The gauges /metrics shows that take a query, read every metrics_sample_seconds."""
+        assert self.pool is not None
+        while not self.stopping.is_set():
+            try:
+                async with self.pool.acquire() as conn:
+                    row = await conn.fetchrow(QUERIES["outbox_lag"])
+                _metrics.OUTBOX_LAG.set(row["lag"])
+                _metrics.FEEDS_OWED.set(row["owed"])
+            except DATABASE_ERRORS as exc:
+                log.debug("delivery: the outbox lag could not be read (%s)", exc)
+            _metrics.LIVE_PUBLISHED.set(self.pushes)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), self.settings.metrics_sample_seconds)
 
     # -- sending --------------------------------------------------------------------------
 
@@ -543,6 +562,15 @@ class DeliveryApp:
             )
             if result.outcome != "delivered" and result.alert:
                 await self._alert(conn, client, result.alert, result.error or "")
+        _metrics.SENDS.labels(client.transport, client.code, result.outcome).inc()
+        if (
+            result.outcome == "delivered"
+            and not feed.force
+            and saved_at is not None
+            and result.delivered_at is not None
+        ):
+            delay = (result.delivered_at - saved_at).total_seconds()
+            _metrics.DELAY.labels(client.transport, client.code).observe(delay)
         if self.on_send is not None:
             self.on_send(Sent(client, item, result))
         return result.outcome == "delivered"
