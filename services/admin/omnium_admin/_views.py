@@ -17,6 +17,7 @@ from grpc import aio
 
 from omnium.command.v1 import command_pb2
 from omnium.common.v1 import actor_pb2
+from omnium.delivery.v1 import delivery_pb2
 from omnium.imports.v1 import imports_pb2
 from omnium_accounts import ROLES, AccountError, ApiKeys
 from omnium_admin import _present
@@ -54,7 +55,7 @@ async def plain_errors(request: web.Request, handler: Handler) -> web.StreamResp
             status, title, message = (
                 503,
                 "Failed to read",
-                "The imports or command service did not answer "
+                "The imports, command or delivery service did not answer "
                 f"({code.name.lower().replace('_', ' ')}). Nothing was changed.",
             )
         return _error(request, status, title, message)
@@ -658,6 +659,36 @@ def _sessions(n: int) -> str:
     return "1 session" if n == 1 else f"{n} sessions"
 
 
+# -- Delivery ------------------------------------------------------------------------------
+
+
+async def _delivery_clients(request: web.Request) -> list[dict[str, Any]]:
+    answer = await console(request).delivery.ListClients(
+        delivery_pb2.ListClientsRequest(), timeout=_deadline(request)
+    )
+    return [_present.delivery_client(c) for c in answer.clients]
+
+
+async def delivery_page(request: web.Request) -> web.Response:
+    clients = await _delivery_clients(request)
+    return _page(request, "delivery.html", clients=clients, screen="delivery")
+
+
+async def delivery_json(request: web.Request) -> web.Response:
+    return web.json_response({"clients": await _delivery_clients(request)})
+
+
+async def resend(request: web.Request) -> web.Response:
+    if (refused := may_act(request)) is not None:
+        return refused
+    code = request.match_info["code"]
+    answer = await console(request).delivery.Resend(
+        delivery_pb2.ResendRequest(client_code=code), timeout=_deadline(request)
+    )
+    feeds = "1 feed" if answer.feeds == 1 else f"{answer.feeds} feeds"
+    raise _back("/delivery", f"{code}: {feeds} will be sent again, even where nothing changed.")
+
+
 async def home(request: web.Request) -> web.Response:
     raise web.HTTPSeeOther("/integrations")
 
@@ -681,6 +712,9 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/units/{unit_id}", unit_page)
     r.add_post("/units/{unit_id}/fields", set_fields)
     r.add_post("/units/{unit_id}/unpin", unpin)
+    r.add_get("/delivery", delivery_page)
+    r.add_get("/api/delivery", delivery_json)
+    r.add_post("/delivery/{code}/resend", resend)
     r.add_get("/accounts", accounts_page)
     r.add_post("/accounts", make_account)
     r.add_post(r"/accounts/{login}/{action:password|role|off|on|sign-out}", change_account)
