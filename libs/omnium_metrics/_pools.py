@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Iterator
 
 import asyncpg
@@ -23,8 +22,15 @@ def waiting(pool: asyncpg.Pool) -> int:
 
 class _Pools(Collector):
     def __init__(self) -> None:
-        self.pools: weakref.WeakKeyDictionary[asyncpg.Pool, str] = weakref.WeakKeyDictionary()
+        # asyncpg's Pool takes no weak reference: held here until it closes, then let go at the
+        # next scrape or watch.
+        self.pools: list[tuple[asyncpg.Pool, str]] = []
         self.lock = threading.Lock()
+
+    def prune(self) -> list[tuple[asyncpg.Pool, str]]:
+        with self.lock:
+            self.pools = [(p, road) for p, road in self.pools if not p.is_closing()]
+            return list(self.pools)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         in_use = GaugeMetricFamily(
@@ -42,11 +48,7 @@ class _Pools(Collector):
             "omnium_db_pool_max", "The pool's limit, by road.", labels=["road"]
         )
         totals: dict[str, list[int]] = {}
-        with self.lock:
-            pools = list(self.pools.items())
-        for pool, road in pools:
-            if pool.is_closing():
-                continue
+        for pool, road in self.prune():
             t = totals.setdefault(road, [0, 0, 0, 0])
             t[0] += pool.get_size() - pool.get_idle_size()
             t[1] += pool.get_idle_size()
@@ -65,6 +67,7 @@ REGISTRY.register(_POOLS)
 
 
 def watch_pool(pool: asyncpg.Pool, road: str) -> None:
-    """Show this pool on the process's /metrics until it is gone (held weakly)."""
+    """Show this pool on the process's /metrics until it is closed."""
+    _POOLS.prune()
     with _POOLS.lock:
-        _POOLS.pools[pool] = road
+        _POOLS.pools.append((pool, road))
