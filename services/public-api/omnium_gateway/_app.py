@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import asyncpg
 import redis.asyncio as aioredis
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -48,6 +49,7 @@ from omnium_gateway._openapi import (
 )
 from omnium_gateway._outbox import OutboxRelay
 from omnium_gateway._purge import SharedCachePurge
+from omnium_metrics import waiting
 from omnium_settings import Settings
 from omnium_telemetry import aiohttp_middlewares
 
@@ -184,6 +186,24 @@ class Gateway:
             self.tasks.append(asyncio.create_task(self.relay.run()))
             if self.purge is not None:
                 self.tasks.append(asyncio.create_task(self.purge.run()))
+        self.tasks.append(asyncio.create_task(self._sample_gauges()))
+
+    def sample_gauges(self) -> None:
+        """This worker's gauges: Redis, its memory, its pool (summed over workers on /metrics)."""
+        metrics = self.metrics
+        metrics.redis_up.set(1.0 if self.cache.redis_up else 0.0)
+        metrics.local_entries.set(len(self.cache.local))
+        pool = self.pool
+        if pool is not None and not pool.is_closing():
+            idle = pool.get_idle_size()
+            metrics.pool["in_use"].set(pool.get_size() - idle)
+            metrics.pool["idle"].set(idle)
+            metrics.pool["waiting"].set(waiting(pool))
+
+    async def _sample_gauges(self) -> None:
+        while True:
+            self.sample_gauges()
+            await asyncio.sleep(self.settings.metrics_sample_seconds)
 
     async def stop(self) -> None:
         for task in self.tasks:
@@ -482,6 +502,7 @@ def _guard(route: str, handler: Handler, metrics: Metrics) -> Handler:
     """Count each answer; a bug answers a plain 500, never a traceback."""
 
     async def guarded(request: web.Request) -> web.StreamResponse:
+        start = time.perf_counter()
         try:
             answer = await handler(request)
         except BadParameter as bad:
@@ -489,7 +510,7 @@ def _guard(route: str, handler: Handler, metrics: Metrics) -> Handler:
         except Exception:
             log.exception("unexpected error on %s %s", request.method, request.path)
             answer = _error(500, "Something went wrong on our side; it has been logged.")
-        metrics.request(route, answer.status)
+        metrics.request(route, answer.status, time.perf_counter() - start)
         return answer
 
     return guarded
@@ -597,21 +618,10 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
 
     async def metrics(request: web.Request) -> web.StreamResponse:
         del request
-        gauges = [
-            (
-                "omnium_gateway_redis_up",
-                "1 when this worker reads through Redis.",
-                1.0 if gateway.cache.redis_up else 0.0,
-            ),
-            (
-                "omnium_gateway_local_entries",
-                "Responses in this worker's memory.",
-                float(len(gateway.cache.local)),
-            ),
-        ]
-        return web.Response(
-            text=gateway.metrics.render(gauges), content_type="text/plain", charset="utf-8"
-        )
+        gateway.sample_gauges()
+        # Rendered off the loop: with several workers it reads every worker's files.
+        body = await asyncio.to_thread(gateway.metrics.render)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     # The router tries routes in order: the busiest first.
     return [
