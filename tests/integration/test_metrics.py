@@ -218,6 +218,15 @@ async def test_every_service_serves_metrics_that_move_with_work(
             )
 
         await _until(delivered, "the change delivered and measured")
+
+        async def both_reads() -> bool:
+            # A worker hands its request counts over within a second (FLUSH_SECONDS).
+            s = await scrape(metrics["gateway"])
+            events = {"route": "events", "code": "200"}
+            was = before["gateway"].value("omnium_gateway_requests_total", **events)
+            return s.value("omnium_gateway_requests_total", **events) - was >= 2
+
+        await _until(both_reads, "the gateway's two reads counted", within=10)
         await delivery.ListClients(delivery_pb2.ListClientsRequest(), timeout=10)
         after = {s: await scrape(metrics[s]) for s in SERVICES}
         # What the gateway showed before, on its own port, still there: every worker summed.

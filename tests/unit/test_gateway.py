@@ -96,6 +96,7 @@ def _worker(directory: str, reads: int, listeners: int) -> None:
         metrics.request("unit", 200, 0.002)
     metrics.db_read("live")
     metrics.live_listeners(listeners)
+    metrics.flush()
 
 
 def test_metrics_sum_every_worker(tmp_path: Path) -> None:
@@ -128,8 +129,19 @@ def test_metrics_sum_every_worker(tmp_path: Path) -> None:
     assert samples.get(("omnium_gateway_live_listeners", ()), 0) == 0
     # A worker's own registry, in memory, when none writes files (make_app alone, the tests).
     alone = Metrics()
-    alone.request("unit", 200, 0.001)
-    assert alone.requests("unit", 200) == 1 and alone.directory is None
+    for seconds in (0.0004, 0.003, 0.003, 2.0):
+        alone.request("unit", 200, seconds)
+    alone.cache("HIT")
+    assert alone.requests("unit", 200) == 4 and alone.directory is None
+    # What the hot path kept, handed over whole: the histogram as observe() would make it.
+    histogram = "omnium_gateway_request_duration_seconds"
+    assert alone.value(f"{histogram}_count", route="unit") == 4
+    assert alone.value(f"{histogram}_sum", route="unit") == pytest.approx(2.0064)
+    assert alone.value(f"{histogram}_bucket", route="unit", le="0.0005") == 1
+    assert alone.value(f"{histogram}_bucket", route="unit", le="0.005") == 3
+    assert alone.value(f"{histogram}_bucket", route="unit", le="1.0") == 3
+    assert alone.value(f"{histogram}_bucket", route="unit", le="+Inf") == 4
+    assert alone.value("omnium_gateway_cache_total", result="HIT") == 1
 
 
 async def test_a_worker_s_memory_lets_the_least_recently_used_response_go_first() -> None:

@@ -39,7 +39,7 @@ from omnium_gateway._limits import (
     parse_api_keys,
     retry_after,
 )
-from omnium_gateway._metrics import Metrics
+from omnium_gateway._metrics import FLUSH_SECONDS, Metrics
 from omnium_gateway._openapi import (
     DISCIPLINE_PATTERN,
     EVENT_PATTERN,
@@ -201,11 +201,14 @@ class Gateway:
             metrics.pool["waiting"].set(waiting(pool))
 
     async def _sample_gauges(self) -> None:
+        every = min(FLUSH_SECONDS, self.settings.metrics_sample_seconds)
         while True:
+            self.metrics.flush()
             self.sample_gauges()
-            await asyncio.sleep(self.settings.metrics_sample_seconds)
+            await asyncio.sleep(every)
 
     async def stop(self) -> None:
+        self.metrics.flush()
         for task in self.tasks:
             task.cancel()
         for task in self.tasks:
@@ -619,6 +622,7 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
     async def metrics(request: web.Request) -> web.StreamResponse:
         del request
         gateway.sample_gauges()
+        gateway.metrics.flush()
         # Rendered off the loop: with several workers it reads every worker's files.
         body = await asyncio.to_thread(gateway.metrics.render)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -5,7 +5,7 @@ made in-process (`make_app` alone, the tests) keeps them in memory."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from bisect import bisect_left
 
 from prometheus_client import (
     CollectorRegistry,
@@ -41,6 +41,8 @@ SINGLE = (
 )
 # Seconds from an entry's XADD (its stream id) to its write to a listener.
 LIVE_LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# How often a worker hands its request counts to prometheus_client (and so to /metrics).
+FLUSH_SECONDS = 1.0
 # A cached read answers in well under a millisecond; a database read in a few.
 REQUEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
@@ -136,22 +138,45 @@ class Metrics:
             )
             for state, doc in pool.items()
         }
-        self._routes: dict[str, tuple[Callable[[float], None], dict[int, Callable[[], None]]]] = {}
+        self._pending_requests: dict[tuple[str, int], int] = {}
+        self._pending_buckets: dict[tuple[str, int], int] = {}
+        self._pending_seconds: dict[str, float] = {}
+        self._pending_cache = dict.fromkeys(CACHE_RESULTS, 0)
 
     # -- the hot path ----------------------------------------------------------------------
+    # A request only adds to plain dicts here; flush() hands the sums to prometheus_client,
+    # whose every increment in multiprocess mode takes a lock, reads the pid and writes the
+    # file. The gateway flushes every FLUSH_SECONDS and before each /metrics answer.
 
     def request(self, route: str, code: int, seconds: float) -> None:
-        kept = self._routes.get(route)
-        if kept is None:
-            kept = self._routes[route] = (self._seconds.labels(route).observe, {})
-        kept[0](seconds)
-        inc = kept[1].get(code)
-        if inc is None:
-            inc = kept[1][code] = self._requests.labels(route, str(code)).inc
-        inc()
+        key = (route, code)
+        self._pending_requests[key] = self._pending_requests.get(key, 0) + 1
+        slot = (route, bisect_left(REQUEST_BUCKETS, seconds))
+        self._pending_buckets[slot] = self._pending_buckets.get(slot, 0) + 1
+        self._pending_seconds[route] = self._pending_seconds.get(route, 0.0) + seconds
 
     def cache(self, result: str) -> None:
-        self._cache[result].inc()
+        self._pending_cache[result] += 1
+
+    def flush(self) -> None:
+        """Hand what the hot path counted to prometheus_client (and so to the files)."""
+        requests, self._pending_requests = self._pending_requests, {}
+        buckets, self._pending_buckets = self._pending_buckets, {}
+        seconds, self._pending_seconds = self._pending_seconds, {}
+        for (route, code), n in requests.items():
+            self._requests.labels(route, str(code)).inc(n)
+        for route, total in seconds.items():
+            # prometheus_client observes one value at a time; a histogram child's sum and
+            # buckets are its own values (pinned version; test_gateway checks the sums).
+            self._seconds.labels(route)._sum.inc(total)
+        for (route, index), n in buckets.items():
+            child = self._seconds.labels(route)
+            # Buckets are kept per bound (not cumulative) and summed at collect time.
+            child._buckets[index].inc(n)
+        for result, n in self._pending_cache.items():
+            if n:
+                self._cache[result].inc(n)
+                self._pending_cache[result] = 0
 
     def db_read(self, ttl_class: str) -> None:
         self._db_reads[ttl_class].inc()
@@ -177,6 +202,7 @@ class Metrics:
 
     def value(self, name: str, **labels: str) -> float:
         """This worker's value of one sample (`omnium_gateway_requests_total`, route=..., ...)."""
+        self.flush()
         found = self.registry.get_sample_value(name, labels)
         return 0.0 if found is None else found
 
@@ -189,7 +215,8 @@ class Metrics:
         return sum(self.value("omnium_gateway_db_reads_total", ttl_class=c) for c in TTL_CLASSES)
 
     def render(self) -> bytes:
-        """Prometheus text: every worker summed when they write files, else this one's."""
+        """Prometheus text: every worker summed when they write files, else this one's. Call
+        flush() first, on the worker's own thread."""
         if self.directory:
             return render_directory(self.directory)
         return generate_latest(self.registry)
