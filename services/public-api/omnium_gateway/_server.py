@@ -116,6 +116,8 @@ def serve(settings: Settings, port: int | None = None, route_sets: Sequence[Rout
     os.makedirs(metrics_dir, exist_ok=True)
     for stale in glob.glob(os.path.join(metrics_dir, "*.db")):
         os.remove(stale)
+    # Its thread only waits on its socket and reads the files, holding no lock a worker needs,
+    # so forking the workers beside it is safe; the workers never serve that socket.
     metrics_server = serve_metrics(
         "gateway", settings.bind_host, settings.gateway_metrics_port, render_registry(metrics_dir)
     )
