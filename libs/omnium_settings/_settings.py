@@ -56,6 +56,24 @@ class Settings:
         "127.0.0.1:50053",
         "Where other services reach imports: host:port, IP:port copies or dns:///name:port.",
     )
+    delivery_address: str = _setting(
+        "127.0.0.1:50054",
+        "Where the console reaches delivery: host:port, IP:port copies or dns:///name:port.",
+    )
+
+    # -- Metrics (Prometheus text at /metrics; 0: not served) --------------------------------
+    gateway_metrics_port: int = _setting(9080, "Gateway: /metrics, every worker summed.")
+    imports_metrics_port: int = _setting(9081, "Imports (doorbell and queue): /metrics.")
+    admin_metrics_port: int = _setting(9082, "Operators' console: /metrics.")
+    command_metrics_port: int = _setting(9051, "Command service: /metrics.")
+    scoring_metrics_port: int = _setting(9052, "Scoring service: /metrics.")
+    delivery_metrics_port: int = _setting(9054, "Delivery service: /metrics.")
+    metrics_sample_seconds: float = _setting(
+        5.0, "How often gauges that take a query (queue depth and age, outbox lag) are read."
+    )
+    gateway_metrics_dir: str = _setting(
+        "", "Folder the gateway's workers keep their metrics files in; empty: a new temporary one."
+    )
 
     # -- gRPC ------------------------------------------------------------------------------
     grpc_auth_required: bool = _setting(True, "Callers must send a bearer token.")
@@ -259,6 +277,15 @@ class Settings:
     delivery_poll_seconds: float = _setting(5.0, "Outbox poll when no NOTIFY arrives.")
     push_target_seconds: float = _setting(2.0, "Target: API and push within this, 95 in 100.")
     sftp_target_seconds: float = _setting(10.0, "Target: SFTP files within this, 95 in 100.")
+    delivery_promise_share: float = _setting(
+        0.95, "Share of a client's changes within its target below which it is alerted."
+    )
+    delivery_promise_window_seconds: float = _setting(
+        900.0, "The sliding window the share within target is measured over."
+    )
+    delivery_promise_check_seconds: float = _setting(
+        15.0, "How often each client's share within target is measured (and alerted)."
+    )
     delivery_outbox_lag_seconds: float = _setting(
         10.0, "Outbox rows saved this recently are read again, for late commits."
     )

@@ -36,7 +36,7 @@ async def plain_errors(request: web.Request, handler: Handler) -> web.StreamResp
             status, title, message = (
                 503,
                 "Failed to read",
-                "The imports or command service did not answer "
+                "The imports, command or delivery service did not answer "
                 f"({code.name.lower().replace('_', ' ')}). Nothing was changed.",
             )
         return error_page(request, status, title, message)

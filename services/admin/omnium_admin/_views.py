@@ -11,6 +11,7 @@ from aiohttp import web
 
 from omnium.command.v1 import command_pb2
 from omnium.common.v1 import actor_pb2
+from omnium.delivery.v1 import delivery_pb2
 from omnium.imports.v1 import imports_pb2
 from omnium_admin import _admins, _present
 from omnium_admin._auth import console, may_act, plain_page, session_of
@@ -369,6 +370,36 @@ def _local_id(value: object) -> str:
     return f"admin:{uuid.uuid4()}"
 
 
+# -- Delivery ------------------------------------------------------------------------------
+
+
+async def _delivery_clients(request: web.Request) -> list[dict[str, Any]]:
+    answer = await console(request).delivery.ListClients(
+        delivery_pb2.ListClientsRequest(), timeout=deadline(request)
+    )
+    return [_present.delivery_client(c) for c in answer.clients]
+
+
+async def delivery_page(request: web.Request) -> web.Response:
+    clients = await _delivery_clients(request)
+    return page(request, "delivery.html", clients=clients, screen="delivery")
+
+
+async def delivery_json(request: web.Request) -> web.Response:
+    return web.json_response({"clients": await _delivery_clients(request)})
+
+
+async def resend(request: web.Request) -> web.Response:
+    if (refused := may_act(request)) is not None:
+        return refused
+    code = request.match_info["code"]
+    answer = await console(request).delivery.Resend(
+        delivery_pb2.ResendRequest(client_code=code), timeout=deadline(request)
+    )
+    feeds = "1 feed" if answer.feeds == 1 else f"{answer.feeds} feeds"
+    raise back("/delivery", f"{code}: {feeds} will be sent again, even where nothing changed.")
+
+
 async def home(request: web.Request) -> web.Response:
     raise web.HTTPSeeOther("/integrations")
 
@@ -392,4 +423,7 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/units/{unit_id}", unit_page)
     r.add_post("/units/{unit_id}/fields", set_fields)
     r.add_post("/units/{unit_id}/unpin", unpin)
+    r.add_get("/delivery", delivery_page)
+    r.add_get("/api/delivery", delivery_json)
+    r.add_post("/delivery/{code}/resend", resend)
     _admins.add_routes(app)

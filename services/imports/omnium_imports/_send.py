@@ -11,6 +11,7 @@ import grpc
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium_grpc import command_message, source_actor
+from omnium_imports._metrics import BATCH_RETRIES, BATCHES
 from omnium_imports._runs import Integration
 from omnium_settings import Settings
 
@@ -69,15 +70,19 @@ async def batch(
                 break
         else:
             if answer.outcome in (command_pb2.OUTCOME_ACCEPTED, command_pb2.OUTCOME_DUPLICATE):
+                BATCHES.labels("saved").inc()
                 return answer, ""
             if answer.outcome == command_pb2.OUTCOME_REFUSED:
+                BATCHES.labels("not_saved").inc()
                 return None, f"refused: {answer.reason}"
             problem = answer.reason or "try again"
         if time.monotonic() + wait > deadline:
             break
         log.info("run %s batch %s: %s; trying again in %.1f s", run_id, batch_no, problem, wait)
+        BATCH_RETRIES.inc()
         await asyncio.sleep(wait)
         wait = min(wait * 2, settings.batch_retry_max_seconds)
+    BATCHES.labels("not_saved").inc()
     return None, f"{problem} ({tries} tries in {time.monotonic() - started:.0f} s)"
 
 

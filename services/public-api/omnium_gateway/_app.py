@@ -3,12 +3,15 @@ the route sets, each answer counted and guarded, built by make_app."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from omnium_db import UNIT_STATUSES
 from omnium_gateway import _reads
@@ -66,6 +69,7 @@ def _guard(route: str, handler: Handler, metrics: Metrics) -> Handler:
     """Count each answer; a bug answers a plain 500, never a traceback."""
 
     async def guarded(request: web.Request) -> web.StreamResponse:
+        start = time.perf_counter()
         try:
             answer = await handler(request)
         except BadParameter as bad:
@@ -73,7 +77,7 @@ def _guard(route: str, handler: Handler, metrics: Metrics) -> Handler:
         except Exception:
             log.exception("unexpected error on %s %s", request.method, request.path)
             answer = error_answer(500, "Something went wrong on our side; it has been logged.")
-        metrics.request(route, answer.status)
+        metrics.request(route, answer.status, time.perf_counter() - start)
         return answer
 
     return guarded
@@ -89,6 +93,20 @@ def _admitted(gateway: Gateway, handler: Handler) -> Handler:
         return await handler(request)
 
     return admitted
+
+
+def _metrics_page(gateway: Gateway) -> Handler:
+    """Prometheus text: every worker's counts summed (multiprocess files), this one's gauges."""
+
+    async def metrics(request: web.Request) -> web.StreamResponse:
+        del request
+        gateway.sample_gauges()
+        gateway.metrics.flush()
+        # Rendered off the loop: with several workers it reads every worker's files.
+        body = await asyncio.to_thread(gateway.metrics.render)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    return metrics
 
 
 def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
@@ -179,24 +197,6 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
         ready, body = await gateway.ready()
         return web.json_response(body, status=200 if ready else 503)
 
-    async def metrics(request: web.Request) -> web.StreamResponse:
-        del request
-        gauges = [
-            (
-                "omnium_gateway_redis_up",
-                "1 when this worker reads through Redis.",
-                1.0 if gateway.cache.redis_up else 0.0,
-            ),
-            (
-                "omnium_gateway_local_entries",
-                "Responses in this worker's memory.",
-                float(len(gateway.cache.local)),
-            ),
-        ]
-        return web.Response(
-            text=gateway.metrics.render(gauges), content_type="text/plain", charset="utf-8"
-        )
-
     # The router tries routes in order: the busiest first.
     return [
         ("unit", "/v1/events/{event}/units/{unit_code}", _admitted(gateway, unit)),
@@ -207,7 +207,7 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
         ("openapi", "/v1/openapi.json", openapi),
         ("healthz", "/healthz", healthz),
         ("readyz", "/readyz", readyz),
-        ("metrics", "/metrics", metrics),
+        ("metrics", "/metrics", _metrics_page(gateway)),
     ]
 
 

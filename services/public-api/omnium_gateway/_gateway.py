@@ -37,10 +37,11 @@ from omnium_gateway._limits import (
     parse_api_keys,
     retry_after,
 )
-from omnium_gateway._metrics import Metrics
+from omnium_gateway._metrics import FLUSH_SECONDS, Metrics
 from omnium_gateway._openapi import document
 from omnium_gateway._outbox import OutboxRelay
 from omnium_gateway._purge import SharedCachePurge
+from omnium_metrics import waiting
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -161,8 +162,29 @@ class Gateway:
             self.tasks.append(asyncio.create_task(self.relay.run()))
             if self.purge is not None:
                 self.tasks.append(asyncio.create_task(self.purge.run()))
+        self.tasks.append(asyncio.create_task(self._sample_gauges()))
+
+    def sample_gauges(self) -> None:
+        """This worker's gauges: Redis, its memory, its pool (summed over workers on /metrics)."""
+        metrics = self.metrics
+        metrics.redis_up.set(1.0 if self.cache.redis_up else 0.0)
+        metrics.local_entries.set(len(self.cache.local))
+        pool = self.pool
+        if pool is not None and not pool.is_closing():
+            idle = pool.get_idle_size()
+            metrics.pool["in_use"].set(pool.get_size() - idle)
+            metrics.pool["idle"].set(idle)
+            metrics.pool["waiting"].set(waiting(pool))
+
+    async def _sample_gauges(self) -> None:
+        every = min(FLUSH_SECONDS, self.settings.metrics_sample_seconds)
+        while True:
+            self.metrics.flush()
+            self.sample_gauges()
+            await asyncio.sleep(every)
 
     async def stop(self) -> None:
+        self.metrics.flush()
         for task in self.tasks:
             task.cancel()
         for task in self.tasks:

@@ -215,7 +215,7 @@ class OutboxRelay:
                     self.purge.request(groups)
             watermark = max(watermark, top)
             await self.redis.set(self.watermark_key, watermark)
-            self.cache.metrics.add("omnium_gateway_outbox_rows_total", len(rows))
+            self.cache.metrics.add("omnium_gateway_outbox_rows", len(rows))
             if len(rows) < BATCH_ROWS:
                 break
         horizon = time.monotonic() - 3 * self.settings.people_transaction_seconds

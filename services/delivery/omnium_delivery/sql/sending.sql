@@ -106,11 +106,13 @@ UPDATE client_feed SET
 
 -- name: record_send
 -- One send: its row, and the feed's state. Delivered: current up to mark :marks (outbox id
--- :outbox_id) and the client's open alerts cleared. Failed or refused: still owed, tried again
+-- :outbox_id) and the client's open send alerts cleared (the promise's alert is cleared by the
+-- promise check, once the window is good again). Failed or refused: still owed, tried again
 -- after :retry_seconds.
 WITH cleared AS (
   UPDATE delivery_alert SET status = 'cleared', cleared_at = now()
-   WHERE client_id = :client_id AND status = 'open' AND :outcome = 'delivered'
+   WHERE client_id = :client_id AND status = 'open' AND kind <> 'promise'
+     AND :outcome = 'delivered'
   RETURNING id
 ),
 attempt AS (

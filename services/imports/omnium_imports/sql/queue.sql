@@ -105,3 +105,12 @@ UPDATE integration i
    AND (i.last_heard_at IS NULL
         OR i.last_heard_at < now() - make_interval(secs => i.check_seconds))
 RETURNING i.id::text;
+
+-- name: queue_depth
+-- For /metrics: jobs waiting and running, and how long the oldest waiting one has waited.
+SELECT count(*) FILTER (WHERE status = 'queued')::int AS queued,
+       count(*) FILTER (WHERE status = 'running')::int AS running,
+       coalesce(extract(epoch FROM clock_timestamp()
+                        - min(created_at) FILTER (WHERE status = 'queued')), 0)::float8 AS oldest
+  FROM integration_job
+ WHERE status IN ('queued', 'running');
