@@ -5,17 +5,14 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from omnium_settings._errors import SettingsError
+from omnium_settings._parse import parse_value
+
 PREFIX = "OMNIUM_"
-
-
-class SettingsError(ValueError):
-    """A setting is missing, misspelt or has a value of the wrong kind."""
 
 
 def _setting(default: Any, doc: str) -> Any:
@@ -506,7 +503,7 @@ class Settings:
                 guess = difflib.get_close_matches(key, known, n=1)
                 hint = f" Did you mean {PREFIX}{guess[0].upper()}?" if guess else ""
                 raise SettingsError(f"{name} is not a setting omnium knows.{hint}")
-            values[key] = _parse(name, raw, known[key].type)
+            values[key] = parse_value(name, raw, known[key].type)
         values.update(overrides)
         settings = cls(**values)
         settings.check()
@@ -575,54 +572,6 @@ class Settings:
                 "or point it at a PostgreSQL server (postgresql://user@host:port/db)."
             )
         return self.database_url
-
-
-def _parse(name: str, raw: str, hint: Any) -> Any:
-    target = _resolve(hint)
-    origin = typing.get_origin(target)
-    args = typing.get_args(target)
-    optional = origin in (typing.Union, types.UnionType) and type(None) in args
-    if optional:
-        if raw == "":
-            return None
-        target = next(a for a in args if a is not type(None))
-        origin = typing.get_origin(target)
-        args = typing.get_args(target)
-    try:
-        return _convert(raw, target, origin, args)
-    except ValueError:
-        kind = getattr(target, "__name__", str(target))
-        raise SettingsError(f"{name}={raw!r} is not a valid {kind}.") from None
-
-
-def _convert(raw: str, target: object, origin: object, args: tuple[object, ...]) -> object:
-    """raw as the (non-optional) type target; ValueError when it is not one."""
-    if target is bool:
-        return _boolean(raw)
-    if target is int:
-        return int(raw.replace("_", ""))
-    if target is float:
-        return float(raw)
-    if origin is tuple:
-        return tuple(part.strip() for part in raw.split(",") if part.strip())
-    if origin is Literal and raw not in args:
-        raise ValueError(raw)
-    return raw
-
-
-def _boolean(raw: str) -> bool:
-    lowered = raw.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(raw)
-
-
-def _resolve(hint: Any) -> Any:
-    if isinstance(hint, str):
-        return eval(hint, {**vars(typing), "Literal": Literal}, {})
-    return hint
 
 
 def describe_settings() -> list[tuple[str, str, str]]:
