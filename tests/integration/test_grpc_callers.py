@@ -28,7 +28,7 @@ from tests.support.command import (
 )
 from tests.support.games import make_games, make_run
 from tests.support.imports import games_day
-from tests.support.scoring import action, assign, running_scoring, scorer
+from tests.support.scoring import MINA, action, assign, running_scoring, scorer
 
 OK = "OK"
 DENIED = grpc.StatusCode.PERMISSION_DENIED.name
@@ -286,7 +286,7 @@ async def test_each_role_s_calls_on_the_scoring_service(
     assert await _timeline(db, "gateway:1") == (
         "scorer",
         "Mina Park",
-        "account:11",
+        f"account:{MINA}",
         "scorer-console",
     )
 

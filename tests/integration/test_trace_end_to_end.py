@@ -26,7 +26,7 @@ from tests.support.games import EVENT, make_games
 from tests.support.gateway import running_gateway
 from tests.support.imports import games_day
 from tests.support.receiver import webhook_receiver
-from tests.support.scoring import running_scoring
+from tests.support.scoring import assign, running_scoring
 from tests.support.servers import Servers
 from tests.support.sse import read_events
 
@@ -143,6 +143,7 @@ async def test_one_scorer_tap_is_one_trace_from_the_gateway_to_the_sse_publish(
                 await Accounts(pool, routes).create("mina", "Mina Park", "scorer", "a long pass")
             finally:
                 await pool.close()
+            await assign(db, [unit], "mina")  # her match: the tap is saved, not refused
             async with httpx.AsyncClient(base_url=gateway.url) as http:
                 signed = await http.post(
                     "/score/api/sign-in", json={"login": "mina", "password": "a long pass"}
