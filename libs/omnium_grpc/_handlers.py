@@ -14,18 +14,25 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import cast, final
 
 import grpc
+from google.protobuf.message import Message
 from grpc import aio
 
 from omnium_grpc._auth import BearerTokens
 
 log = logging.getLogger(__name__)
 
+# A servicer method as grpc calls it: (request, context), the request an iterator of messages
+# when the client streams. grpc has no type stubs here, so only the shape of the answer is known.
+Method = Callable[..., Awaitable[Message | None]]
+StreamMethod = Callable[..., AsyncIterator[Message]]
 
+
+@final  # so `type(x) is _Corrupt` tells mypy what x is not, too
 @dataclass(frozen=True, slots=True)
 class _Corrupt:
     problem: str
@@ -37,11 +44,13 @@ class _CorruptInStream(Exception):
         self.corrupt = corrupt
 
 
-def _decoder(method: str, decode: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+def _decoder(
+    method: str, decode: Callable[[bytes], Message] | None
+) -> Callable[[bytes], Message | _Corrupt] | None:
     if decode is None:
         return None
 
-    def decoded(raw: bytes) -> Any:
+    def decoded(raw: bytes) -> Message | _Corrupt:
         try:
             return decode(raw)
         except Exception as exc:
@@ -61,7 +70,7 @@ class _Guard:
         self.method = method
         self.tokens = tokens
 
-    async def check(self, request: Any, context: aio.ServicerContext) -> None:
+    async def check(self, request: Message | _Corrupt | None, context: aio.ServicerContext) -> None:
         if self.tokens is not None:
             problem = self.tokens.problem(context.invocation_metadata())
             if problem is not None:
@@ -73,35 +82,69 @@ class _Guard:
         log.info("%s: refused a request that does not decode", self.method)
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, corrupt.problem)
 
-    async def requests(self, iterator: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async def requests(self, iterator: AsyncIterator[Message | _Corrupt]) -> AsyncIterator[Message]:
         async for request in iterator:
             if type(request) is _Corrupt:
                 raise _CorruptInStream(request)
             yield request
 
-    def unary(self, behaviour: Callable[..., Any], *, streamed: bool) -> Callable[..., Any]:
-        async def guarded(request: Any, context: aio.ServicerContext) -> Any:
-            await self.check(None if streamed else request, context)
-            if streamed:
-                request = self.requests(request)
+    def unary(self, behaviour: Method, *, streamed: bool) -> Method:
+        if streamed:
+            return self._unary_streamed(behaviour)
+
+        async def guarded(
+            request: Message | _Corrupt, context: aio.ServicerContext
+        ) -> Message | None:
+            await self.check(request, context)
             try:
                 return await behaviour(request, context)
+            except _CorruptInStream as exc:
+                await self._refuse(exc.corrupt, context)
+                return None
+
+        return guarded
+
+    def _unary_streamed(self, behaviour: Method) -> Method:
+        async def guarded(
+            requests: AsyncIterator[Message | _Corrupt], context: aio.ServicerContext
+        ) -> Message | None:
+            await self.check(None, context)
+            try:
+                return await behaviour(self.requests(requests), context)
+            except _CorruptInStream as exc:
+                await self._refuse(exc.corrupt, context)
+                return None
+
+        return guarded
+
+    def streaming(
+        self, behaviour: Method | StreamMethod, *, streamed: bool
+    ) -> Method | StreamMethod:
+        if not inspect.isasyncgenfunction(behaviour):
+            # A handler that writes with context.write() and returns.
+            return self.unary(cast(Method, behaviour), streamed=streamed)
+        if streamed:
+            return self._streaming_streamed(behaviour)
+
+        async def guarded(
+            request: Message | _Corrupt, context: aio.ServicerContext
+        ) -> AsyncIterator[Message]:
+            await self.check(request, context)
+            try:
+                async for message in behaviour(request, context):
+                    yield message
             except _CorruptInStream as exc:
                 await self._refuse(exc.corrupt, context)
 
         return guarded
 
-    def streaming(self, behaviour: Callable[..., Any], *, streamed: bool) -> Callable[..., Any]:
-        if not inspect.isasyncgenfunction(behaviour):
-            # A handler that writes with context.write() and returns.
-            return self.unary(behaviour, streamed=streamed)
-
-        async def guarded(request: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:
-            await self.check(None if streamed else request, context)
-            if streamed:
-                request = self.requests(request)
+    def _streaming_streamed(self, behaviour: StreamMethod) -> StreamMethod:
+        async def guarded(
+            requests: AsyncIterator[Message | _Corrupt], context: aio.ServicerContext
+        ) -> AsyncIterator[Message]:
+            await self.check(None, context)
             try:
-                async for message in behaviour(request, context):
+                async for message in behaviour(self.requests(requests), context):
                     yield message
             except _CorruptInStream as exc:
                 await self._refuse(exc.corrupt, context)
@@ -130,7 +173,9 @@ class _GuardedGenericHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
         self._inner = inner
         self._tokens = tokens
 
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
+    def service(
+        self, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
         handler = self._inner.service(handler_call_details)
         if handler is None:
             return None

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
+from aiohttp.typedefs import Handler, Middleware
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -18,6 +18,9 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.trace import SpanKind
 
 from omnium_settings import Settings
+
+if TYPE_CHECKING:
+    from grpc import aio
 
 # The process's provider, once set up; None means tracing is off and no interceptor is added.
 _provider: TracerProvider | None = None
@@ -54,7 +57,7 @@ def shutdown_tracing() -> None:
         _provider = None
 
 
-def grpc_server_interceptors(settings: Settings) -> list[Any]:
+def grpc_server_interceptors(settings: Settings) -> list[aio.ServerInterceptor]:
     del settings  # tracing is on when set up, whatever the call site's settings
     if _provider is None:
         return []
@@ -63,7 +66,7 @@ def grpc_server_interceptors(settings: Settings) -> list[Any]:
     return [aio_server_interceptor(tracer_provider=_provider)]  # type: ignore[no-untyped-call]
 
 
-def grpc_client_interceptors(settings: Settings) -> list[Any]:
+def grpc_client_interceptors(settings: Settings) -> list[aio.ClientInterceptor]:
     del settings
     if _provider is None:
         return []
@@ -72,7 +75,7 @@ def grpc_client_interceptors(settings: Settings) -> list[Any]:
     return list(aio_client_interceptors(tracer_provider=_provider))  # type: ignore[no-untyped-call]
 
 
-def aiohttp_middlewares(settings: Settings) -> list[Any]:
+def aiohttp_middlewares(settings: Settings) -> list[Middleware]:
     """A server span per request, continuing the caller's trace (W3C traceparent).
 
     opentelemetry-instrumentation-aiohttp-server's middleware only works after its
