@@ -14,7 +14,7 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import asyncpg
 import httpx
@@ -608,7 +608,7 @@ class Pipeline:
         scout_run_id: str,
         *,
         version: MappingVersion | None = None,
-        items: list[Any] | None = None,
+        items: list[object] | None = None,
     ) -> tuple[list[command_pb2.RowAnswer], dict[str, int]]:
         """A stored Scout run against today's data: what each row would do. Writes nothing.
 
