@@ -21,6 +21,7 @@ TYPED := \
   libs/omnium_devstack \
   libs/omnium_process \
   libs/omnium_alerts \
+  libs/omnium_metrics \
   libs/omnium_accounts \
   libs/omnium_live \
   libs/omnium_sports \
@@ -37,7 +38,7 @@ TYPED := \
 
 .PHONY: help
 help: ## List every target
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # Pinned with hashes (pip-compile, see requirements/README.md): runtime.txt is what the image
 # installs; build.txt makes the contracts; dev.txt adds the tests' and linters' tools.
@@ -156,15 +157,19 @@ bench-admin: install system tools ## Benchmark: the console's pages under wrk, s
 	$(PY) -m bench.admin_pages $(BENCH_ARGS)
 
 .PHONY: bench-delivery
-bench-delivery: install system ## Benchmark: 300 changes over 60 s to 3 SFTP, 3 webhook clients and 50 SSE listeners
+bench-delivery: install system ## Benchmark: 300 changes over 60 s to 3 SFTP, 3 webhook clients and 50 SSE listeners (--trace-ratio R: tracing on)
 	$(PY) -m bench.delivery $(BENCH_ARGS)
+
+.PHONY: bench-e2e
+bench-e2e: install system ## Benchmark: Scout's doorbell for a run of 50 changed results, through imports, command and delivery, to an SSE listener, a webhook and an SFTP client (20 runs; --trace-ratio R: tracing on)
+	$(PY) -m bench.e2e $(BENCH_ARGS)
 
 .PHONY: bench-push
 bench-push: install system tools ## Benchmark: live push to 1,000 SSE listeners on the real gateway, 5 changes a second for 30 s (--listeners N; --anchor nchan: then nginx's nchan in its place)
 	$(PY) -m bench.push $(BENCH_ARGS)
 
 .PHONY: bench-api
-bench-api: install system tools ## Benchmark: the public API gateway under wrk (1,240 units, warm cache; plain, gzip/br, behind Varnish) vs a bare aiohttp ceiling
+bench-api: install system tools ## Benchmark: the public API gateway under wrk (1,240 units, warm cache; plain, gzip/br, behind Varnish) vs a bare aiohttp ceiling (--trace-ratio R: tracing on)
 	$(PY) -m bench.gateway_api $(BENCH_ARGS)
 
 .PHONY: stack-up

@@ -196,3 +196,70 @@ async def add_scored_match(
         unit,
     )
     return unit
+
+
+# --- tracing ---------------------------------------------------------------------------------
+
+
+class TraceSink:
+    """The OTLP sink's process (bench.otlp_sink) and the settings that send traces to it."""
+
+    def __init__(self, ratio: float, out: Path | None = None) -> None:
+        import subprocess
+        import sys
+
+        self.ratio = ratio
+        self.port = free_port()
+        self.spans: int | None = None
+        keep = ["--out", str(out)] if out is not None else []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.otlp_sink", "--port", str(self.port), *keep],
+            cwd=Path(__file__).resolve().parents[1],
+            stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        if self.proc.stdout.readline().strip() != "ready":
+            raise BenchError("the OTLP trace sink (bench.otlp_sink) did not start")
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "OMNIUM_TELEMETRY_EXPORTER": "otlp",
+            "OMNIUM_OTLP_ENDPOINT": f"http://127.0.0.1:{self.port}",
+            "OMNIUM_TELEMETRY_SAMPLE_RATIO": str(self.ratio),
+        }
+
+    def close(self) -> None:
+        import signal
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            out, _ = self.proc.communicate(timeout=15)
+            for line in out.splitlines():
+                if line.startswith("spans "):
+                    self.spans = int(line.split()[1])
+
+
+@contextlib.contextmanager
+def tracing(ratio: float | None, out: Path | None = None) -> Iterator[TraceSink | None]:
+    """With a ratio: the services export traces (OTLP, that share of new traces kept) to a sink
+    that counts them (and writes them to `out`). None: tracing off, as by default."""
+    if ratio is None:
+        yield None
+        return
+    sink = TraceSink(ratio, out)
+    try:
+        yield sink
+    finally:
+        sink.close()
+
+
+def tracing_line(sink: TraceSink | None) -> str:
+    if sink is None:
+        return "# tracing off"
+    return (
+        f"# tracing on: OTLP to a sink, sample ratio {sink.ratio:g}; "
+        f"{sink.spans if sink.spans is not None else '?'} spans exported"
+    )

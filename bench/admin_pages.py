@@ -33,6 +33,8 @@ from omnium_settings import Settings
 
 DB_NAME = "omnium_bench_admin"
 TOKEN = "bench"
+# The console acts for its signed-in person with a caller of its own (docs/callers.md).
+CONSOLE_TOKEN = "bench-admin-console"
 SECRET = "bench-doorbell-secret"
 PASSWORD = "bench password 1"
 CODE = "bench-schedule"
@@ -60,7 +62,7 @@ async def stack(database_url: str, runs: int) -> AsyncIterator[tuple[AdminApp, s
     base = Settings.from_env(
         {},
         database_url=database_url,
-        grpc_tokens=(TOKEN,),
+        grpc_callers=(f"bench:service:{TOKEN}", f"admin-console:operator-console:{CONSOLE_TOKEN}"),
         grpc_token=TOKEN,
         scout_retry_base_seconds=0.01,
         imports_poll_seconds=0.2,
@@ -76,7 +78,9 @@ async def stack(database_url: str, runs: int) -> AsyncIterator[tuple[AdminApp, s
         )
     )
     await sim.start()
-    admin = AdminApp(settings.replace(imports_address=f"127.0.0.1:{imports.grpc_port}"))
+    admin = AdminApp(
+        settings.replace(imports_address=f"127.0.0.1:{imports.grpc_port}", grpc_token=CONSOLE_TOKEN)
+    )
     db = await asyncpg.connect(database_url)
     await init_connection(db)
     try:

@@ -754,7 +754,7 @@ async def with_command_process(
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
     env |= {
         "OMNIUM_DATABASE_URL": db_url,
-        "OMNIUM_GRPC_TOKENS": TOKEN,
+        "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
         "OMNIUM_COMMAND_PORT": str(port),
     }
     with tempfile.TemporaryDirectory(prefix="bench-command-") as tmp:

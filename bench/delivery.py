@@ -31,7 +31,6 @@ import asyncpg
 import asyncssh
 import redis.asyncio as aioredis
 from aiohttp import web
-from google.protobuf import json_format, struct_pb2
 
 from bench._common import (
     BenchError,
@@ -42,12 +41,13 @@ from bench._common import (
     percentile,
     recreate,
     servers,
+    tracing,
+    tracing_line,
 )
 from omnium.command.v1 import command_pb2, command_pb2_grpc
-from omnium.common.v1 import actor_pb2
 from omnium_db import apply_migrations, init_connection
 from omnium_delivery import load_clients
-from omnium_grpc import open_channel
+from omnium_grpc import actor_message, command_message, open_channel
 from omnium_live import stream_key
 from omnium_settings import Settings
 
@@ -317,25 +317,24 @@ async def all_delivered(conn: asyncpg.Connection) -> bool:
 
 
 def change(n: int, rng: random.Random, units: dict[str, list[str]]) -> command_pb2.Command:
-    actor = actor_pb2.Actor(kind=actor_pb2.Actor.KIND_SCORER, name="bench scorer")
-    payload = struct_pb2.Struct()
+    actor = actor_message("scorer", "bench scorer", screen="bench")
     if n % 10 == 9:
         # A medal table change inside the top five, so every medal feed changes.
         noc = NOCS[rng.randrange(5)]
-        json_format.ParseDict({"fields": {"gold": 100 + n}}, payload)
         subject = command_pb2.Subject(kind="medal_row", code=f":{noc}", event_code=EVENT)
-        return command_pb2.Command(
-            command_id=f"bench-{n}", code="medals.set_row", subject=subject,
-            payload=payload, actor=actor,
-        )  # fmt: skip
+        return command_message(
+            f"bench-{n}", "medals.set_row", {"fields": {"gold": 100 + n}}, actor, subject=subject
+        )
     # The webhook clients follow the first disciplines: a third of the changes land there.
     d = DISCIPLINES[n % 3] if n % 3 == 0 else rng.choice(DISCIPLINES)
     unit = rng.choice(units[d])
-    json_format.ParseDict({"sides": [{"order": 1, "score": str(n)}]}, payload)
-    return command_pb2.Command(
-        command_id=f"bench-{n}", code="results.set_sides",
-        subject=command_pb2.Subject(kind="unit", id=unit), payload=payload, actor=actor,
-    )  # fmt: skip
+    return command_message(
+        f"bench-{n}",
+        "results.set_sides",
+        {"sides": [{"order": 1, "score": str(n)}]},
+        actor,
+        unit_id=unit,
+    )
 
 
 @dataclass
@@ -350,7 +349,9 @@ class Results:
     load: float = 0.0
 
 
-async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Results:
+async def run(
+    db_server: str, redis_url: str, args: argparse.Namespace, trace_env: Mapping[str, str]
+) -> Results:
     rng = random.Random(args.seed)
     await recreate(db_server, DB_NAME)
     db_url = database_url_for(db_server, DB_NAME)
@@ -362,7 +363,7 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> Resul
         await apply_migrations(conn)
         units = await seed(conn, args.units)
         receivers = await open_receivers(conn, tmp, seen, redis_url, args)
-        env, command_port = service_env(db_url, redis_url, args)
+        env, command_port = service_env(db_url, redis_url, args, trace_env)
         async with (
             processes(env, tmp) as delivery,
             sse_side(redis_url, args.listeners, tmp, seen),
@@ -432,7 +433,7 @@ async def open_receivers(
 
 
 def service_env(
-    db_url: str, redis_url: str, args: argparse.Namespace
+    db_url: str, redis_url: str, args: argparse.Namespace, trace_env: Mapping[str, str]
 ) -> tuple[dict[str, str], int]:
     """The command and delivery processes' environment, and the command service's port."""
     ports = {"OMNIUM_COMMAND_PORT": free_port(), "OMNIUM_DELIVERY_PORT": free_port()}
@@ -441,9 +442,10 @@ def service_env(
     env |= {
         "OMNIUM_DATABASE_URL": db_url,
         "OMNIUM_REDIS_URL": redis_url,
-        "OMNIUM_GRPC_TOKENS": TOKEN,
+        "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
         "OMNIUM_GRPC_TOKEN": TOKEN,
         "OMNIUM_LOG_LEVEL": "WARNING",
+        **trace_env,
     }
     if args.delivery_nice is not None:
         env["OMNIUM_DELIVERY_NICE"] = str(args.delivery_nice)
@@ -592,6 +594,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         help="run delivery at this CPU priority step instead of its setting (default +5)",
     )
+    parser.add_argument(
+        "--trace-ratio",
+        type=float,
+        default=None,
+        help="tracing on: the services export traces over OTLP to a counting sink, keeping "
+        "this share of new traces (0.01: 1 %%); off by default",
+    )
     return parser.parse_args(argv)
 
 
@@ -599,11 +608,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     try:
-        with servers(args.data_dir, say) as (db_server, redis_url):
-            results = asyncio.run(run(db_server, redis_url, args))
+        with (
+            servers(args.data_dir, say) as (db_server, redis_url),
+            tracing(args.trace_ratio) as sink,
+        ):
+            results = asyncio.run(run(db_server, redis_url, args, sink.env if sink else {}))
     except BenchError as exc:
         print(f"bench.delivery: {exc}", file=sys.stderr, flush=True)
         return 1
+    print(tracing_line(sink))
     for line in report(args, results):
         print(line)
     return 0

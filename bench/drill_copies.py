@@ -714,7 +714,7 @@ async def _with_servers(
         "OMNIUM_DATABASE_URL": url,
         "OMNIUM_REDIS_URL": redis_url,
         "OMNIUM_DATABASE_STANDBY_EXPECTED": "true",
-        "OMNIUM_GRPC_TOKENS": TOKEN,
+        "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
         "OMNIUM_GRPC_TOKEN": TOKEN,
         "OMNIUM_GATEWAY_API_KEYS": f"drill:{READER_KEY}:10000:10000",
         "OMNIUM_LOG_LEVEL": "INFO",

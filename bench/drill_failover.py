@@ -311,7 +311,7 @@ async def _with_servers(
     values |= {
         "OMNIUM_DATABASE_URL": url,
         "OMNIUM_REDIS_URL": redis_url,
-        "OMNIUM_GRPC_TOKENS": TOKEN,
+        "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
         "OMNIUM_GRPC_TOKEN": TOKEN,
         "OMNIUM_COMMAND_ADDRESS": f"127.0.0.1:{ports['command']}",
         "OMNIUM_SCORING_ADDRESS": f"127.0.0.1:{ports['scoring']}",

@@ -23,7 +23,14 @@ from pathlib import Path
 import asyncpg
 import httpx
 
-from bench._common import BenchError, database_url_for, require, servers
+from bench._common import (
+    BenchError,
+    database_url_for,
+    require,
+    servers,
+    tracing,
+    tracing_line,
+)
 from omnium_db import apply_migrations
 from omnium_devstack import free_port
 from omnium_devstack.varnish import RunningVarnish, running_varnish
@@ -306,7 +313,9 @@ async def db_reads(url: str) -> dict[str, float]:
 # --- the run ---------------------------------------------------------------------------------
 
 
-async def run(database_url: str, redis_url: str, args: argparse.Namespace) -> Results:
+async def run(
+    database_url: str, redis_url: str, args: argparse.Namespace, trace_env: dict[str, str]
+) -> Results:
     from omnium_settings import Settings
 
     live_ttl = Settings.from_env({}).cache_ttl_live
@@ -339,7 +348,7 @@ async def run(database_url: str, redis_url: str, args: argparse.Namespace) -> Re
             )
         api_port, bare_port, varnish_port = free_port(), free_port(), free_port()
         api_url, bare_url = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{bare_port}"
-        env = gateway_env(url, redis_url, api_port, args.workers)
+        env = gateway_env(url, redis_url, api_port, args.workers) | trace_env
         with process([sys.executable, "-m", "omnium_gateway"], env):
             await wait_ready(api_url)
             await warm(api_url, mix, live_ttl)
@@ -501,6 +510,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=20260920)
     parser.add_argument("--data-dir", type=Path, default=ROOT / ".omnium" / "bench-api")
+    parser.add_argument(
+        "--trace-ratio",
+        type=float,
+        default=None,
+        help="tracing on: the gateway exports traces over OTLP to a counting sink, keeping "
+        "this share of new traces (0.01: 1 %%); off by default",
+    )
     return parser.parse_args(argv)
 
 
@@ -509,11 +525,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     try:
         require("wrk")
-        with servers(args.data_dir) as (database_url, redis_url):
-            results = asyncio.run(run(database_url, redis_url, args))
+        with (
+            servers(args.data_dir) as (database_url, redis_url),
+            tracing(args.trace_ratio) as sink,
+        ):
+            results = asyncio.run(run(database_url, redis_url, args, sink.env if sink else {}))
     except BenchError as exc:
         print(f"bench.gateway_api: {exc}", file=sys.stderr, flush=True)
         return 1
+    print(tracing_line(sink))
     for line in report(args, results):
         print(line)
     return 0

@@ -40,6 +40,7 @@ from bench._common import (
 )
 from dev.demo import Feed, demo_integrations
 from omnium_db import apply_migrations, init_connection
+from omnium_grpc import ROW_OUTCOMES as COMMAND_ROW_OUTCOMES
 from omnium_scout_sim import ScoutSimulator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,22 +58,9 @@ BIG = ("bench-schedule-big", "schedule-big", "B")
 # Long enough that the scheduler never queues a check during the bench (it only checks
 # integrations not heard from for this long); its start-up check is waited out before timing.
 CHECK_SECONDS = 86_400
-# The run's outcome counters that count rows; any other counter (say how many rows a fast path
-# skipped) is shown, not checked.
-ROW_OUTCOMES = frozenset(
-    {
-        "accepted",
-        "unchanged",
-        "kept_by_hand",
-        "refused",
-        "not_placed",
-        "held",
-        "skipped",
-        "older",
-        "problem",
-        "not_sent",
-    }
-)
+# The run's outcome counters that count rows (each row outcome of the command service, and
+# not_sent); any other counter (say how many rows a fast path skipped) is shown, not checked.
+ROW_OUTCOMES = frozenset(COMMAND_ROW_OUTCOMES.values()) | {"not_sent"}
 FINISHED = frozenset({"done", "partly_done", "failed", "scout_failed", "older", "paused_by_guard"})
 POLL_SECONDS = 0.005
 START_SECONDS = 60.0
@@ -658,7 +646,7 @@ async def services_running(
         service_env(
             {
                 "OMNIUM_DATABASE_URL": db_url,
-                "OMNIUM_GRPC_TOKENS": TOKEN,
+                "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
                 "OMNIUM_COMMAND_PORT": str(command_port),
             }
         ),
@@ -671,7 +659,7 @@ async def services_running(
         extra = {
             "OMNIUM_DATABASE_URL": db_url,
             "OMNIUM_GRPC_TOKEN": TOKEN,
-            "OMNIUM_GRPC_TOKENS": TOKEN,
+            "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
             "OMNIUM_IMPORTS_PORT": str(free_port()),
             "OMNIUM_COMMAND_ADDRESS": f"127.0.0.1:{command_port}",
             "OMNIUM_DOORBELL_PORT": str(doorbell_port),

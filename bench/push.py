@@ -40,7 +40,6 @@ from typing import Any
 import aiohttp
 import asyncpg
 import redis.asyncio as aioredis
-from google.protobuf import json_format, struct_pb2
 
 from bench._common import (
     BenchError,
@@ -56,9 +55,8 @@ from bench._common import (
 from bench._nchan import relay, require_nchan, running_nchan
 from bench.delivery import EVENT, TOKEN, processes, seed
 from omnium.command.v1 import command_pb2, command_pb2_grpc
-from omnium.common.v1 import actor_pb2
 from omnium_db import apply_migrations, init_connection
-from omnium_grpc import open_channel
+from omnium_grpc import actor_message, command_message, open_channel
 from omnium_live import stream_key
 from omnium_settings import Settings
 
@@ -241,13 +239,13 @@ async def stop_clients(clients: list[tuple[asyncio.subprocess.Process, Path]]) -
 
 
 def change(command_id: str, score: int, unit_id: str) -> command_pb2.Command:
-    actor = actor_pb2.Actor(kind=actor_pb2.Actor.KIND_SCORER, name="bench scorer")
-    payload = struct_pb2.Struct()
-    json_format.ParseDict({"sides": [{"order": 1, "score": str(score)}]}, payload)
-    return command_pb2.Command(
-        command_id=command_id, code="results.set_sides",
-        subject=command_pb2.Subject(kind="unit", id=unit_id), payload=payload, actor=actor,
-    )  # fmt: skip
+    return command_message(
+        command_id,
+        "results.set_sides",
+        {"sides": [{"order": 1, "score": str(score)}]},
+        actor_message("scorer", "bench scorer", screen="bench"),
+        unit_id=unit_id,
+    )
 
 
 async def redis_clients(redis: aioredis.Redis) -> int:
@@ -324,7 +322,7 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> list[
         env |= {
             "OMNIUM_DATABASE_URL": db_url,
             "OMNIUM_REDIS_URL": redis_url,
-            "OMNIUM_GRPC_TOKENS": TOKEN,
+            "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
             "OMNIUM_GRPC_TOKEN": TOKEN,
             "OMNIUM_LOG_LEVEL": "WARNING",
         }

@@ -277,7 +277,7 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
         env |= {
             "OMNIUM_DATABASE_URL": db_url,
-            "OMNIUM_GRPC_TOKENS": TOKEN,
+            "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
             "OMNIUM_GRPC_TOKEN": TOKEN,
             "OMNIUM_COMMAND_PORT": str(command_port),
             "OMNIUM_COMMAND_ADDRESS": f"127.0.0.1:{command_port}",
@@ -380,7 +380,7 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
 
 async def gateway() -> None:
     """The real gateway app with the scorer routes: one worker of `python -m omnium_gateway`."""
-    from omnium_gateway import Metrics, ScorerRoutes
+    from omnium_gateway import ScorerRoutes
     from omnium_gateway._server import run_worker
     from omnium_settings import Settings
     from omnium_telemetry import setup_tracing, shutdown_tracing
@@ -390,9 +390,7 @@ async def gateway() -> None:
     # SIGTERM: one worker, so this process's CPU is the whole gateway's.
     setup_tracing("omnium-gateway", settings)
     try:
-        await run_worker(
-            settings, settings.gateway_port, Metrics(1), route_sets=[ScorerRoutes(settings)]
-        )
+        await run_worker(settings, settings.gateway_port, route_sets=[ScorerRoutes(settings)])
     finally:
         shutdown_tracing()
 

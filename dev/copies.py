@@ -69,7 +69,7 @@ def addresses(settings: Settings) -> dict[str, str]:
         f"OMNIUM_{service.upper()}_ADDRESS": ",".join(
             f"{host}:{grpc_port(settings, service, n)}" for n in range(1, COPIES + 1)
         )
-        for service in ("command", "scoring", "imports")
+        for service in ("command", "scoring", "imports", "delivery")
     }
 
 
@@ -86,6 +86,10 @@ def _copy(spec: ServiceSpec, settings: Settings, n: int) -> ServiceSpec:
         port = http_port(settings, spec.name, n)
         env[f"OMNIUM_{setting}"] = str(port)
         listens.append((_BACKEND[spec.name], f"http://{host}:{port}"))
+    metrics = f"{spec.name}_metrics_port"
+    if getattr(settings, metrics, 0):
+        # Each copy its own /metrics port: the second one 100 above the first.
+        env[f"OMNIUM_{metrics.upper()}"] = str(getattr(settings, metrics) + 100 * (n - 1))
     return dataclasses.replace(spec, name=f"{spec.name}-{n}", env=env, listens=listens)
 
 

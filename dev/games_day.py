@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import secrets
@@ -24,11 +25,52 @@ from omnium_settings import Settings
 log = logging.getLogger(__name__)
 
 
-def services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
+# The caller each process calls the others as (docs/callers.md): name and role. Command and
+# delivery call no one; the provider pull sends its commands as scoring.
+PROCESS_CALLERS: dict[str, tuple[str, str]] = {
+    "imports": ("imports", "service"),
+    "scoring": ("scoring", "service"),
+    "providers": ("scoring", "service"),
+    "admin": ("admin-console", "operator-console"),
+    "gateway": ("gateway", "scorer-console"),
+}
+# The token `make run` prints, for grpcurl and the command lines beside the stack
+# (`python -m omnium_imports ...`): a caller of its own.
+TOOLS_CALLER = ("dev-tools", "service")
+
+
+def grpc_callers(data_dir: Path, tools_token: str) -> tuple[str, dict[str, str]]:
+    """OMNIUM_GRPC_CALLERS for every server of the dev stack, and each process's own token.
+    The tokens are kept beside the data, the same across restarts."""
+    tokens = {name: _secret(data_dir, f"grpc-token-{name}") for name, _ in PROCESS_CALLERS.values()}
+    roles = dict(PROCESS_CALLERS.values())
+    items = [f"{TOOLS_CALLER[0]}:{TOOLS_CALLER[1]}:{tools_token}"]
+    items += [f"{name}:{roles[name]}:{token}" for name, token in tokens.items()]
+    by_process = {process: tokens[name] for process, (name, _) in PROCESS_CALLERS.items()}
+    return ",".join(items), by_process
+
+
+def services(
+    settings: Settings, secret_file: Path, tokens: Mapping[str, str] | None = None
+) -> list[ServiceSpec]:
     """Every process `make run` starts. A new service adds its line here.
 
-    No priorities here: each service lowers its own from its settings (imports_nice,
-    delivery_nice, provider_nice, scoring_nice), as it does under Kubernetes and systemd."""
+    `tokens`: each process's own gRPC token (`grpc_callers`); without it every process sends
+    OMNIUM_GRPC_TOKEN. No priorities here: each service lowers its own from its settings
+    (imports_nice, delivery_nice, provider_nice, scoring_nice), as it does under Kubernetes
+    and systemd."""
+    specs = _services(settings, secret_file)
+    if tokens is None:
+        return specs
+    return [
+        dataclasses.replace(spec, env={**spec.env, "OMNIUM_GRPC_TOKEN": tokens[spec.name]})
+        if spec.name in tokens
+        else spec
+        for spec in specs
+    ]
+
+
+def _services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
     host = settings.bind_host
     doorbell = f"http://{host}:{settings.doorbell_port}"
     data_dir = secret_file.parent
@@ -178,8 +220,9 @@ async def _run(
     secret: str,
     *,
     ha: bool = False,
+    tokens: Mapping[str, str] | None = None,
 ) -> int:
-    specs = services(settings, data_dir / "scout-secret")
+    specs = services(settings, data_dir / "scout-secret", tokens)
     if ha:
         specs = two_copies(specs, settings, data_dir)
     running = asyncio.ensure_future(run_services(specs, env))
@@ -257,22 +300,31 @@ def run_games_day(
         log.info("schema up to date%s", f" (applied {applied})" if applied else "")
         token = settings.grpc_token or _secret(data_dir, "grpc-token")
         scout_secret = _secret(data_dir, "scout-secret")
+        callers, tokens = grpc_callers(data_dir, token)
         env = {
             "OMNIUM_DATABASE_URL": database_url,
             "OMNIUM_REDIS_URL": redis_url,
-            "OMNIUM_GRPC_TOKENS": ",".join(settings.grpc_tokens) or token,
+            "OMNIUM_GRPC_CALLERS": ",".join(settings.grpc_callers) or callers,
             "OMNIUM_GRPC_TOKEN": token,
         }
         if ha:
             env["OMNIUM_DATABASE_STANDBY_EXPECTED"] = "true"
             env.update(addresses(settings))
         print(f"PostgreSQL  {database_url}\nRedis       {redis_url}")
-        print(f"gRPC token  {token}   (send 'authorization: Bearer <token>')")
+        print(
+            f"gRPC token  {token}   (caller {TOOLS_CALLER[0]}; send "
+            "'authorization: Bearer <token>')"
+        )
         print(
             f"Console     http://{settings.bind_host}:{settings.admin_port}   "
             "(first account, in another terminal: make account LOGIN=<you> ROLE=admin)"
         )
-        return asyncio.run(_run(settings, data_dir, env, database_url, scout_secret, ha=ha))
+        # Callers set by hand (OMNIUM_GRPC_CALLERS) bring their own tokens: every process then
+        # sends OMNIUM_GRPC_TOKEN.
+        own = None if settings.grpc_callers else tokens
+        return asyncio.run(
+            _run(settings, data_dir, env, database_url, scout_secret, ha=ha, tokens=own)
+        )
     finally:
         if stack is not None:
             stack.stop(only_started=True)

@@ -6,6 +6,7 @@ import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import asyncpg
@@ -57,17 +58,24 @@ async def template_database(servers: Servers) -> AsyncIterator[str]:
         await admin.close()
 
 
-@pytest.fixture
-async def database_url(servers: Servers, template_database: str) -> AsyncIterator[str]:
-    """A fresh database of our schema for one test (CREATE DATABASE ... TEMPLATE ...)."""
-    name = f"omnium_test_{uuid.uuid4().hex[:12]}"
+@asynccontextmanager
+async def cloned_database(servers: Servers, template: str, prefix: str) -> AsyncIterator[str]:
+    """A fresh database of our schema (CREATE DATABASE ... TEMPLATE ...), dropped after."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = await asyncpg.connect(servers.admin_url)
     try:
-        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}"')
+        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
         yield servers.url_for(name)
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await admin.close()
+
+
+@pytest.fixture
+async def database_url(servers: Servers, template_database: str) -> AsyncIterator[str]:
+    """A fresh database of our schema for one test."""
+    async with cloned_database(servers, template_database, "omnium_test") as url:
+        yield url
 
 
 @pytest.fixture

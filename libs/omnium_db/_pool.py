@@ -11,6 +11,7 @@ import asyncpg
 from asyncpg.exceptions import TargetServerAttributeNotMatched
 
 from omnium_db._outage import is_outage
+from omnium_metrics import watch_pool
 from omnium_settings import Settings
 
 
@@ -161,4 +162,5 @@ async def create_pool(
         **kwargs,
     )
     assert pool is not None
+    watch_pool(pool, road.value)
     return pool

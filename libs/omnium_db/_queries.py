@@ -147,6 +147,15 @@ def _segments(name: str, body: str) -> list[tuple[str | None, str]]:
     return [(part, "\n".join(lines)) for part, lines in runs if lines]
 
 
+def _without_leading_comments(body: str) -> str:
+    """The statement without the comment lines that open it: they document it in its file, and
+    sent along they would name its trace span ("--" rather than "SELECT"). Part markers stay."""
+    lines = body.splitlines()
+    while lines and lines[0].lstrip().startswith("--") and not _PART.match(lines[0]):
+        lines.pop(0)
+    return "\n".join(lines).strip()
+
+
 class Queries:
     """Every statement of a folder's .sql files, by name: `queries["lock_units"]`."""
 
@@ -167,7 +176,7 @@ class Queries:
             for name, body in zip(parts[1::2], parts[2::2], strict=True):
                 if name in statements:
                     raise ValueError(f"query {name!r} is defined twice (second time in {path})")
-                statements[name] = body.strip().rstrip(";")
+                statements[name] = _without_leading_comments(body.strip().rstrip(";"))
         return cls(statements)
 
     def __getitem__(self, name: str) -> str:

@@ -1,4 +1,4 @@
-"""Bearer tokens: what the server checks (see _handlers) and the channel that sends them.
+"""The channel that sends a bearer token (the server side is _callers and _handlers).
 
 The channel adds the header to each call's own metadata rather than through an interceptor,
 which would run a chain of coroutines on every call.
@@ -6,36 +6,12 @@ which would run a chain of coroutines on every call.
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable, Sequence
 
 import grpc
 from grpc import aio
 
 Metadata = Sequence[tuple[str, str | bytes]]
-
-
-class BearerTokens:
-    """The tokens a server accepts in `authorization: Bearer <token>`."""
-
-    def __init__(self, tokens: Sequence[str]) -> None:
-        self._tokens = [token.encode() for token in tokens]
-
-    def problem(self, metadata: Metadata | None) -> str | None:
-        """None when the call carries a known token, else what is wrong with it."""
-        header = next((value for key, value in metadata or () if key == "authorization"), None)
-        if header is None:
-            return "this call needs 'authorization: Bearer <token>'; no token was sent"
-        text = header.decode() if isinstance(header, bytes) else header
-        scheme, _, token = text.partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            return "the authorization header must be 'Bearer <token>'"
-        given = token.strip().encode()
-        # Compare against every token so the time taken does not say which one nearly matched.
-        matched = False
-        for known in self._tokens:
-            matched |= hmac.compare_digest(given, known)
-        return None if matched else "the bearer token is not one this service accepts"
 
 
 class _WithToken:

@@ -1,9 +1,10 @@
 """Every method a GrpcServer serves is wrapped once, when its servicer is added: its request
-bytes are decoded where a bad message can be answered, and, when tokens are required, the
-call's token is checked.
+bytes are decoded where a bad message can be answered, when tokens are required the call's
+token names its caller, whose role must allow the method, and every call is counted and timed
+for /metrics (RED: calls by status code, seconds).
 
-Neither is a gRPC interceptor: a grpc.aio interceptor runs a chain of coroutines on every call;
-a wrapped handler costs one check.
+None of it is a gRPC interceptor: a grpc.aio interceptor runs a chain of coroutines on every
+call; a wrapped handler costs one check and, for the metrics, one clock read each side.
 
 Bytes that are not the method's message would otherwise fail inside grpc's own decoding, which
 answers UNKNOWN with a Python class name and logs a traceback. Here the decoder hands back a
@@ -14,15 +15,17 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import cast, final
+from typing import TypeAlias, cast, final
 
 import grpc
 from google.protobuf.message import Message
 from grpc import aio
 
-from omnium_grpc._auth import BearerTokens
+from omnium_grpc._callers import Caller, Callers, set_current_caller
+from omnium_grpc._metrics import MethodMetrics
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,11 @@ class _CorruptInStream(Exception):
     def __init__(self, corrupt: _Corrupt) -> None:
         super().__init__(corrupt.problem)
         self.corrupt = corrupt
+
+
+# What a guarded method is handed: one decoded request, or an iterator of them when the client
+# streams; either way a request that does not decode is a _Corrupt.
+Incoming: TypeAlias = "Message | _Corrupt | AsyncIterator[Message | _Corrupt]"
 
 
 def _decoder(
@@ -66,15 +74,23 @@ def _decoder(
 class _Guard:
     """What every call of one method goes through before the method itself."""
 
-    def __init__(self, method: str, tokens: BearerTokens | None) -> None:
+    def __init__(self, method: str, callers: Callers | None) -> None:
         self.method = method
-        self.tokens = tokens
+        self.callers = callers
+        self.metrics = MethodMetrics(method)
 
-    async def check(self, request: Message | _Corrupt | None, context: aio.ServicerContext) -> None:
-        if self.tokens is not None:
-            problem = self.tokens.problem(context.invocation_metadata())
-            if problem is not None:
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED, problem)
+    async def check(self, request: Incoming | None, context: aio.ServicerContext) -> None:
+        if self.callers is not None:
+            caller = self.callers.identify(context.invocation_metadata())
+            if not isinstance(caller, Caller):
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, caller)
+                return
+            refusal = caller.refusal(self.method)
+            if refusal is not None:
+                log.info("%s: refused caller %s (%s)", self.method, caller.name, caller.role.name)
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
+            # Each call runs in its own task, so the method (and only it) sees its caller.
+            set_current_caller(caller)
         if type(request) is _Corrupt:
             await self._refuse(request, context)
 
@@ -89,31 +105,23 @@ class _Guard:
             yield request
 
     def unary(self, behaviour: Method, *, streamed: bool) -> Method:
-        if streamed:
-            return self._unary_streamed(behaviour)
-
-        async def guarded(
-            request: Message | _Corrupt, context: aio.ServicerContext
-        ) -> Message | None:
-            await self.check(request, context)
+        async def guarded(request: Incoming, context: aio.ServicerContext) -> Message | None:
+            start = time.perf_counter()
+            failed: BaseException | None = None
             try:
-                return await behaviour(request, context)
-            except _CorruptInStream as exc:
-                await self._refuse(exc.corrupt, context)
-                return None
-
-        return guarded
-
-    def _unary_streamed(self, behaviour: Method) -> Method:
-        async def guarded(
-            requests: AsyncIterator[Message | _Corrupt], context: aio.ServicerContext
-        ) -> Message | None:
-            await self.check(None, context)
-            try:
-                return await behaviour(self.requests(requests), context)
-            except _CorruptInStream as exc:
-                await self._refuse(exc.corrupt, context)
-                return None
+                await self.check(None if streamed else request, context)
+                if streamed:
+                    request = self.requests(cast("AsyncIterator[Message | _Corrupt]", request))
+                try:
+                    return await behaviour(request, context)
+                except _CorruptInStream as exc:
+                    await self._refuse(exc.corrupt, context)
+                    return None
+            except BaseException as exc:
+                failed = exc
+                raise
+            finally:
+                self.metrics.done(context, failed, time.perf_counter() - start)
 
         return guarded
 
@@ -123,41 +131,37 @@ class _Guard:
         if not inspect.isasyncgenfunction(behaviour):
             # A handler that writes with context.write() and returns.
             return self.unary(cast(Method, behaviour), streamed=streamed)
-        if streamed:
-            return self._streaming_streamed(behaviour)
 
         async def guarded(
-            request: Message | _Corrupt, context: aio.ServicerContext
+            request: Incoming, context: aio.ServicerContext
         ) -> AsyncIterator[Message]:
-            await self.check(request, context)
+            start = time.perf_counter()
+            failed: BaseException | None = None
             try:
-                async for message in behaviour(request, context):
-                    yield message
-            except _CorruptInStream as exc:
-                await self._refuse(exc.corrupt, context)
-
-        return guarded
-
-    def _streaming_streamed(self, behaviour: StreamMethod) -> StreamMethod:
-        async def guarded(
-            requests: AsyncIterator[Message | _Corrupt], context: aio.ServicerContext
-        ) -> AsyncIterator[Message]:
-            await self.check(None, context)
-            try:
-                async for message in behaviour(self.requests(requests), context):
-                    yield message
-            except _CorruptInStream as exc:
-                await self._refuse(exc.corrupt, context)
+                await self.check(None if streamed else request, context)
+                if streamed:
+                    request = self.requests(cast("AsyncIterator[Message | _Corrupt]", request))
+                try:
+                    async for message in behaviour(request, context):
+                        yield message
+                except _CorruptInStream as exc:
+                    await self._refuse(exc.corrupt, context)
+            except BaseException as exc:
+                failed = exc
+                raise
+            finally:
+                self.metrics.done(context, failed, time.perf_counter() - start)
 
         return guarded
 
 
 def guarded(
-    method: str, handler: grpc.RpcMethodHandler, tokens: BearerTokens | None
+    method: str, handler: grpc.RpcMethodHandler, callers: Callers | None
 ) -> grpc.RpcMethodHandler:
-    """The same method handler, its requests decoded safely and, with tokens, its calls
-    refused without a known token (UNAUTHENTICATED)."""
-    guard = _Guard(method, tokens)
+    """The same method handler, its requests decoded safely and, with callers, its calls
+    refused without a known token (UNAUTHENTICATED) or outside the caller's role
+    (PERMISSION_DENIED)."""
+    guard = _Guard(method, callers)
     handler = handler._replace(request_deserializer=_decoder(method, handler.request_deserializer))
     if handler.unary_unary is not None:
         return handler._replace(unary_unary=guard.unary(handler.unary_unary, streamed=False))
@@ -169,9 +173,9 @@ def guarded(
 
 
 class _GuardedGenericHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
-    def __init__(self, inner: grpc.GenericRpcHandler, tokens: BearerTokens | None) -> None:
+    def __init__(self, inner: grpc.GenericRpcHandler, callers: Callers | None) -> None:
         self._inner = inner
-        self._tokens = tokens
+        self._callers = callers
 
     def service(
         self, handler_call_details: grpc.HandlerCallDetails
@@ -179,20 +183,20 @@ class _GuardedGenericHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
         handler = self._inner.service(handler_call_details)
         if handler is None:
             return None
-        return guarded(handler_call_details.method, handler, self._tokens)
+        return guarded(handler_call_details.method, handler, self._callers)
 
 
 class GuardedRegistrar:
     """Stands for the server when a servicer is added: its methods are registered guarded.
     Generated `add_..._to_server` functions call these two methods."""
 
-    def __init__(self, server: aio.Server, tokens: BearerTokens | None) -> None:
+    def __init__(self, server: aio.Server, callers: Callers | None) -> None:
         self._server = server
-        self._tokens = tokens
+        self._callers = callers
 
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
         self._server.add_generic_rpc_handlers(
-            tuple(_GuardedGenericHandler(handler, self._tokens) for handler in handlers)
+            tuple(_GuardedGenericHandler(handler, self._callers) for handler in handlers)
         )
 
     def add_registered_method_handlers(
@@ -201,7 +205,7 @@ class GuardedRegistrar:
         self._server.add_registered_method_handlers(
             service,
             {
-                name: guarded(f"/{service}/{name}", handler, self._tokens)
+                name: guarded(f"/{service}/{name}", handler, self._callers)
                 for name, handler in handlers.items()
             },
         )

@@ -12,11 +12,11 @@ from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
-from omnium_grpc._auth import BearerTokens
+from omnium_grpc._callers import Callers
 from omnium_grpc._client import channel_options
 from omnium_grpc._handlers import GuardedRegistrar
 from omnium_grpc._reflection import add_reflection
-from omnium_settings import Settings, SettingsError
+from omnium_settings import Settings
 from omnium_telemetry import grpc_server_interceptors
 
 log = logging.getLogger(__name__)
@@ -29,15 +29,7 @@ class GrpcServer:
 
     def __init__(self, settings: Settings, *, name: str) -> None:
         interceptors: list[aio.ServerInterceptor] = list(grpc_server_interceptors(settings))
-        tokens: BearerTokens | None = None
-        if settings.grpc_auth_required:
-            if not settings.grpc_tokens:
-                raise SettingsError(
-                    f"{name}: OMNIUM_GRPC_TOKENS is empty, so no caller could be let in. Set the "
-                    "tokens callers will send (comma list), or OMNIUM_GRPC_AUTH_REQUIRED=false "
-                    "on a private network."
-                )
-            tokens = BearerTokens(settings.grpc_tokens)
+        callers = Callers.from_settings(settings, server=name)
         self.settings = settings
         self.name = name
         self.server = aio.server(
@@ -46,8 +38,8 @@ class GrpcServer:
             maximum_concurrent_rpcs=None,
         )
         # Services are added through this: their requests are decoded where a bad one can be
-        # answered, and their methods check the token (health is open).
-        self._registrar = GuardedRegistrar(self.server, tokens)
+        # answered, and their methods check the caller's token and role (health is open).
+        self._registrar = GuardedRegistrar(self.server, callers)
         self.health = HealthServicer()
         # Health is open to every caller; its requests are decoded safely like the rest.
         health_pb2_grpc.add_HealthServicer_to_server(

@@ -14,6 +14,7 @@ from typing import Protocol, TypeAlias, cast
 import redis.asyncio as aioredis
 
 from omnium_live._publisher import stream_key
+from omnium_telemetry import continued_span, tracing_on
 
 log = logging.getLogger("omnium.live")
 
@@ -317,6 +318,27 @@ class StreamReader:
             hub.reader_ended(self)
 
     def _fan_out(self, found: StreamsRead) -> None:
+        if not tracing_on():
+            self._offer(found)
+            return
+        # The SSE publish continues the trace of the change each entry carries (the first
+        # one's, linked to the rest of this read's).
+        traces = [
+            field_of(fields, "trace", "") or None
+            for _key, entries in found
+            for _entry_id, fields in entries
+        ]
+        if not any(traces):
+            self._offer(found)
+            return
+        with continued_span(
+            "live.sse_publish",
+            traces,
+            attributes={"omnium.live.stream": self.key, "omnium.live.listeners": self.listeners()},
+        ):
+            self._offer(found)
+
+    def _offer(self, found: StreamsRead) -> None:
         everyone: list[Item] = []
         per_unit: dict[str, list[Item]] = {}
         by_unit = self.by_unit

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 
@@ -19,21 +20,31 @@ class LivePublisher:
         self.redis = redis
         self.max_length = max_length
 
-    async def publish(self, event_code: str, items: Sequence[Mapping[str, object]]) -> list[str]:
+    async def publish(
+        self,
+        event_code: str,
+        items: Sequence[Mapping[str, object]],
+        traces: Sequence[str | None] = (),
+    ) -> list[str]:
         """Add each item (a JSON-able mapping with `kind` and optional `unit`) in order; the
-        stream ids it got are the SSE event ids."""
+        stream ids it got are the SSE event ids. `traces`: each item's W3C traceparent, kept
+        in the entry beside its data (a stream entry has no headers to carry it, and the
+        redis instrumentation makes spans but carries no context)."""
         if not items:
             return []
         key = stream_key(event_code)
         async with self.redis.pipeline(transaction=False) as pipe:
-            for item in items:
+            for item, trace in itertools.zip_longest(items, traces[: len(items)]):
+                fields = {
+                    "kind": str(item.get("kind", "change")),
+                    "unit": str(item.get("unit") or ""),
+                    "data": json.dumps(item, separators=(",", ":"), default=str),
+                }
+                if trace:
+                    fields["trace"] = trace
                 pipe.xadd(
                     key,
-                    {
-                        "kind": str(item.get("kind", "change")),
-                        "unit": str(item.get("unit") or ""),
-                        "data": json.dumps(item, separators=(",", ":"), default=str),
-                    },
+                    fields,  # type: ignore[arg-type]
                     maxlen=self.max_length,
                     approximate=True,
                 )

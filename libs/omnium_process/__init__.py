@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
+from omnium_metrics import serve_metrics
 from omnium_settings import Settings, SettingsError
 from omnium_telemetry import setup_tracing, shutdown_tracing
 
@@ -23,8 +24,10 @@ def run_process(
     *,
     nice: Callable[[Settings], int] | None = None,
     needs_database: bool = True,
+    metrics_port: Callable[[Settings], int] | None = None,
 ) -> None:
-    """The body of every service's __main__: a bad setting exits 2 with its message."""
+    """The body of every service's __main__: a bad setting exits 2 with its message. With
+    `metrics_port`, the process serves Prometheus text at that port's /metrics (0: none)."""
     try:
         settings = Settings.from_env()
         if needs_database:
@@ -40,9 +43,14 @@ def run_process(
         # Lower priority for background work (imports, delivery): scorers get the CPU first.
         os.nice(step)
     setup_tracing(f"omnium-{name}", settings)
+    served = None
+    if metrics_port is not None:
+        served = serve_metrics(name, settings.bind_host, metrics_port(settings))
     try:
         asyncio.run(main(settings))
     finally:
+        if served is not None:
+            served.close()
         shutdown_tracing()
 
 

@@ -27,7 +27,7 @@ from omnium_accounts.web import (
     request_session,
     set_session_cookie,
 )
-from omnium_grpc import open_channel
+from omnium_grpc import account_actor, act_outcome_word, actor_message, open_channel
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -57,10 +57,6 @@ def _plain(message: Message) -> dict[str, Any]:
         message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
     return out
-
-
-def _outcome(value: int) -> str:
-    return scoring_pb2.Outcome.Name(value).removeprefix("OUTCOME_").lower()  # type: ignore[arg-type]
 
 
 def _match(state: scoring_pb2.MatchState, *, standing: bool = False) -> dict[str, Any]:
@@ -124,7 +120,7 @@ def _answered_match_json(state: scoring_pb2.MatchState) -> str:
 def _answer(answer: scoring_pb2.ActAnswer) -> dict[str, Any]:
     out = {
         "client_id": answer.client_id,
-        "outcome": _outcome(answer.outcome),
+        "outcome": act_outcome_word(answer.outcome),
         "reason": answer.reason,
         "seq": answer.seq,
     }
@@ -153,21 +149,14 @@ class ScorerConsole:
         if session is None:
             if self.settings.scorer_sign_in_required:
                 return None, _problem(401, "sign in first", sign_in=True)
-            return actor_pb2.Actor(
-                kind=actor_pb2.Actor.KIND_SCORER, name="scorer (not signed in)", screen=SCREEN
-            ), None
+            return actor_message("scorer", "scorer (not signed in)", screen=SCREEN), None
         if not session.account.may(*SCORING_ROLES):
             return None, _problem(
                 403, f"{session.account.name} is a {session.account.role}; scoring needs a scorer"
             )
         if changes and not await csrf_ok(request, session):
             return None, _problem(403, "the page is out of date: reload it and sign in again")
-        return actor_pb2.Actor(
-            kind=actor_pb2.Actor.KIND_SCORER,
-            name=session.account.name,
-            source_code=f"account:{session.account.id}",
-            screen=session.screen or SCREEN,
-        ), None
+        return account_actor("scorer", session.account, session.screen or SCREEN), None
 
     # -- pages ----------------------------------------------------------------------------
 

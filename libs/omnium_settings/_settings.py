@@ -5,17 +5,14 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from omnium_settings._errors import SettingsError
+from omnium_settings._parse import parse_value
+
 PREFIX = "OMNIUM_"
-
-
-class SettingsError(ValueError):
-    """A setting is missing, misspelt or has a value of the wrong kind."""
 
 
 def _setting(default: Any, doc: str) -> Any:
@@ -56,11 +53,40 @@ class Settings:
         "127.0.0.1:50053",
         "Where other services reach imports: host:port, IP:port copies or dns:///name:port.",
     )
+    delivery_address: str = _setting(
+        "127.0.0.1:50054",
+        "Where the console reaches delivery: host:port, IP:port copies or dns:///name:port.",
+    )
+
+    # -- Metrics (Prometheus text at /metrics; 0: not served) --------------------------------
+    gateway_metrics_port: int = _setting(9080, "Gateway: /metrics, every worker summed.")
+    imports_metrics_port: int = _setting(9081, "Imports (doorbell and queue): /metrics.")
+    admin_metrics_port: int = _setting(9082, "Operators' console: /metrics.")
+    command_metrics_port: int = _setting(9051, "Command service: /metrics.")
+    scoring_metrics_port: int = _setting(9052, "Scoring service: /metrics.")
+    delivery_metrics_port: int = _setting(9054, "Delivery service: /metrics.")
+    metrics_sample_seconds: float = _setting(
+        5.0, "How often gauges that take a query (queue depth and age, outbox lag) are read."
+    )
+    gateway_metrics_dir: str = _setting(
+        "", "Folder the gateway's workers keep their metrics files in; empty: a new temporary one."
+    )
 
     # -- gRPC ------------------------------------------------------------------------------
     grpc_auth_required: bool = _setting(True, "Callers must send a bearer token.")
-    grpc_tokens: tuple[str, ...] = _setting((), "Bearer tokens a gRPC server accepts (comma list).")
-    grpc_token: str | None = _setting(None, "Bearer token this process sends to other services.")
+    grpc_callers: tuple[str, ...] = _setting(
+        (),
+        "Who may call a gRPC server: name:role:token items (comma list). List a caller twice, "
+        "with its old and new token, to rotate it. Roles: docs/callers.md.",
+    )
+    grpc_tokens: tuple[str, ...] = _setting(
+        (),
+        "No longer read: tokens now belong to named callers (OMNIUM_GRPC_CALLERS). Set, the "
+        "process stops at start-up and says what to write instead.",
+    )
+    grpc_token: str | None = _setting(
+        None, "Bearer token this process sends to other services: its own caller's token."
+    )
     grpc_max_message_bytes: int = _setting(4 * 1024 * 1024, "Largest gRPC message, each way.")
     grpc_grace_seconds: float = _setting(10.0, "On SIGTERM, time given to calls in flight.")
     grpc_deadline_seconds: float = _setting(10.0, "Deadline on calls to another service.")
@@ -133,6 +159,11 @@ class Settings:
         "none", "Where traces go: none, console or otlp."
     )
     otlp_endpoint: str = _setting("http://127.0.0.1:4317", "OTLP/gRPC collector for traces.")
+    telemetry_sample_ratio: float = _setting(
+        1.0,
+        "Share of new traces kept, 0 to 1 (0.01: one in a hundred). A trace is started at a "
+        "request or a ring, and every hop after follows the first one's choice.",
+    )
 
     # -- Imports (Section 3 seed) ----------------------------------------------------------
     imports_nice: int = _setting(10, "CPU priority step of the imports process.")
@@ -243,6 +274,15 @@ class Settings:
     delivery_poll_seconds: float = _setting(5.0, "Outbox poll when no NOTIFY arrives.")
     push_target_seconds: float = _setting(2.0, "Target: API and push within this, 95 in 100.")
     sftp_target_seconds: float = _setting(10.0, "Target: SFTP files within this, 95 in 100.")
+    delivery_promise_share: float = _setting(
+        0.95, "Share of a client's changes within its target below which it is alerted."
+    )
+    delivery_promise_window_seconds: float = _setting(
+        900.0, "The sliding window the share within target is measured over."
+    )
+    delivery_promise_check_seconds: float = _setting(
+        15.0, "How often each client's share within target is measured (and alerted)."
+    )
     delivery_outbox_lag_seconds: float = _setting(
         10.0, "Outbox rows saved this recently are read again, for late commits."
     )
@@ -463,7 +503,7 @@ class Settings:
                 guess = difflib.get_close_matches(key, known, n=1)
                 hint = f" Did you mean {PREFIX}{guess[0].upper()}?" if guess else ""
                 raise SettingsError(f"{name} is not a setting omnium knows.{hint}")
-            values[key] = _parse(name, raw, known[key].type)
+            values[key] = parse_value(name, raw, known[key].type)
         values.update(overrides)
         settings = cls(**values)
         settings.check()
@@ -477,6 +517,11 @@ class Settings:
             raise SettingsError(
                 f"OMNIUM_TELEMETRY_EXPORTER is {self.telemetry_exporter!r}; "
                 "use none, console or otlp."
+            )
+        if not 0.0 <= self.telemetry_sample_ratio <= 1.0:
+            raise SettingsError(
+                f"OMNIUM_TELEMETRY_SAMPLE_RATIO is {self.telemetry_sample_ratio}; use a share "
+                "from 0 (no new trace) to 1 (every one), such as 0.01 for one in a hundred."
             )
         if not 1 <= self.grpc_retry_attempts <= 5:
             raise SettingsError(
@@ -498,6 +543,16 @@ class Settings:
                 f"OMNIUM_LIVE_REDIS_CONNECTIONS is {self.live_redis_connections}; live push "
                 "needs 4 for replays and one for each Games it reads, so use 5 or more."
             )
+        if self.grpc_tokens:
+            raise SettingsError(
+                f"OMNIUM_GRPC_TOKENS lists {len(self.grpc_tokens)} token(s) without names, and is "
+                "no longer read: each token now belongs to a named caller with a role, so the "
+                "log can say who called. Replace it with OMNIUM_GRPC_CALLERS, one "
+                "name:role:token item per caller, e.g. "
+                "OMNIUM_GRPC_CALLERS=admin-console:operator-console:<token>,"
+                "imports:service:<token>; give each process its own token in "
+                "OMNIUM_GRPC_TOKEN. The roles are in docs/callers.md."
+            )
         if bool(self.grpc_tls_cert_file) != bool(self.grpc_tls_key_file):
             raise SettingsError(
                 "Set both OMNIUM_GRPC_TLS_CERT_FILE and OMNIUM_GRPC_TLS_KEY_FILE for TLS, "
@@ -517,54 +572,6 @@ class Settings:
                 "or point it at a PostgreSQL server (postgresql://user@host:port/db)."
             )
         return self.database_url
-
-
-def _parse(name: str, raw: str, hint: Any) -> Any:
-    target = _resolve(hint)
-    origin = typing.get_origin(target)
-    args = typing.get_args(target)
-    optional = origin in (typing.Union, types.UnionType) and type(None) in args
-    if optional:
-        if raw == "":
-            return None
-        target = next(a for a in args if a is not type(None))
-        origin = typing.get_origin(target)
-        args = typing.get_args(target)
-    try:
-        return _convert(raw, target, origin, args)
-    except ValueError:
-        kind = getattr(target, "__name__", str(target))
-        raise SettingsError(f"{name}={raw!r} is not a valid {kind}.") from None
-
-
-def _convert(raw: str, target: object, origin: object, args: tuple[object, ...]) -> object:
-    """raw as the (non-optional) type target; ValueError when it is not one."""
-    if target is bool:
-        return _boolean(raw)
-    if target is int:
-        return int(raw.replace("_", ""))
-    if target is float:
-        return float(raw)
-    if origin is tuple:
-        return tuple(part.strip() for part in raw.split(",") if part.strip())
-    if origin is Literal and raw not in args:
-        raise ValueError(raw)
-    return raw
-
-
-def _boolean(raw: str) -> bool:
-    lowered = raw.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(raw)
-
-
-def _resolve(hint: Any) -> Any:
-    if isinstance(hint, str):
-        return eval(hint, {**vars(typing), "Literal": Literal}, {})
-    return hint
 
 
 def describe_settings() -> list[tuple[str, str, str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from omnium_sports._expr import RuleError
+from omnium_sports._load import load_sport, load_sport_text, load_sports, sport_for_discipline
 from omnium_sports._sport import (
     UNDO,
     ActionRefused,
@@ -12,10 +13,6 @@ from omnium_sports._sport import (
     FieldRule,
     Sport,
     SportFileError,
-    load_sport,
-    load_sport_text,
-    load_sports,
-    sport_for_discipline,
 )
 
 # The sport files shipped with omnium (the repository's sports/ folder).

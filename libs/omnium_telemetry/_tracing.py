@@ -1,12 +1,17 @@
-"""Tracer set-up per process: none, console or OTLP, and the interceptors that carry context."""
+"""Tracer set-up per process: none, console or OTLP, sampled by a ratio; the interceptors and
+instrumentation that carry context over calls; and the traceparent a row carries over a hop
+that is not a call (the import queue, the outbox, the live stream)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
-from opentelemetry import propagate, trace
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -15,15 +20,68 @@ from opentelemetry.sdk.trace.export import (
     SimpleSpanProcessor,
     SpanExporter,
 )
-from opentelemetry.trace import SpanKind
+from opentelemetry.sdk.trace.sampling import (
+    Decision,
+    ParentBased,
+    Sampler,
+    SamplingResult,
+    TraceIdRatioBased,
+)
+from opentelemetry.trace import Link, SpanKind, TraceState
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import Attributes, AttributeValue
 
 from omnium_settings import Settings
 
 if TYPE_CHECKING:
     from grpc import aio
 
+
+class _Instrumentor(Protocol):
+    """OpenTelemetry's instrumentation for one client library, as far as we undo it."""
+
+    def uninstrument(self) -> None: ...
+
+
 # The process's provider, once set up; None means tracing is off and no interceptor is added.
 _provider: TracerProvider | None = None
+_global_set = False
+_instrumentors: list[_Instrumentor] = []
+_w3c = TraceContextTextMapPropagator()
+_NO_TRACER = trace.NoOpTracer()
+
+
+class _NoRootAtStoreCalls(Sampler):
+    """A trace starts at a request, a ring or a change, never at a database or Redis call.
+
+    The pollers (the import queue, delivery's dispatch, the live readers' blocking XREADs) call
+    PostgreSQL and Redis every second with no trace around them; each call would otherwise be a
+    trace of one span. A call inside a trace is sampled as its parent is (ParentBased).
+    """
+
+    def __init__(self, ratio: float) -> None:
+        self._ratio = TraceIdRatioBased(ratio)
+
+    def should_sample(
+        self,
+        parent_context: otel_context.Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        trace_state: TraceState | None = None,
+    ) -> SamplingResult:
+        if kind == SpanKind.CLIENT and attributes and "db.system" in attributes:
+            return SamplingResult(Decision.DROP)
+        if kind == SpanKind.CLIENT and attributes and "db.system.name" in attributes:
+            return SamplingResult(Decision.DROP)
+        return self._ratio.should_sample(
+            parent_context, trace_id, name, kind, attributes, links, trace_state
+        )
+
+    def get_description(self) -> str:
+        return f"NoRootAtStoreCalls({self._ratio.get_description()})"
 
 
 def setup_tracing(
@@ -33,7 +91,10 @@ def setup_tracing(
     global _provider
     if exporter is None and settings.telemetry_exporter == "none":
         return None
-    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": service_name}),
+        sampler=ParentBased(root=_NoRootAtStoreCalls(settings.telemetry_sample_ratio)),
+    )
     if exporter is not None:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     elif settings.telemetry_exporter == "console":
@@ -43,18 +104,57 @@ def setup_tracing(
 
         otlp = OTLPSpanExporter(endpoint=settings.otlp_endpoint, insecure=True)
         provider.add_span_processor(BatchSpanProcessor(otlp))
-    if _provider is None:
+    global _global_set
+    if not _global_set:
+        # OpenTelemetry takes a global provider once per process; ours is passed explicitly
+        # everywhere, so a process (a test) that sets up again needs no second global one.
         trace.set_tracer_provider(provider)
+        _global_set = True
     _provider = provider
+    _instrument(provider)
     return provider
+
+
+def _instrument(provider: TracerProvider) -> None:
+    """OpenTelemetry's own instrumentation for the clients every service uses."""
+    from opentelemetry.instrumentation.aiohttp_client import AioHttpClientInstrumentor
+    from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+    from opentelemetry.instrumentation.redis import RedisInstrumentor
+
+    _uninstrument()
+    for instrumentor in (
+        AsyncPGInstrumentor(),  # type: ignore[no-untyped-call]
+        HTTPXClientInstrumentor(),
+        RedisInstrumentor(),
+        AioHttpClientInstrumentor(),
+    ):
+        instrumentor.instrument(tracer_provider=provider)
+        _instrumentors.append(instrumentor)
+    # The aiohttp server side is `aiohttp_middlewares` (hand-written: see why there).
+
+
+def _uninstrument() -> None:
+    while _instrumentors:
+        _instrumentors.pop().uninstrument()
 
 
 def shutdown_tracing() -> None:
     """Flush and stop: spans still queued go out before the process ends."""
     global _provider
+    _uninstrument()
     if _provider is not None:
         _provider.shutdown()
         _provider = None
+
+
+def tracing_on() -> bool:
+    return _provider is not None
+
+
+def tracer(name: str) -> trace.Tracer:
+    """The process's tracer for `name`; a no-op one while tracing is off."""
+    return _provider.get_tracer(name) if _provider is not None else _NO_TRACER
 
 
 def grpc_server_interceptors(settings: Settings) -> list[aio.ServerInterceptor]:
@@ -78,29 +178,35 @@ def grpc_client_interceptors(settings: Settings) -> list[aio.ClientInterceptor]:
 def aiohttp_middlewares(settings: Settings) -> list[Middleware]:
     """A server span per request, continuing the caller's trace (W3C traceparent).
 
-    opentelemetry-instrumentation-aiohttp-server's middleware only works after its
-    instrumentor has patched aiohttp globally and set its module state, tied to the global
-    provider; this small middleware uses the process's provider directly instead.
+    Hand-written, not opentelemetry-instrumentation-aiohttp-server's middleware: that one
+    builds every request's attributes (URL, headers, client) and records its metrics before
+    the sampler is asked, and costs about 200-380 microseconds of CPU per request even when
+    the request is not sampled (measured against an 8-line handler on this machine: 125 us
+    off, 320-500 us on at a 1 % ratio). That is more than the gateway's whole answer from its
+    memory cache. This one asks the sampler first and adds attributes only to a kept span.
     """
     del settings
     if _provider is None:
         return []
-    tracer = _provider.get_tracer("omnium.aiohttp")
+    spans = _provider.get_tracer("omnium.aiohttp")
+    extract = _w3c.extract
 
     @web.middleware
     async def traced(request: web.Request, handler: Handler) -> web.StreamResponse:
         resource = request.match_info.route.resource
         route = resource.canonical if resource is not None else request.path
-        with tracer.start_as_current_span(
+        with spans.start_as_current_span(
             f"{request.method} {route}",
-            context=propagate.extract(request.headers),
+            context=extract(request.headers),
             kind=SpanKind.SERVER,
-            attributes={
-                "http.request.method": request.method,
-                "url.path": request.path,
-                "http.route": route,
-            },
         ) as span:
+            if not span.is_recording():
+                answer: web.StreamResponse = await handler(request)
+                return answer
+            span.set_attributes(
+                {"http.request.method": request.method, "url.path": request.path,
+                 "http.route": route}
+            )  # fmt: skip
             try:
                 response: web.StreamResponse = await handler(request)
             except web.HTTPException as exc:
@@ -110,3 +216,58 @@ def aiohttp_middlewares(settings: Settings) -> list[Middleware]:
             return response
 
     return [traced]
+
+
+# -- Hops that are not calls --------------------------------------------------------------------
+# A queue row, an outbox row or a Redis Stream entry has no headers for an instrumentation to
+# fill: the writer stores the W3C traceparent of its current span in a text column (or field),
+# and the reader continues that trace from it.
+
+
+def current_traceparent() -> str | None:
+    """The current span's W3C traceparent, to store beside what this work writes; None when no
+    span is current (tracing off). Cheap: one string, no allocation when tracing is off."""
+    span_context = trace.get_current_span().get_span_context()
+    if not span_context.is_valid:
+        return None
+    carrier: dict[str, str] = {}
+    _w3c.inject(carrier)
+    return carrier.get("traceparent")
+
+
+def _span_context(traceparent: str | None) -> trace.SpanContext | None:
+    if not traceparent:
+        return None
+    found = trace.get_current_span(_w3c.extract({"traceparent": traceparent})).get_span_context()
+    return found if found.is_valid else None
+
+
+@contextlib.contextmanager
+def continued_span(
+    name: str,
+    traceparents: Iterable[str | None],
+    *,
+    kind: SpanKind = SpanKind.CONSUMER,
+    attributes: Mapping[str, AttributeValue] | None = None,
+) -> Iterator[trace.Span]:
+    """A span that continues the trace of the first stored traceparent, linked to the others
+    (work that serves many changes at once belongs to one trace and points at the rest). With
+    none stored it is a new trace, sampled by the ratio; with tracing off it does nothing."""
+    if _provider is None:
+        yield trace.INVALID_SPAN
+        return
+    found = [c for c in map(_span_context, traceparents) if c is not None]
+    parent = (
+        trace.set_span_in_context(trace.NonRecordingSpan(found[0]))
+        if found
+        else otel_context.Context()
+    )
+    # One link per other span (a SpanContext is not hashable: its trace state is a dict).
+    others = {(c.trace_id, c.span_id): c for c in found[1:]}
+    if found:
+        others.pop((found[0].trace_id, found[0].span_id), None)
+    links = [Link(c) for c in others.values()]
+    with _provider.get_tracer("omnium").start_as_current_span(
+        name, context=parent, kind=kind, links=links, attributes=dict(attributes or {})
+    ) as span:
+        yield span

@@ -16,7 +16,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium_grpc import open_channel
-from tests.support.command import TOKEN, command, running_command
+from tests.support.command import CALLERS_ENV, NEXT_TOKEN, command, running_command
 from tests.support.games import make_games
 
 OUT = command_pb2
@@ -44,10 +44,12 @@ async def test_calls_without_a_good_token_are_refused(
     assert await db.fetchval("SELECT count(*) FROM command") == 0
 
 
-async def test_any_configured_token_is_accepted(database_url: str, db: asyncpg.Connection) -> None:
+async def test_a_callers_second_token_is_accepted_while_it_is_rotated(
+    database_url: str, db: asyncpg.Connection
+) -> None:
     games = await make_games(db, units=1)
     async with running_command(database_url) as client:
-        channel = open_channel(f"127.0.0.1:{client.port}", client.settings, token="test-token-2")
+        channel = open_channel(f"127.0.0.1:{client.port}", client.settings, token=NEXT_TOKEN)
         stub = command_pb2_grpc.CommandServiceStub(channel)
         answer = await stub.Submit(
             command("x", "results.set_status", {"status": "RUNNING"}, unit_id=games.units[0]),
@@ -144,7 +146,7 @@ async def test_the_process_stops_cleanly_on_sigterm(database_url: str) -> None:
     env = {
         **os.environ,
         "OMNIUM_DATABASE_URL": database_url,
-        "OMNIUM_GRPC_TOKENS": TOKEN,
+        "OMNIUM_GRPC_CALLERS": CALLERS_ENV,
         "OMNIUM_COMMAND_PORT": str(port),
         "OMNIUM_GRPC_GRACE_SECONDS": "2",
     }

@@ -6,6 +6,7 @@ from typing import Any
 
 import asyncpg
 from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
 
 from omnium_gateway import Gateway
 from tests.support.games import EVENT, make_games
@@ -141,9 +142,18 @@ async def test_openapi_health_ready_and_metrics(
         ready = (await gw.get("/readyz")).json()
         assert ready["ready"] and ready["database"] == "ok" and ready["redis"] == "ok"
         await gw.get("/v1/events")
-        metrics = (await gw.get("/metrics")).text
-        assert 'omnium_gateway_requests_total{route="events",code="200"} 1' in metrics
-        assert 'omnium_gateway_db_reads_total{ttl_class="reference"} 1' in metrics
+        answer = await gw.get("/metrics")
+        assert answer.headers["content-type"].startswith("text/plain")
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(answer.text)
+            for s in family.samples
+        }
+        events = (("code", "200"), ("route", "events"))
+        assert samples[("omnium_gateway_requests_total", events)] == 1
+        assert samples[("omnium_gateway_db_reads_total", (("ttl_class", "reference"),))] == 1
+        assert samples[("omnium_gateway_cache_total", (("result", "MISS"),))] == 1
+        assert samples[("omnium_gateway_redis_up", ())] == 1
 
 
 class EchoRoutes:

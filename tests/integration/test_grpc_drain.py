@@ -18,7 +18,7 @@ from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
 from omnium_delivery import DeliveryApp, load_clients
 from omnium_grpc import open_channel
 from omnium_imports import ImportsApp
-from tests.support.command import settings_for
+from tests.support.command import person, settings_for
 from tests.support.delivery import eventually, query_until
 from tests.support.games import EVENT, make_games
 from tests.support.imports import SCHEDULE, games_day, import_settings
@@ -57,7 +57,7 @@ async def test_a_stopping_imports_copy_finishes_the_call_in_flight(database_url:
             call = asyncio.ensure_future(
                 imports_pb2_grpc.ImportsServiceStub(channel).SetIntegrationState(
                     imports_pb2.SetIntegrationStateRequest(
-                        integration_code=SCHEDULE, state="paused"
+                        integration_code=SCHEDULE, state="paused", actor=person()
                     ),
                     timeout=30,
                 )

@@ -155,7 +155,7 @@ async def test_image_install_every_service_starts_from_the_runtime_venv_and_stop
         "OMNIUM_DATABASE_URL": database_url,
         "OMNIUM_REDIS_URL": servers.redis_url,
         "OMNIUM_BIND_HOST": "127.0.0.1",
-        "OMNIUM_GRPC_TOKENS": TOKEN,
+        "OMNIUM_GRPC_CALLERS": f"image-test:service:{TOKEN}",
         "OMNIUM_GRPC_TOKEN": TOKEN,
         "OMNIUM_GRPC_GRACE_SECONDS": "2",
         "OMNIUM_COMMAND_ADDRESS": f"127.0.0.1:{ports['command']}",

@@ -20,7 +20,7 @@ import httpx
 
 from omnium_devstack import free_port
 from omnium_imports import ImportsApp
-from tests.support.command import TOKEN
+from tests.support.command import CALLERS_ENV, TOKEN
 from tests.support.delivery import eventually, query_until
 from tests.support.imports import GamesDay, games_day
 from tests.support.imports import import_settings as imports_settings
@@ -223,7 +223,7 @@ def _env(database_url: str, command_port: int, doorbell_port: int) -> dict[str, 
     return env | {
         "OMNIUM_DATABASE_URL": database_url,
         "OMNIUM_COMMAND_ADDRESS": f"127.0.0.1:{command_port}",
-        "OMNIUM_GRPC_TOKENS": TOKEN,
+        "OMNIUM_GRPC_CALLERS": CALLERS_ENV,
         "OMNIUM_GRPC_TOKEN": TOKEN,
         "OMNIUM_GRPC_DEADLINE_SECONDS": "30",
         "OMNIUM_DOORBELL_PORT": str(doorbell_port),

@@ -15,7 +15,7 @@ import asyncpg
 from omnium.command.v1 import command_pb2_grpc
 from omnium_imports import Pipeline, ScoutClient
 from omnium_imports._worker import Worker
-from tests.support.command import TOKEN
+from tests.support.command import CALLERS_ENV, TOKEN
 from tests.support.delivery import query_until
 from tests.support.imports import GamesDay, games_day
 
@@ -37,7 +37,7 @@ async def _start_worker_process(day: GamesDay) -> asyncio.subprocess.Process:
         "OMNIUM_GRPC_TOKEN": TOKEN,
         "OMNIUM_DOORBELL_PORT": str(_free_port()),
         "OMNIUM_IMPORTS_PORT": str(_free_port()),
-        "OMNIUM_GRPC_TOKENS": TOKEN,
+        "OMNIUM_GRPC_CALLERS": CALLERS_ENV,
         "OMNIUM_LEASE_RENEW_SECONDS": "0.5",
         "OMNIUM_LEASE_EXPIRE_SECONDS": str(LEASE),
         "OMNIUM_IMPORTS_POLL_SECONDS": "0.2",

@@ -9,8 +9,10 @@ from contextlib import asynccontextmanager
 import grpc
 import pytest
 
+from omnium.common.v1 import actor_pb2
 from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
 from omnium_grpc import open_channel
+from tests.support.command import person
 from tests.support.imports import MEDALS, SCHEDULE, GamesDay, games_day
 
 
@@ -80,7 +82,9 @@ async def test_waiting_for_you_and_its_actions(database_url: str) -> None:
         waiting = (await ops.ListWaiting(imports_pb2.ListWaitingRequest(), timeout=10)).items
         assert [(w.kind, w.subject_key) for w in waiting] == [("missing", gone["externalId"])]
         done = await ops.ResolveMissing(
-            imports_pb2.ResolveMissingRequest(item_id=waiting[0].id, cancel=True, by="Mei"),
+            imports_pb2.ResolveMissingRequest(
+                item_id=waiting[0].id, cancel=True, actor=person("Mei", screen="admin:waiting")
+            ),
             timeout=10,
         )
         status = await day.db.fetchval("SELECT status FROM unit WHERE code = $1", gone["rsc"])
@@ -90,19 +94,23 @@ async def test_waiting_for_you_and_its_actions(database_url: str) -> None:
         )
         left = (await ops.ListWaiting(imports_pb2.ListWaitingRequest(), timeout=10)).items
     assert done.done and status == "CANCELLED"
-    assert actor == "Mei @ waiting-for-you"
+    assert actor == "Mei @ admin:waiting"
     assert left == []
 
 
 async def test_pause_resume_and_run_now(database_url: str) -> None:
     async with games_day(database_url) as day, operator(day) as ops:
         paused = await ops.SetIntegrationState(
-            imports_pb2.SetIntegrationStateRequest(integration_code=SCHEDULE, state="paused"),
+            imports_pb2.SetIntegrationStateRequest(
+                integration_code=SCHEDULE, state="paused", actor=person()
+            ),
             timeout=10,
         )
         delivery = await day.sim.ring((await day.sim.make_run("schedule")).id)
         await ops.SetIntegrationState(
-            imports_pb2.SetIntegrationStateRequest(integration_code=SCHEDULE, state="on"),
+            imports_pb2.SetIntegrationStateRequest(
+                integration_code=SCHEDULE, state="on", actor=person()
+            ),
             timeout=10,
         )
         now = await ops.RunNow(imports_pb2.RunNowRequest(integration_code=SCHEDULE), timeout=10)
@@ -110,7 +118,9 @@ async def test_pause_resume_and_run_now(database_url: str) -> None:
         units = await day.db.fetchval("SELECT count(*) FROM unit")
         with pytest.raises(grpc.aio.AioRpcError) as bad:
             await ops.SetIntegrationState(
-                imports_pb2.SetIntegrationStateRequest(integration_code=SCHEDULE, state="asleep"),
+                imports_pb2.SetIntegrationStateRequest(
+                    integration_code=SCHEDULE, state="asleep", actor=person()
+                ),
                 timeout=10,
             )
     assert paused.done
@@ -173,9 +183,12 @@ async def test_a_missing_key_cancel_carries_the_account_and_screen(database_url:
             imports_pb2.ResolveMissingRequest(
                 item_id=item.id,
                 cancel=True,
-                by="Mei Lin",
-                source_code="account:42",
-                screen="admin:waiting",
+                actor=actor_pb2.Actor(
+                    kind=actor_pb2.Actor.KIND_PERSON,
+                    name="Mei Lin",
+                    source_code="account:42",
+                    screen="admin:waiting",
+                ),
             ),
             timeout=10,
         )
@@ -184,6 +197,56 @@ async def test_a_missing_key_cancel_carries_the_account_and_screen(database_url:
             "WHERE code = 'results.set_status'"
         )
     assert tuple(actor) == ("Mei Lin", "account:42", "admin:waiting")
+
+
+async def test_an_operator_s_action_without_the_acting_person_is_refused(
+    database_url: str,
+) -> None:
+    """StartRun, ResolveMissing and pause or resume record who did them: without a person (or
+    with only the old `by`, or without a screen) nothing is done, and no "operator" stands in."""
+    async with games_day(database_url) as day, operator(day) as ops:
+        first = await day.sim.make_run("schedule", wait_doorbell=True)
+        ours = await day.wait_for_run(first.id)
+        day.sim.drop(day.sim.reference()["units"][4]["externalId"])
+        for _ in range(2):
+            run = await day.sim.make_run("schedule", wait_doorbell=True)
+            await day.wait_for_run(run.id)
+        item = (await ops.ListWaiting(imports_pb2.ListWaitingRequest(), timeout=10)).items[0]
+        no_screen = person("Mei Lin", screen="")
+        calls = {
+            "ResolveMissing": lambda actor, by: ops.ResolveMissing(
+                imports_pb2.ResolveMissingRequest(item_id=item.id, cancel=True, actor=actor, by=by),
+                timeout=10,
+            ),
+            "SetIntegrationState": lambda actor, by: ops.SetIntegrationState(
+                imports_pb2.SetIntegrationStateRequest(
+                    integration_code=SCHEDULE, state="paused", actor=actor, by=by
+                ),
+                timeout=10,
+            ),
+            "StartRun": lambda actor, by: ops.StartRun(
+                imports_pb2.StartRunRequest(run_id=str(ours["id"]), actor=actor, by=by),
+                timeout=10,
+            ),
+        }
+        refused: dict[str, list[str]] = {}
+        for method, call in calls.items():
+            for actor, by in ((None, ""), (None, "Mei Lin"), (no_screen, "")):
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    await call(actor, by)
+                assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, method
+                refused.setdefault(method, []).append(caught.value.details() or "")
+        state = await day.db.fetchval("SELECT state FROM integration WHERE code = $1", SCHEDULE)
+        still = (await ops.ListWaiting(imports_pb2.ListWaitingRequest(), timeout=10)).items
+        written = await day.db.fetchval(
+            "SELECT count(*) FROM timeline_item WHERE code = 'results.set_status'"
+        )
+    assert state == "on" and [w.id for w in still] == [item.id] and written == 0
+    for method, details in refused.items():
+        assert all(f"{method} is a person's action" in d for d in details), details
+        assert "actor.name is empty" in details[0] and "actor.name is empty" in details[1]
+        assert "`by` alone is no longer taken" in details[1]
+        assert "actor.screen is empty" in details[2]
 
 
 async def _card(ops: imports_pb2_grpc.ImportsServiceStub) -> imports_pb2.Integration:

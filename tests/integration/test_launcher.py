@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dev.games_day import services
+from dev.games_day import grpc_callers, services
 from omnium_devstack import free_port
 from omnium_devstack.launcher import Launcher, RestartPolicy, ServiceSpec, run_services
 from omnium_settings import Settings
@@ -276,16 +276,18 @@ async def test_each_service_lowers_its_priority_once(
     }
     environ = {f"OMNIUM_{name.upper()}_PORT": port for name, port in ports.items()}
     settings = Settings.from_env(environ)
+    # The dev stack's callers: each process with its own token.
+    callers, tokens = grpc_callers(tmp_path, "launcher-test-token")
     env = {
         **environ,
         "OMNIUM_DATABASE_URL": database_url,
         "OMNIUM_REDIS_URL": servers.redis_url,
-        "OMNIUM_GRPC_TOKENS": "launcher-test-token",
+        "OMNIUM_GRPC_CALLERS": callers,
         "OMNIUM_GRPC_TOKEN": "launcher-test-token",
     }
     # The README's table: imports +10, delivery +5, providers +10, scoring 0.
     steps = {"imports": 10, "delivery": 5, "providers": 10, "scoring": 0}
-    specs = [s for s in services(settings, tmp_path / "scout-secret") if s.name in steps]
+    specs = [s for s in services(settings, tmp_path / "scout-secret", tokens) if s.name in steps]
     assert sorted(s.name for s in specs) == sorted(steps)
     launcher = Launcher(specs, env, ready_timeout=60)
     task = asyncio.create_task(launcher.run())
@@ -308,3 +310,29 @@ async def test_each_service_lowers_its_priority_once(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+def test_the_dev_stack_gives_each_calling_process_a_caller_of_its_own(tmp_path: Path) -> None:
+    """`make run`: every server takes the same callers; admin and the gateway act for people
+    through console roles, imports and scoring (and the provider pull) as services, and the
+    printed token is a caller of its own. The tokens stay the same across restarts."""
+    from omnium_grpc import Callers
+
+    callers, tokens = grpc_callers(tmp_path, "tools-token")
+    assert grpc_callers(tmp_path, "tools-token") == (callers, tokens)
+    known = Callers.parse(callers.split(","))
+    sent = {}
+    for spec in services(Settings.from_env({}), tmp_path / "scout-secret", tokens):
+        if "OMNIUM_GRPC_TOKEN" in spec.env:
+            caller = known.identify((("authorization", f"Bearer {spec.env['OMNIUM_GRPC_TOKEN']}"),))
+            assert not isinstance(caller, str), spec.name
+            sent[spec.name] = (caller.name, caller.role.name)
+    assert sent == {
+        "imports": ("imports", "service"),
+        "scoring": ("scoring", "service"),
+        "providers": ("scoring", "service"),
+        "admin": ("admin-console", "operator-console"),
+        "gateway": ("gateway", "scorer-console"),
+    }
+    tools = known.identify((("authorization", "Bearer tools-token"),))
+    assert not isinstance(tools, str) and (tools.name, tools.role.name) == ("dev-tools", "service")

@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import random
-import re
 import signal
 import time
 import uuid
@@ -24,6 +23,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client.parser import text_string_to_metric_families
 
 from dev.copies import haproxy_spec, http_port
 from omnium_devstack import port_is_free
@@ -114,9 +114,14 @@ async def live_listeners(http: aiohttp.ClientSession, copy: GatewayProcess) -> i
     """The copy's own count of open live streams (its workers summed), read past HAProxy."""
     async with http.get(f"{copy.url}/metrics") as response:
         text = await response.text()
-    found = re.search(r"^omnium_gateway_live_listeners (\d+)$", text, re.MULTILINE)
-    assert found is not None, text[:200]
-    return int(found[1])
+    found = [
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "omnium_gateway_live_listeners"
+    ]
+    assert len(found) == 1, text[:200]
+    return int(found[0])
 
 
 @dataclass(slots=True)

@@ -17,7 +17,7 @@ from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
 from omnium_admin import AdminApp
 from omnium_grpc import open_channel
 from omnium_imports import ImportsApp
-from tests.support.command import settings_for
+from tests.support.command import person, settings_for
 from tests.support.delivery import eventually, query_until
 from tests.support.games import make_games
 from tests.support.imports import MEDALS, SCHEDULE, games_day, import_settings, sign
@@ -111,7 +111,9 @@ async def test_a_stopping_doorbell_is_not_ready_and_still_queues_rings(database_
                 before = await http.get(f"{url}/readyz")
                 call = asyncio.ensure_future(
                     imports_pb2_grpc.ImportsServiceStub(channel).SetIntegrationState(
-                        imports_pb2.SetIntegrationStateRequest(integration_code=MEDALS, state="on"),
+                        imports_pb2.SetIntegrationStateRequest(
+                            integration_code=MEDALS, state="on", actor=person()
+                        ),
                         timeout=30,
                     )
                 )

@@ -13,7 +13,14 @@ from opentelemetry.trace import SpanKind
 
 from omnium.command.v1 import command_pb2
 from omnium_settings import Settings
-from omnium_telemetry import aiohttp_middlewares, setup_tracing, shutdown_tracing
+from omnium_telemetry import (
+    aiohttp_middlewares,
+    continued_span,
+    current_traceparent,
+    setup_tracing,
+    shutdown_tracing,
+    tracer,
+)
 from tests.support.command import running_command
 from tests.support.games import make_games
 
@@ -59,3 +66,28 @@ async def test_aiohttp_requests_are_traced(spans: InMemorySpanExporter) -> None:
     served = [s for s in spans.get_finished_spans() if s.kind == SpanKind.SERVER]
     assert served and served[0].attributes is not None
     assert "/hello" in str(served[0].name) + str(dict(served[0].attributes))
+
+
+async def test_work_for_many_changes_continues_the_first_trace_and_links_the_others(
+    spans: InMemorySpanExporter,
+) -> None:
+    spans_of = tracer("test")
+    stored: list[str | None] = []
+    for name in ("change-1", "change-2", "change-1-again"):
+        with spans_of.start_as_current_span(name):
+            stored.append(current_traceparent())
+    stored[2] = stored[0]  # two rows of one command carry the same traceparent
+    with continued_span("delivery.send", [None, *stored]):
+        pass
+    by_name = {s.name: s for s in spans.get_finished_spans()}
+    send, first, second = by_name["delivery.send"], by_name["change-1"], by_name["change-2"]
+    assert send.context is not None and first.context is not None and second.context is not None
+    assert send.context.trace_id == first.context.trace_id
+    assert send.parent is not None and send.parent.span_id == first.context.span_id
+    assert [link.context.span_id for link in send.links] == [second.context.span_id]
+
+
+async def test_nothing_is_stored_or_continued_while_tracing_is_off() -> None:
+    assert current_traceparent() is None
+    with continued_span("delivery.send", ["00-" + "1" * 32 + "-" + "2" * 16 + "-01"]) as span:
+        assert not span.get_span_context().is_valid

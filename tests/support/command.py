@@ -7,16 +7,33 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2
 from grpc import aio
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium_command import CommandApp
-from omnium_grpc import open_channel
+from omnium_grpc import actor_message, command_message, open_channel
 from omnium_settings import Settings
 
+# The tests' own processes and clients: one caller with the role of omnium's back-end services,
+# and a second token of it (a rotation under way).
 TOKEN = "test-token-1"
+NEXT_TOKEN = "test-token-2"
+# One caller of each other role, for the tests of what each may do.
+ADMIN_TOKEN = "test-token-admin-console"
+GATEWAY_TOKEN = "test-token-gateway"
+FEED_TOKEN = "test-token-results-feed"
+STATS_TOKEN = "test-token-stats-team"
+CALLERS = (
+    f"omnium-tests:service:{TOKEN}",
+    f"omnium-tests:service:{NEXT_TOKEN}",
+    f"admin-console:operator-console:{ADMIN_TOKEN}",
+    f"gateway:scorer-console:{GATEWAY_TOKEN}",
+    f"results-feed:provider:{FEED_TOKEN}",
+    f"stats-team:reader:{STATS_TOKEN}",
+)
+#: OMNIUM_GRPC_CALLERS for a test's subprocesses.
+CALLERS_ENV = ",".join(CALLERS)
 
 
 @dataclass(slots=True)
@@ -37,13 +54,9 @@ class CommandClient:
 
 
 def settings_for(database_url: str, **overrides: Any) -> Settings:
-    return Settings.from_env(
-        {},
-        database_url=database_url,
-        grpc_tokens=(TOKEN, "test-token-2"),
-        grpc_token=TOKEN,
-        **overrides,
-    )
+    overrides.setdefault("grpc_callers", CALLERS)
+    overrides.setdefault("grpc_token", TOKEN)
+    return Settings.from_env({}, database_url=database_url, **overrides)
 
 
 @asynccontextmanager
@@ -62,9 +75,7 @@ async def running_command(database_url: str, **overrides: Any) -> AsyncIterator[
 
 
 def person(name: str = "Aiko Tanaka", screen: str = "admin:unit-edit") -> actor_pb2.Actor:
-    return actor_pb2.Actor(
-        kind=actor_pb2.Actor.KIND_PERSON, name=name, source_code="account:7", screen=screen
-    )
+    return actor_message("person", name, source_code="account:7", screen=screen)
 
 
 def command(
@@ -78,15 +89,8 @@ def command(
     event_code: str = "",
     actor: actor_pb2.Actor | None = None,
 ) -> command_pb2.Command:
-    struct = struct_pb2.Struct()
-    json_format.ParseDict(payload, struct)
-    return command_pb2.Command(
-        command_id=command_id,
-        code=code,
-        subject=command_pb2.Subject(kind=kind, id=unit_id, code=code_ref, event_code=event_code),
-        payload=struct,
-        actor=actor or person(),
-    )
+    subject = command_pb2.Subject(kind=kind, id=unit_id, code=code_ref, event_code=event_code)
+    return command_message(command_id, code, payload, actor or person(), subject=subject)
 
 
 def unit_row(

@@ -97,6 +97,7 @@ def gateway_env(database_url: str, redis_url: str, **settings: str) -> dict[str,
         OMNIUM_DATABASE_URL=database_url,
         OMNIUM_REDIS_URL=redis_url,
         OMNIUM_GATEWAY_PORT="0",
+        OMNIUM_GATEWAY_METRICS_PORT="0",
         OMNIUM_GATEWAY_REDIS_PREFIX=f"test:{uuid.uuid4().hex[:10]}:",
         OMNIUM_LOG_LEVEL="WARNING",
     )

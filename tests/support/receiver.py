@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -31,6 +32,8 @@ class Receiver:
     secret: str
     got: list[Received] = field(default_factory=list)
     status: int = 200
+    # Seconds the receiver takes to answer: a slow client.
+    delay: float = 0.0
 
 
 def verify(secret: str, headers: dict[str, str], body: bytes) -> bool:
@@ -53,6 +56,8 @@ async def webhook_receiver(
     async def hook(request: web.Request) -> web.Response:
         body = await request.read()
         headers = {k.lower(): v for k, v in request.headers.items()}
+        if receiver.delay:
+            await asyncio.sleep(receiver.delay)
         receiver.got.append(Received(headers, body, verify(secret, headers, body)))
         return web.Response(status=receiver.status)
 

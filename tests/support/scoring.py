@@ -14,7 +14,7 @@ from grpc import aio
 
 from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
-from omnium_grpc import open_channel
+from omnium_grpc import actor_message, open_channel
 from omnium_scoring import ScoringApp
 from omnium_settings import Settings
 from tests.support.command import CommandClient, running_command, settings_for
@@ -83,9 +83,7 @@ MINA = "00000000-0000-4000-8000-000000000011"
 def scorer(
     name: str = "Mina Park", account: str = f"account:{MINA}", screen: str = "scorer-console"
 ) -> actor_pb2.Actor:
-    return actor_pb2.Actor(
-        kind=actor_pb2.Actor.KIND_SCORER, name=name, source_code=account, screen=screen
-    )
+    return actor_message("scorer", name, source_code=account, screen=screen)
 
 
 async def assign(

@@ -150,6 +150,34 @@ def test_each_containers_settings_load(deployment: str, container: dict[str, Any
     assert settings.database_url is not None
 
 
+def test_each_calling_process_sends_a_token_of_its_own_caller_with_the_right_role() -> None:
+    """Every gRPC server takes the same callers; each process that calls another sends the
+    token of its own caller, whose role allows what that process calls (docs/callers.md)."""
+    from omnium_grpc import Callers
+
+    envs = {name: _environment(container) for name, container in _containers()}
+    servers = {
+        name: env["OMNIUM_GRPC_CALLERS"]
+        for name, env in envs.items()
+        if "OMNIUM_GRPC_CALLERS" in env
+    }
+    assert set(servers) == {"omnium-command", "omnium-imports", "omnium-scoring", "omnium-delivery"}
+    assert len(set(servers.values())) == 1
+    callers = Callers.parse(next(iter(servers.values())).split(","))
+    sent = {}
+    for name, env in envs.items():
+        if "OMNIUM_GRPC_TOKEN" in env:
+            caller = callers.identify((("authorization", f"Bearer {env['OMNIUM_GRPC_TOKEN']}"),))
+            assert not isinstance(caller, str), f"{name}: {caller}"
+            sent[name] = (caller.name, caller.role.name)
+    assert sent == {
+        "omnium-admin": ("admin-console", "operator-console"),
+        "omnium-gateway": ("gateway", "scorer-console"),
+        "omnium-imports": ("imports", "service"),
+        "omnium-scoring": ("scoring", "service"),
+    }
+
+
 def test_the_image_is_the_one_the_dockerfile_builds() -> None:
     for _, container in _containers():
         assert container["image"].split(":")[0] == "omnium"

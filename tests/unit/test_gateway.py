@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import multiprocessing
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
+from prometheus_client.multiprocess import mark_process_dead
+from prometheus_client.parser import text_string_to_metric_families
 
 from omnium_accounts import hash_key
 from omnium_gateway import Entry, Gateway, Metrics
-from omnium_gateway._app import _etag_matches
+from omnium_gateway._gateway import _etag_matches
 from omnium_gateway._limits import parse_api_keys
+from omnium_gateway._metrics import render_directory, use_files
 from omnium_gateway._openapi import document
 from omnium_gateway._outbox import groups_for
 from omnium_gateway._reads import FINAL, LIVE, SCHEDULED, state_of
@@ -83,21 +88,67 @@ def test_the_document_is_assembled_from_parts() -> None:
     assert {} in document([], anonymous=True)["security"]
 
 
-def test_metrics_sum_every_worker() -> None:
-    shared = Metrics(workers=2)
-    shared.for_worker(0).request("unit", 200)
-    shared.for_worker(1).request("unit", 200)
-    shared.for_worker(1).db_read("live")
-    text = shared.render()
-    assert 'omnium_gateway_requests_total{route="unit",code="200"} 2' in text
-    assert 'omnium_gateway_db_reads_total{ttl_class="live"} 1' in text
+def _worker(directory: str, reads: int, listeners: int) -> None:
+    # What a gateway worker does first (omnium_gateway._server): its values go to files.
+    use_files(directory)
+    metrics = Metrics()
+    for _ in range(reads):
+        metrics.request("unit", 200, 0.002)
+    metrics.db_read("live")
+    metrics.live_listeners(listeners)
+    metrics.flush()
+
+
+def test_metrics_sum_every_worker(tmp_path: Path) -> None:
+    """Two real worker processes write; /metrics (any of them, or the parent's port) sums."""
+    context = multiprocessing.get_context("fork")
+    workers = [
+        context.Process(target=_worker, args=(str(tmp_path), reads, listeners))
+        for reads, listeners in ((1, 3), (2, 4))
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=30)
+        assert worker.exitcode == 0
+    # Listeners summed over the live workers: 7 while both run; the server marks a worker
+    # that exits, whose streams are gone with it.
+    assert "omnium_gateway_live_listeners 7.0" in render_directory(str(tmp_path)).decode()
+    for worker in workers:
+        assert worker.pid is not None
+        mark_process_dead(worker.pid, str(tmp_path))
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(render_directory(str(tmp_path)).decode())
+        for s in family.samples
+    }
+    unit = (("code", "200"), ("route", "unit"))
+    assert samples[("omnium_gateway_requests_total", unit)] == 3
+    assert samples[("omnium_gateway_request_duration_seconds_count", (("route", "unit"),))] == 3
+    assert samples[("omnium_gateway_db_reads_total", (("ttl_class", "live"),))] == 2
+    assert samples.get(("omnium_gateway_live_listeners", ()), 0) == 0
+    # A worker's own registry, in memory, when none writes files (make_app alone, the tests).
+    alone = Metrics()
+    for seconds in (0.0004, 0.003, 0.003, 2.0):
+        alone.request("unit", 200, seconds)
+    alone.cache("HIT")
+    assert alone.requests("unit", 200) == 4 and alone.directory is None
+    # What the hot path kept, handed over whole: the histogram as observe() would make it.
+    histogram = "omnium_gateway_request_duration_seconds"
+    assert alone.value(f"{histogram}_count", route="unit") == 4
+    assert alone.value(f"{histogram}_sum", route="unit") == pytest.approx(2.0064)
+    assert alone.value(f"{histogram}_bucket", route="unit", le="0.0005") == 1
+    assert alone.value(f"{histogram}_bucket", route="unit", le="0.005") == 3
+    assert alone.value(f"{histogram}_bucket", route="unit", le="1.0") == 3
+    assert alone.value(f"{histogram}_bucket", route="unit", le="+Inf") == 4
+    assert alone.value("omnium_gateway_cache_total", result="HIT") == 1
 
 
 async def test_a_worker_s_memory_lets_the_least_recently_used_response_go_first() -> None:
     from omnium_gateway._cache import Cache, CacheKey
 
     settings = Settings.from_env({}, gateway_local_max_entries=2)
-    cache = Cache(settings, None, Metrics(1), lambda: None)
+    cache = Cache(settings, None, Metrics(), lambda: None)
 
     async def never(*_: Any) -> Any:
         raise AssertionError("served from memory, not read")

@@ -24,6 +24,18 @@ def test_a_query_defined_twice_is_an_error(tmp_path: Path) -> None:
         Queries.load(tmp_path)
 
 
+def test_a_statement_is_sent_without_the_comments_that_open_it(tmp_path: Path) -> None:
+    # Its trace span is named by its first word: "SELECT", not "--".
+    (tmp_path / "a.sql").write_text(
+        "-- name: one\n-- Why it reads this.\n  -- And more.\nSELECT 1 -- kept\nFROM t;\n"
+        "-- name: two\n-- Its parts.\n-- part: p\nSELECT 2\n-- end part\n"
+    )
+    queries = Queries.load(tmp_path)
+    assert queries["one"] == "SELECT 1 -- kept\nFROM t"
+    assert queries.parts("two") == {"p"}
+    assert queries.compose("two", {"p"}).text.strip() == "SELECT 2"
+
+
 def test_an_unknown_query_names_the_header_to_add(tmp_path: Path) -> None:
     with pytest.raises(KeyError, match="-- name: nope"):
         Queries.load(tmp_path)["nope"]

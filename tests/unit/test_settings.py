@@ -35,7 +35,7 @@ def test_values_are_read_and_typed() -> None:
             "OMNIUM_CACHE_TTL_LIVE": "5",
             "OMNIUM_GUARD_MIN_SHARE": "0.25",
             "OMNIUM_GRPC_AUTH_REQUIRED": "off",
-            "OMNIUM_GRPC_TOKENS": "a, b,,c",
+            "OMNIUM_GRPC_CALLERS": "a:reader:x, b:service:y,,c:provider:z",
             "OMNIUM_DATABASE_URL": "postgresql://x/y",
             "OMNIUM_TELEMETRY_EXPORTER": "console",
             "PATH": "/usr/bin",
@@ -44,7 +44,7 @@ def test_values_are_read_and_typed() -> None:
     assert s.cache_ttl_live == 5
     assert s.guard_min_share == 0.25
     assert s.grpc_auth_required is False
-    assert s.grpc_tokens == ("a", "b", "c")
+    assert s.grpc_callers == ("a:reader:x", "b:service:y", "c:provider:z")
     assert s.database_url == "postgresql://x/y"
     assert s.telemetry_exporter == "console"
 
@@ -74,3 +74,12 @@ def test_every_setting_is_described() -> None:
     rows = describe_settings()
     assert len(rows) > 60
     assert all(name.startswith("OMNIUM_") and doc for name, _, doc in rows)
+
+
+def test_old_bare_tokens_stop_the_process_and_say_what_to_write() -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({"OMNIUM_GRPC_TOKENS": "t1,t2"})
+    said = str(raised.value)
+    assert "OMNIUM_GRPC_TOKENS lists 2 token(s) without names" in said
+    assert "OMNIUM_GRPC_CALLERS" in said and "name:role:token" in said
+    assert "t1" not in said

@@ -13,12 +13,14 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from omnium.command.v1 import command_pb2_grpc
+from omnium.delivery.v1 import delivery_pb2_grpc
 from omnium.imports.v1 import imports_pb2_grpc
 from omnium_accounts import Accounts
-from omnium_admin import _auth, _views
+from omnium_admin import _auth, _pages, _views
 from omnium_admin._present import FILTERS
 from omnium_db import PoolRoad, create_pool
 from omnium_grpc import open_channel
+from omnium_metrics import http_metrics
 from omnium_process import malformed_http_as_info
 from omnium_settings import Settings
 from omnium_telemetry import aiohttp_middlewares
@@ -70,6 +72,8 @@ class AdminApp:
         self.command_channel = open_channel(settings.command_address, settings)
         self.imports = imports_pb2_grpc.ImportsServiceStub(self.imports_channel)
         self.command = command_pb2_grpc.CommandServiceStub(self.command_channel)
+        self.delivery_channel = open_channel(settings.delivery_address, settings)
+        self.delivery = delivery_pb2_grpc.DeliveryServiceStub(self.delivery_channel)
         self.runner: web.AppRunner | None = None
         self.port = 0
         self.templates = make_templates()
@@ -88,8 +92,9 @@ class AdminApp:
         app = web.Application(
             middlewares=[
                 in_flight,
+                http_metrics("admin"),
                 *aiohttp_middlewares(self.settings),
-                _views.plain_errors,
+                _pages.plain_errors,
                 _auth.signed_in,
             ],
             client_max_size=self.settings.admin_max_form_bytes,
@@ -133,6 +138,7 @@ class AdminApp:
             await self.runner.cleanup()
         await self.imports_channel.close()
         await self.command_channel.close()
+        await self.delivery_channel.close()
         for pool in (self.people, self.reader):
             if pool is not None:
                 await pool.close()

@@ -9,6 +9,7 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from omnium.command.v1 import command_pb2
+from omnium.delivery.v1 import delivery_pb2
 from omnium.imports.v1 import imports_pb2
 
 RUN_WORDS = {
@@ -227,6 +228,70 @@ def chart(
         "height": height,
         "max_rows": most_rows,
         "max_took": took(most_ms),
+    }
+
+
+def seconds(value: float) -> str:
+    if value <= 0:
+        return "—"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
+
+
+def _feed(f: delivery_pb2.Feed) -> dict[str, Any]:
+    last = f.last_received if f.HasField("last_received") else None
+    scope = f.discipline or "whole Games"
+    if f.top_n:
+        scope += f", top {f.top_n}"
+    return {
+        "id": f.id,
+        "what": f"{f.kind} ({f.format.upper()}, {scope})",
+        "file_name": f.file_name,
+        "version": f.version,
+        "owed": f.owed,
+        "last_outcome": last.outcome if last else "",
+        "last_version": last.version if last else 0,
+        "last_delay": seconds(last.delay_seconds) if last and last.outcome == "delivered" else "",
+        "last_ago": ago(when(last.delivered_at)) if last and last.outcome == "delivered" else "",
+        "last_error": last.error if last else "",
+    }
+
+
+def delivery_client(c: delivery_pb2.Client) -> dict[str, Any]:
+    """One client on the Delivery screen: the promise over the window, its feeds, and why it is
+    failing, if it is."""
+    p = c.promise
+    reasons = list(c.alerts)
+    if p.last_error and not any(p.last_error in r for r in reasons):
+        reasons.append(f"The newest send failed: {p.last_error}")
+    failing = bool(reasons) or not p.kept
+    if not c.enabled:
+        verdict = "Off: nothing is sent to this client."
+    elif p.sends == 0:
+        verdict = "Nothing sent in the window."
+    elif p.kept:
+        verdict = f"Promise kept: {p.share * 100:.0f}% within {seconds(p.target_seconds)}."
+    else:
+        verdict = f"Promise broken: {p.share * 100:.0f}% within {seconds(p.target_seconds)}."
+    return {
+        "code": c.code,
+        "name": c.name,
+        "transport": "files (SFTP)" if c.transport == "sftp" else "webhook",
+        "enabled": c.enabled,
+        "verdict": verdict,
+        "failing": failing,
+        "reasons": reasons,
+        "kept": p.kept,
+        "target": seconds(p.target_seconds),
+        "window_minutes": f"{p.window_seconds / 60:g}",
+        "sends": p.sends,
+        "within": p.within_target,
+        "share": f"{p.share * 100:.0f}%" if p.sends else "—",
+        "misses": p.misses,
+        "p50": seconds(p.p50_seconds),
+        "p95": seconds(p.p95_seconds),
+        "last_delivered": ago(when(p.last_delivered_at)),
+        "last_delivered_at": clock(when(p.last_delivered_at)),
+        "feeds": [_feed(f) for f in c.feeds],
     }
 
 

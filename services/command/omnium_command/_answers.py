@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from omnium.command.v1 import command_pb2
 from omnium_command._intent import Request, RowRef
-from omnium_command._plan import Outcome, Plan, now_timestamp
-from omnium_grpc import field_changes
+from omnium_command._plan import Outcome, Plan
+from omnium_grpc import field_changes, timestamp_now
 
 
 def render(
@@ -25,7 +25,7 @@ def render(
         kept = [d for d in plan.writes.diff if d.get("kept_by_hand")]
         answer.changes.extend(field_changes(changes))
         answer.kept_by_hand.extend(field_changes(kept))
-        answer.saved_at.CopyFrom(now_timestamp())
+        answer.saved_at.CopyFrom(timestamp_now())
         return
     # Built in place, in position order: extending from separate messages copies each one.
     rows: list[tuple[int, tuple[RowRef, Outcome] | tuple[str, str]]] = [

@@ -6,17 +6,10 @@ from dataclasses import dataclass, field
 
 from omnium.common.v1 import actor_pb2
 from omnium_command._rows import Match
+from omnium_grpc import ACTOR_KIND_NAMES
 
 # Commands from these senders pin the fields they set; everyone else leaves pinned fields alone.
 PINNING_KINDS = frozenset({actor_pb2.Actor.KIND_PERSON, actor_pb2.Actor.KIND_SCORER})
-
-ACTOR_KIND_NAMES = {
-    actor_pb2.Actor.KIND_PERSON: "person",
-    actor_pb2.Actor.KIND_INTEGRATION: "integration",
-    actor_pb2.Actor.KIND_SCORER: "scorer",
-    actor_pb2.Actor.KIND_PROVIDER: "provider",
-    actor_pb2.Actor.KIND_SYSTEM: "system",
-}
 
 
 @dataclass(frozen=True, slots=True)

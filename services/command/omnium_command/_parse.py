@@ -5,17 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from omnium.command.v1 import command_pb2
-from omnium.common.v1 import actor_pb2
 from omnium_command._intent import BatchContext, Intent, ReadKeys, Request, RowRef
 from omnium_command._records import COMPETITOR, MEDAL_ROW, SIDE, UNIT, BadValue, Kind, moment
 from omnium_command._rows import Match
+from omnium_grpc import actor_as_sent, canonical_id, is_canonical_id
 
 _SIDE_FIELD = re.compile(r"^sides\[(\d+)\]\.([a-z_]+)$")
 _COMMAND_ID = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")
@@ -25,17 +24,10 @@ class Refusal(Exception):
     """The command cannot be applied as sent. The message says why and what to do."""
 
 
-# An id already in its canonical form (what our own services send) needs no uuid.UUID round trip.
-_CANONICAL_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
 def _id(value: str, what: str) -> str:
-    if _CANONICAL_ID.fullmatch(value):
-        return value
-    try:
-        return str(uuid.UUID(value))
-    except ValueError:
-        raise Refusal(f"{what} {value!r} is not an id (a UUID)") from None
+    if (canonical := canonical_id(value)) is None:
+        raise Refusal(f"{what} {value!r} is not an id (a UUID)")
+    return canonical
 
 
 def _check_command_id(command_id: str) -> None:
@@ -349,10 +341,7 @@ def parse_batch(batch: command_pb2.ImportBatch, *, max_units: int) -> Request:
             refused[row.position] = (row.key, row.hash, str(exc))
             continue
         intents.append(intent)
-    actor = actor_pb2.Actor()
-    actor.CopyFrom(batch.actor)
-    if actor.kind == actor_pb2.Actor.KIND_UNSPECIFIED:
-        actor.kind = actor_pb2.Actor.KIND_INTEGRATION
+    actor = actor_as_sent(batch.actor, "integration")
     actor.name = actor.name or f"integration:{batch.integration_code}"
     actor.source_code = actor.source_code or batch.integration_code
     return Request(
@@ -418,7 +407,7 @@ def _row_intent(row: command_pb2.BatchRow, ref: RowRef) -> Intent:
 
 
 def guess_batch_keys(batch: command_pb2.ImportBatch) -> ReadKeys | None:
-    if not _CANONICAL_ID.fullmatch(batch.run_id) or not batch.rows:
+    if not is_canonical_id(batch.run_id) or not batch.rows:
         return None
     unit_ids: list[str] = []
     unit_codes: list[str] = []
@@ -429,14 +418,14 @@ def guess_batch_keys(batch: command_pb2.ImportBatch) -> ReadKeys | None:
         if which == "unit":
             subject = row.subject
             if subject.id:
-                if not _CANONICAL_ID.fullmatch(subject.id):
+                if not is_canonical_id(subject.id):
                     return None
                 unit_ids.append(subject.id)
             elif subject.code:
                 unit_codes.append(subject.code)
             for side in row.unit.sides:
                 if side.HasField("competitor_id"):
-                    if not _CANONICAL_ID.fullmatch(side.competitor_id):
+                    if not is_canonical_id(side.competitor_id):
                         return None
                     competitors.add(side.competitor_id)
         elif which == "medal_row":
@@ -462,7 +451,7 @@ def guess_command_keys(cmd: command_pb2.Command) -> ReadKeys | None:
     ids: tuple[str, ...] = ()
     codes: tuple[str, ...] = ()
     if subject.id:
-        if not _CANONICAL_ID.fullmatch(subject.id):
+        if not is_canonical_id(subject.id):
             return None
         ids = (subject.id,)
     elif subject.code:

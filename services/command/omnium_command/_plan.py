@@ -8,8 +8,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from google.protobuf import timestamp_pb2
-
 from omnium.command.v1 import command_pb2
 from omnium_command._intent import Intent, Request
 from omnium_command._parse import Refusal
@@ -561,9 +559,3 @@ class Planner:
                     },
                 }
             )
-
-
-def now_timestamp() -> timestamp_pb2.Timestamp:
-    stamp = timestamp_pb2.Timestamp()
-    stamp.GetCurrentTime()
-    return stamp

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from omnium_db import UNIT_STATUSES
+from omnium_grpc import canonical_id
 
 MEDALS = ("GOLD", "SILVER", "BRONZE")
 
@@ -97,10 +97,9 @@ def moment(value: object) -> datetime | None:
 def reference(value: object) -> str | None:
     if value is None:
         return None
-    try:
-        return str(uuid.UUID(str(value)))
-    except ValueError:
-        raise BadValue(f"{value!r} is not an id (a UUID)") from None
+    if (canonical := canonical_id(str(value))) is None:
+        raise BadValue(f"{value!r} is not an id (a UUID)")
+    return canonical
 
 
 def noc(value: object) -> str:

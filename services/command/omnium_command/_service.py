@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import logging
-import uuid
 
 import asyncpg
 import grpc
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import json_format, struct_pb2
 from grpc import aio
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
-from omnium.common.v1 import actor_pb2
-from omnium_command._intent import ACTOR_KIND_NAMES
 from omnium_command._road import Road
 from omnium_command._sql import QUERIES
-from omnium_grpc import abort_internal, field_changes
+from omnium_grpc import (
+    PEOPLE,
+    abort_internal,
+    actor_message,
+    current_caller,
+    field_changes,
+    is_id,
+    timestamp,
+)
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
-_KIND_BY_NAME = {name: kind for kind, name in ACTOR_KIND_NAMES.items()}
 
 
 class CommandService(command_pb2_grpc.CommandServiceServicer):
@@ -31,6 +35,20 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
     async def Submit(
         self, request: command_pb2.Command, context: aio.ServicerContext
     ) -> command_pb2.Answer:
+        caller = current_caller()
+        if caller is not None:
+            refusal = caller.code_refusal(request.code)
+            if refusal is not None:
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
+            # A caller that may not name this sender is recorded as itself (target 8).
+            request.actor.CopyFrom(caller.recorded(request.actor))
+        if request.actor.kind in PEOPLE and not request.actor.screen:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"actor.screen is empty: a person's command says which screen or app it came "
+                f"from (target 8), e.g. 'admin:unit-edit'. Nothing from {request.command_id!r} "
+                "was written; send it again with the screen.",
+            )
         try:
             return await self.road.submit(request)
         except Exception as exc:
@@ -40,6 +58,9 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
     async def ApplyImportBatch(
         self, request: command_pb2.ImportBatch, context: aio.ServicerContext
     ) -> command_pb2.BatchAnswer:
+        caller = current_caller()
+        if caller is not None:
+            request.actor.CopyFrom(caller.recorded(request.actor))
         try:
             return await self.road.apply_batch(request)
         except Exception as exc:
@@ -69,9 +90,7 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
                             grpc.StatusCode.NOT_FOUND,
                             f"there is no unit {subject.code} in {subject.event_code}",
                         )
-                try:
-                    uuid.UUID(subject_id or "")
-                except ValueError:
+                if not is_id(subject_id or ""):
                     await context.abort(
                         grpc.StatusCode.INVALID_ARGUMENT,
                         "subject.id must be an id (a UUID), or give a unit's code and event_code",
@@ -85,21 +104,19 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
 def _item(row: asyncpg.Record) -> command_pb2.TimelineItem:
     payload = struct_pb2.Struct()
     json_format.ParseDict(row["payload"], payload)
-    occurred = timestamp_pb2.Timestamp()
-    occurred.FromDatetime(row["occurred_at"])
     return command_pb2.TimelineItem(
         id=row["id"],
         command_id=row["command_id"],
         code=row["code"],
-        actor=actor_pb2.Actor(
-            kind=_KIND_BY_NAME.get(row["actor_kind"], actor_pb2.Actor.KIND_UNSPECIFIED),
-            name=row["actor_name"],
+        actor=actor_message(
+            row["actor_kind"],
+            row["actor_name"],
             source_code=row["source_code"] or "",
             screen=row["screen"] or "",
         ),
         payload=payload,
         diff=field_changes(row["diff"]),
-        occurred_at=occurred,
+        occurred_at=timestamp(row["occurred_at"]),
         subject_kind=row["subject_kind"],
         subject_id=row["subject_id"] or "",
     )

@@ -9,6 +9,8 @@ from omnium_command._intent import ReadKeys, Request
 from omnium_command._plan import Plan
 from omnium_command._rows import ReadState, UnitRead, Versioned
 from omnium_command._sql import QUERIES
+from omnium_grpc import row_outcome_word
+from omnium_telemetry import current_traceparent
 
 Row = command_pb2.RowOutcome
 # A statement as asyncpg takes it: its text and its arguments, in order.
@@ -193,6 +195,8 @@ def _write_args(
         "medal_inserts": writes.medal_inserts,
         "competitor_updates": writes.competitor_updates,
         "outbox": writes.outbox,
+        # The command's trace, once per command, for whoever reads its outbox rows.
+        "trace_context": current_traceparent() if writes.outbox else None,
         "match_actions": writes.match_actions,
         "integration_id": state["integration_id"],
         "run_id": batch.run_id if batch else None,
@@ -243,7 +247,7 @@ def _batch_rows(request: Request, plan: Plan) -> None:
                     "kind": intent.kind,
                     "subject_id": outcome.subject_id,
                     "hash": row.hash.hex(),
-                    "outcome": Row.Name(outcome.row_outcome).removeprefix("ROW_OUTCOME_").lower(),
+                    "outcome": row_outcome_word(outcome.row_outcome),
                     "reason": outcome.reason or None,
                     "diff": outcome.changes,
                     "kept": outcome.kept,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from omnium_delivery._app import HAND_OVER_SECONDS, DeliveryApp, Sent
+from omnium_delivery._app import HAND_OVER_SECONDS, DeliveryApp
 from omnium_delivery._clients import check_client, load_clients, read_clients_file
 from omnium_delivery._documents import Document, render
-from omnium_delivery._transport import ClientSettingsError, Outgoing, SendResult
+from omnium_delivery._transport import ClientSettingsError, Outgoing, SendResult, Sent
 from omnium_delivery._webhook import secret_key, sign
 
 __all__ = [

@@ -50,4 +50,9 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "load-clients":
         _load(sys.argv[2])
     else:
-        run_process("delivery", main, nice=lambda settings: settings.delivery_nice)
+        run_process(
+            "delivery",
+            main,
+            nice=lambda settings: settings.delivery_nice,
+            metrics_port=lambda settings: settings.delivery_metrics_port,
+        )

@@ -11,8 +11,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -21,19 +20,29 @@ import httpx
 import redis.asyncio as aioredis
 
 from omnium.delivery.v1 import delivery_pb2_grpc
-from omnium_alerts import post_alert
 from omnium_db import DATABASE_ERRORS, NotifyListener, PoolRoad, create_pool, is_outage
+from omnium_delivery import _metrics
+from omnium_delivery._alerts import client_alert
 from omnium_delivery._build import FeedRow, build
 from omnium_delivery._clients import load_clients, read_clients_file
-from omnium_delivery._documents import Document, render
+from omnium_delivery._documents import Document, off_loop, render
 from omnium_delivery._live import LivePush
+from omnium_delivery._promise import PromiseWatch
 from omnium_delivery._service import SERVICE_NAME, DeliveryService
 from omnium_delivery._sftp import SftpTransport
 from omnium_delivery._sql import QUERIES
-from omnium_delivery._transport import ClientSettingsError, Outgoing, SendResult, Transport
+from omnium_delivery._transport import (
+    ClientRow,
+    ClientSettingsError,
+    Outgoing,
+    SendResult,
+    Sent,
+    Transport,
+)
 from omnium_delivery._webhook import WebhookTransport
 from omnium_grpc import GrpcServer
 from omnium_settings import Settings
+from omnium_telemetry import continued_span
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -44,37 +53,6 @@ _OUTBOX_BATCH = 500
 # Longest a stopping copy spends handing its clients over; past it their leases do.
 HAND_OVER_SECONDS = 2.0
 _HAND_OVER_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, *DATABASE_ERRORS)
-
-
-_BIG_DOCUMENT = 200  # rows; hashing and rendering more than this goes to a thread
-
-
-async def _off_loop(document: Document, work: Callable[..., T], *args: object) -> T:
-    """Hashing and rendering a big Games is CPU work: off the loop, so live pushes and other
-    clients' sends keep moving meanwhile. Small documents are quicker done in place."""
-    if len(document.rows) > _BIG_DOCUMENT:
-        return await asyncio.to_thread(work, *args)
-    return work(*args)
-
-
-@dataclass(frozen=True, slots=True)
-class ClientRow:
-    id: str
-    code: str
-    name: str
-    transport: str
-    settings: Mapping[str, object]
-    event_id: str
-    event_code: str
-
-
-@dataclass(frozen=True, slots=True)
-class Sent:
-    """What a send hook sees: the client, the outgoing file and how it went."""
-
-    client: ClientRow
-    item: Outgoing
-    result: SendResult
 
 
 class DeliveryApp:
@@ -137,13 +115,15 @@ class DeliveryApp:
             asyncio.create_task(self._outbox_loop()),
             asyncio.create_task(self._dispatch_loop()),
             asyncio.create_task(self._sweep_loop()),
+            asyncio.create_task(PromiseWatch(settings, self.pool, self.http).run(self.stopping)),
+            asyncio.create_task(self._sample_loop()),
         ]
         if self.live is not None:
             self.tasks.append(asyncio.create_task(self.live.run(self.stopping)))
         self.grpc = GrpcServer(settings, name="delivery")
         self.grpc.add(
             delivery_pb2_grpc.add_DeliveryServiceServicer_to_server,
-            DeliveryService(self.pool, self.dispatch_wake),
+            DeliveryService(self.pool, self.dispatch_wake, settings),
             SERVICE_NAME,
         )
         self.grpc_port = await self.grpc.start(
@@ -350,6 +330,21 @@ class DeliveryApp:
             )
         return gone
 
+    async def _sample_loop(self) -> None:
+        """The gauges /metrics shows that take a query, read every metrics_sample_seconds."""
+        assert self.pool is not None
+        while not self.stopping.is_set():
+            try:
+                async with self.pool.acquire() as conn:
+                    row = await conn.fetchrow(QUERIES["outbox_lag"])
+                _metrics.OUTBOX_LAG.set(row["lag"])
+                _metrics.FEEDS_OWED.set(row["owed"])
+            except DATABASE_ERRORS as exc:
+                log.debug("delivery: the outbox lag could not be read (%s)", exc)
+            _metrics.LIVE_PUBLISHED.set(self.pushes)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), self.settings.metrics_sample_seconds)
+
     # -- sending --------------------------------------------------------------------------
 
     async def _dispatch_loop(self) -> None:
@@ -499,7 +494,7 @@ class DeliveryApp:
                 held=self._held(client),
             )
             self.builds += 1
-            content_sha = await _off_loop(document, document.content_sha, feed.format)
+            content_sha = await off_loop(document, document.content_sha, feed.format)
             if content_sha == feed.delivered_content_sha and not feed.force:
                 await conn.execute(
                     QUERIES["unchanged"], feed.id, feed.marks, window, feed.wanted_id
@@ -507,10 +502,45 @@ class DeliveryApp:
                 return True
             new = content_sha != feed.content_sha or feed.version == 0
             version = feed.version + 1 if new else feed.version
-            saved_at = await conn.fetchval(
+            newest = await conn.fetchrow(
                 QUERIES["new_version"], feed.id, version, content_sha, new, feed.wanted_id
             )
-        body = await _off_loop(document, render, document, feed.format, version, datetime.now(UTC))
+        saved_at = newest["saved_at"]
+        # The send continues the trace of the newest change it carries (its outbox row's).
+        with continued_span(
+            "delivery.send",
+            [newest["trace_context"]],
+            attributes={
+                "omnium.client": client.code,
+                "omnium.transport": client.transport,
+                "omnium.feed.kind": feed.kind,
+                "omnium.feed.version": version,
+            },
+        ) as span:
+            sent = await self._send(
+                client, transport, feed, document, version, content_sha, saved_at
+            )
+            span.set_attribute("omnium.send.outcome", sent[0].outcome)
+        result, item = sent
+        if self.on_send is not None:
+            self.on_send(Sent(client, item, result))
+        return result.outcome == "delivered"
+
+    async def _send(
+        self,
+        client: ClientRow,
+        transport: Transport,
+        feed: FeedRow,
+        document: Document,
+        version: int,
+        content_sha: str,
+        saved_at: datetime | None,
+    ) -> tuple[SendResult, Outgoing]:
+        """Render, send and record one version of a feed."""
+        assert self.pool is not None
+        settings = self.settings
+        window = settings.live_debounce_seconds if feed.live else settings.feed_debounce_seconds
+        body = await off_loop(document, render, document, feed.format, version, datetime.now(UTC))
         item = Outgoing(
             client_code=client.code,
             feed_id=feed.id,
@@ -550,10 +580,11 @@ class DeliveryApp:
                 ),
             )
             if result.outcome != "delivered" and result.alert:
-                await self._alert(conn, client, result.alert, result.error or "")
-        if self.on_send is not None:
-            self.on_send(Sent(client, item, result))
-        return result.outcome == "delivered"
+                await client_alert(
+                    conn, self.http, self.settings, client, result.alert, result.error or ""
+                )
+        _metrics.record_send(client.transport, client.code, result, saved_at, resend=feed.force)
+        return result, item
 
     async def _unreachable(self, client: ClientRow, kind: str, message: str) -> None:
         assert self.pool is not None
@@ -561,16 +592,4 @@ class DeliveryApp:
             await conn.execute(
                 QUERIES["postpone_client"], client.id, self.settings.delivery_retry_seconds
             )
-            await self._alert(conn, client, kind, message)
-
-    async def _alert(
-        self, conn: asyncpg.Connection, client: ClientRow, kind: str, message: str
-    ) -> None:
-        """One open alert per client and cause; a new one also goes to the alert webhook."""
-        alert_id = await conn.fetchval(QUERIES["raise_alert"], client.id, kind, message)
-        if alert_id is None:
-            return
-        log.warning("delivery alert %s for %s (%s): %s", alert_id, client.code, kind, message)
-        alert = {"alert": alert_id, "client": client.code, "kind": kind, "message": message}
-        if await post_alert(self.http, self.settings, alert):
-            await conn.execute(QUERIES["alert_sent"], alert_id)
+            await client_alert(conn, self.http, self.settings, client, kind, message)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import hashlib
 import io
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 from xml.etree import ElementTree as ET
+
+T = TypeVar("T")
 
 DOCUMENT_TYPES = {"schedule": "DT_SCHEDULE", "results": "DT_RESULT", "medals": "DT_MEDALS"}
 EXTENSIONS = {"json": "json", "csv": "csv", "odf": "xml"}
@@ -240,3 +243,14 @@ def competitor_ids(units: Sequence[Mapping[str, Any]]) -> list[str]:
             if s.get("competitor_id")
         }
     )
+
+
+_BIG_DOCUMENT = 200  # rows; hashing and rendering more than this goes to a thread
+
+
+async def off_loop(document: Document, work: Callable[..., T], *args: object) -> T:
+    """Hashing and rendering a big Games is CPU work: off the loop, so live pushes and other
+    clients' sends keep moving meanwhile. Small documents are quicker done in place."""
+    if len(document.rows) > _BIG_DOCUMENT:
+        return await asyncio.to_thread(work, *args)
+    return work(*args)

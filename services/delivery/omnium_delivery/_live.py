@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 
 from omnium_live import REDIS_ERRORS, LivePublisher
 from omnium_settings import Settings
+from omnium_telemetry import continued_span
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,8 @@ class LivePush:
     def __init__(self, settings: Settings, redis: aioredis.Redis) -> None:
         self.settings = settings
         self.publisher = LivePublisher(redis, max_length=settings.live_stream_length)
-        self.waiting: dict[str, deque[tuple[int, dict[str, Any]]]] = {}
+        # Per Games: (order, the item listeners see, its change's traceparent).
+        self.waiting: dict[str, deque[tuple[int, dict[str, Any], str | None]]] = {}
         self.lost: dict[str, int] = {}
         self.wake = asyncio.Event()
         self.published = 0
@@ -90,7 +92,7 @@ class LivePush:
             if item is None:
                 continue
             queue = self.waiting.setdefault(row["event_code"], deque())
-            queue.append((next(self._numbers), item))
+            queue.append((next(self._numbers), item, row["trace_context"]))
             if len(queue) > limit:
                 queue.popleft()
                 self.lost[row["event_code"]] = self.lost.get(row["event_code"], 0) + 1
@@ -142,10 +144,15 @@ class LivePush:
         queue = self.waiting.get(event_code, deque())
         lost = self.lost.get(event_code, 0)
         chunk = list(itertools.islice(queue, _CHUNK))
-        items = [item for _, item in chunk]
+        items = [item for _, item, _ in chunk]
+        traces = [trace for _, _, trace in chunk]
         if lost:
             items.insert(0, {"kind": "gap", "lost": lost, "message": _lost_message(lost)})
-        await self.publisher.publish(event_code, items)
+            traces.insert(0, None)
+        # The push continues the first change's trace (and links the others); each stream entry
+        # carries its own change's trace on to the gateways' SSE fan-out.
+        with continued_span("live.publish", traces, attributes={"omnium.live.items": len(items)}):
+            await self.publisher.publish(event_code, items, traces)
         # Only now are they off the backlog. `add` may have dropped some of this chunk from
         # the head meanwhile (counted as lost: a gap too many, never one too few).
         newest = chunk[-1][0] if chunk else -1

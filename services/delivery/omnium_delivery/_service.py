@@ -4,25 +4,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 import asyncpg
 import grpc
-from google.protobuf import timestamp_pb2
 from grpc import aio
 
 from omnium.delivery.v1 import delivery_pb2, delivery_pb2_grpc
 from omnium_delivery._documents import DOCUMENT_TYPES, EXTENSIONS
+from omnium_delivery._promise import ClientPromise, read_promise
 from omnium_delivery._sql import QUERIES
+from omnium_grpc import timestamp
+from omnium_settings import Settings
 
 SERVICE_NAME = delivery_pb2.DESCRIPTOR.services_by_name["DeliveryService"].full_name
-
-
-def _stamp(value: datetime) -> timestamp_pb2.Timestamp:
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(value)
-    return stamp
 
 
 def _last_send(row: Mapping[str, Any]) -> delivery_pb2.LastSend:
@@ -37,9 +32,9 @@ def _last_send(row: Mapping[str, Any]) -> delivery_pb2.LastSend:
         resend=bool(row["resend"]),
     )
     if row["saved_at"] is not None:
-        send.saved_at.CopyFrom(_stamp(row["saved_at"]))
+        send.saved_at.CopyFrom(timestamp(row["saved_at"]))
     if row["delivered_at"] is not None:
-        send.delivered_at.CopyFrom(_stamp(row["delivered_at"]))
+        send.delivered_at.CopyFrom(timestamp(row["delivered_at"]))
         if row["saved_at"] is not None:
             send.delay_seconds = (row["delivered_at"] - row["saved_at"]).total_seconds()
     return send
@@ -53,15 +48,37 @@ def _file_name(row: Mapping[str, Any]) -> str:
     return "_".join(parts) + "." + EXTENSIONS[row["format"]]
 
 
+def _promise(p: ClientPromise | None, settings: Settings) -> delivery_pb2.Promise:
+    promise = delivery_pb2.Promise(window_seconds=settings.delivery_promise_window_seconds)
+    if p is None:
+        promise.share, promise.kept = 1.0, True
+        return promise
+    share = p.share
+    promise.target_seconds = p.target_seconds
+    promise.sends = p.sends
+    promise.within_target = p.within
+    promise.misses = p.misses
+    promise.share = 1.0 if share is None else share
+    promise.kept = not p.broken(settings.delivery_promise_share)
+    promise.p50_seconds = p.p50 or 0.0
+    promise.p95_seconds = p.p95 or 0.0
+    promise.last_error = p.last_error or ""
+    if p.last_delivered_at is not None:
+        promise.last_delivered_at.CopyFrom(timestamp(p.last_delivered_at))
+    return promise
+
+
 class DeliveryService(delivery_pb2_grpc.DeliveryServiceServicer):
-    def __init__(self, pool: asyncpg.Pool, wake: asyncio.Event) -> None:
+    def __init__(self, pool: asyncpg.Pool, wake: asyncio.Event, settings: Settings) -> None:
         self.pool = pool
         self.wake = wake
+        self.settings = settings
 
     async def _clients(self, code: str | None) -> list[delivery_pb2.Client]:
         async with self.pool.acquire() as conn:
             rows = await conn.fetch(QUERIES["list_clients"], code)
             feeds = await conn.fetch(QUERIES["client_feeds"], [r["id"] for r in rows])
+            promises = {p.client_id: p for p in await read_promise(conn, self.settings, code)}
         by_client: dict[str, list[delivery_pb2.Feed]] = {}
         for f in feeds:
             feed = delivery_pb2.Feed(
@@ -92,6 +109,7 @@ class DeliveryService(delivery_pb2_grpc.DeliveryServiceServicer):
                     checker=bool(checker),
                     feeds=by_client.get(r["id"], []),
                     alerts=list(r["alerts"]),
+                    promise=_promise(promises.get(r["id"]), self.settings),
                 )
             )
         return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -44,3 +45,23 @@ class Transport(Protocol):
 def backoff(base: float, attempt: int) -> float:
     """Growing waits between tries: base, 2*base, 4*base..."""
     return float(base * 2 ** (attempt - 1))
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRow:
+    id: str
+    code: str
+    name: str
+    transport: str
+    settings: Mapping[str, object]
+    event_id: str
+    event_code: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What a send hook sees: the client, the outgoing file and how it went."""
+
+    client: ClientRow
+    item: Outgoing
+    result: SendResult

@@ -27,7 +27,12 @@ if __name__ == "__main__":
     # No arguments is the service, exactly as every deployment starts it (Dockerfile,
     # deploy/kubernetes/imports.yaml, the dev stack's launcher); `serve` says so by name.
     if argv in ([], ["serve"]):
-        run_process("imports", main, nice=lambda settings: settings.imports_nice)
+        run_process(
+            "imports",
+            main,
+            nice=lambda settings: settings.imports_nice,
+            metrics_port=lambda settings: settings.imports_metrics_port,
+        )
     else:
         from omnium_imports._cli import main as command_line
 

@@ -17,6 +17,7 @@ from omnium_grpc import GrpcServer, open_channel
 from omnium_imports import _queue
 from omnium_imports._doorbell import doorbell_app
 from omnium_imports._followups import FollowUps
+from omnium_imports._metrics import sample_queue
 from omnium_imports._pipeline import Pipeline
 from omnium_imports._scout import ScoutClient
 from omnium_imports._service import SERVICE_NAME as IMPORTS_SERVICE
@@ -81,6 +82,7 @@ class ImportsApp:
             )
             await self.listener.start()
         self.tasks = [asyncio.create_task(w.run(self.stopping)) for w in self.workers]
+        self.tasks.append(asyncio.create_task(sample_queue(self.pool, settings, self.stopping)))
         if scheduler:
             self.tasks.append(
                 asyncio.create_task(

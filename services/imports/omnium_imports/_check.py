@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import asyncpg
 from google.protobuf import json_format, struct_pb2
 
-from omnium.command.v1 import command_pb2, command_pb2_grpc
-from omnium_grpc import open_channel
+from omnium.command.v1 import command_pb2_grpc
+from omnium_grpc import ROW_OUTCOMES, open_channel
 from omnium_imports._inputs import SetupError
 from omnium_imports._pipeline import Pipeline
 from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
@@ -38,11 +38,6 @@ WORDS = (
 )
 # Rows with these outcomes mean the mapping (or our data) needs work before it is turned on.
 BAD = ("problem", "refused")
-_OUTCOMES = {
-    value: name.removeprefix("ROW_OUTCOME_").lower()
-    for name, value in command_pb2.RowOutcome.items()
-    if value
-}
 _REACH_SECONDS = 3.0
 
 
@@ -180,8 +175,8 @@ async def _dry_run(
     except ScoutError as exc:
         # Pipeline.dry_run says a batch the command service would not answer as a ScoutError.
         raise CommandUnavailable(
-            f"{exc}. Is OMNIUM_GRPC_TOKEN the command service's token? "
-            "--no-compare checks the mapping alone"
+            f"{exc}. Is OMNIUM_GRPC_TOKEN the token of one of the command service's callers, "
+            "with the role service (docs/callers.md)? --no-compare checks the mapping alone"
         ) from None
     finally:
         await channel.close()
@@ -191,7 +186,7 @@ async def _dry_run(
         CheckedRow(
             a.position,
             a.key,
-            _OUTCOMES.get(a.outcome, "problem"),
+            ROW_OUTCOMES.get(a.outcome, "problem"),
             a.reason,
             [(c.field, _text(c.old), _text(c.new)) for c in a.changes],
         )

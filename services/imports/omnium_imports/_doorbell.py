@@ -15,6 +15,7 @@ from asyncpg.exceptions import TargetServerAttributeNotMatched
 from omnium_db import is_outage, pool_answers
 from omnium_imports import _queue
 from omnium_imports._sql import QUERIES
+from omnium_metrics import http_metrics
 from omnium_settings import Settings
 from omnium_telemetry import aiohttp_middlewares
 
@@ -135,7 +136,8 @@ def doorbell_app(
 ) -> web.Application:
     """`stopping` is the process's: set, the doorbell says it is not ready."""
     app = web.Application(
-        client_max_size=settings.doorbell_max_bytes, middlewares=aiohttp_middlewares(settings)
+        client_max_size=settings.doorbell_max_bytes,
+        middlewares=[http_metrics("imports"), *aiohttp_middlewares(settings)],
     )
     app[POOL] = pool
     app[MAX_BYTES] = settings.doorbell_max_bytes

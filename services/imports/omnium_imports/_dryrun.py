@@ -8,6 +8,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from omnium.command.v1 import command_pb2
+from omnium_grpc import ROW_OUTCOMES
 from omnium_imports import _batches, _runs, _send
 from omnium_imports._runs import Integration
 from omnium_imports._scout import ScoutError
@@ -66,7 +67,7 @@ async def dry_run(
         if answer is None:
             raise ScoutError(f"the command service would not say: {problem}")
         for row_answer in answer.rows:
-            outcomes[_send.ROW_OUTCOMES.get(row_answer.outcome, "problem")] += 1
+            outcomes[ROW_OUTCOMES.get(row_answer.outcome, "problem")] += 1
             if row_answer.outcome != command_pb2.ROW_OUTCOME_UNCHANGED:
                 answers.append(row_answer)
     answers.sort(key=lambda a: a.position)

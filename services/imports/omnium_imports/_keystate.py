@@ -16,7 +16,9 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
+from omnium_imports._runs import Integration
 from omnium_imports._sql import QUERIES
+from omnium_settings import Settings
 
 
 @dataclass(slots=True)
@@ -119,3 +121,30 @@ class KeyStateCache:
 
     def forget(self, key: str) -> None:
         self._set(key, _Key(None, None, None))
+
+
+async def up_to_date(
+    states: dict[str, KeyStateCache],
+    conn: asyncpg.Connection,
+    integration: Integration,
+    settings: Settings,
+) -> KeyStateCache:
+    """This process's key state of the integration (kept in `states`), brought up to date.
+
+    Loaded whole when first used or when the last applied run was not ours (another copy
+    of this process ran it); otherwise only the records changed since are read.
+    """
+    cache = states.get(integration.id)
+    last = await conn.fetchval(QUERIES["last_applied_run"], integration.id)
+    if cache is None or cache.loaded_for_run != last or cache.target != integration.target:
+        cache = KeyStateCache(
+            integration.id,
+            integration.target,
+            settings.fastpath_lag_seconds,
+            settings.fastpath_blind_seconds,
+        )
+        await cache.load(conn)
+        cache.loaded_for_run = last
+        states[integration.id] = cache
+    await cache.refresh(conn)
+    return cache

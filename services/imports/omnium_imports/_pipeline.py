@@ -13,7 +13,6 @@ import functools
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import TypeVar
 
 import asyncpg
@@ -21,18 +20,21 @@ import httpx
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium_db import outlast
+from omnium_grpc import ROW_OUTCOMES
 from omnium_imports import _batches, _dryrun, _missing, _runs, _send
 from omnium_imports import _guards as guards
 from omnium_imports import _settle as settle
-from omnium_imports._keystate import KeyStateCache
+from omnium_imports._keystate import KeyStateCache, up_to_date
 from omnium_imports._pages import PageMemory
 from omnium_imports._queue import Job
-from omnium_imports._review import Alerts, ask_about_held, open_review
-from omnium_imports._runs import Batch, Integration
-from omnium_imports._scout import ScoutClient, ScoutError, ScoutPage, ScoutRun
+from omnium_imports._review import Alerts, ask_about_held, open_review, tell_of_run
+from omnium_imports._run import HandedOver, Run, RunResult
+from omnium_imports._runs import Integration
+from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
 from omnium_imports._sql import QUERIES
-from omnium_imports.mapping import MappedRow, MappingContext, MappingSpecError, MappingVersion
+from omnium_imports.mapping import MappingContext, MappingSpecError, MappingVersion
 from omnium_settings import Settings
+from omnium_telemetry import continued_span, tracer
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -40,88 +42,10 @@ _T = TypeVar("_T")
 # Runs in these states take no more work: a new attempt finds them and stops.
 FINISHED = frozenset({"done", "scout_failed", "older"})
 _PLACED = frozenset({"accepted", "unchanged", "kept_by_hand"})
-# A run ending so raises this alert kind, with these words before its reason.
-_ALERTS = {
-    "failed": ("run_failed", "Run failed"),
-    "partly_done": ("batch_failed", "Run partly done"),
-    "paused_by_guard": ("guard", "Run paused by a check"),
-}
-# A done run means none of these causes holds any more.
-_CLEARED_BY_DONE = ("run_failed", "batch_failed", "guard", "scout_failed", "quiet")
+# Stages whose span takes the design's word for them ("guards", not the function's name).
+_STAGE_SPANS = {"map_rows": "map", "check": "guards", "cut_batches": "batches"}
 
-
-class HandedOver(Exception):
-    """This process is stopping: its run stopped between batches, to go back to the queue
-    with its run kept, so another copy continues it at once (saved batches answer duplicate)."""
-
-
-@dataclass(slots=True)
-class RunResult:
-    """What one job did, for its log line, the job row and the tests."""
-
-    status: str
-    run_id: str | None = None
-    reason: str | None = None
-    outcomes: Counter[str] = field(default_factory=Counter)
-
-
-@dataclass(slots=True)
-class Run:
-    """One run on its way through the stages: each stage sets what the later ones read."""
-
-    pipeline: Pipeline
-    integration: Integration
-    job: Job
-    # fetch: Scout's run, the mapping version it is read with, and its pages of rows
-    scout_run: ScoutRun = field(init=False)
-    version: MappingVersion = field(init=False)
-    pages: list[ScoutPage] = field(init=False)
-    # record: our run's id in integration_run
-    id: str = field(init=False)
-    # map
-    mapped: list[MappedRow] = field(init=False)
-    clearing: _batches.Clearing = field(init=False)
-    # fast path: the ok rows it did not skip, and our ids of the units they name by code
-    key_state: KeyStateCache = field(init=False)
-    ready: list[MappedRow] = field(init=False)
-    unit_ids: dict[str, str] = field(init=False)
-    # guards: a full run that passed the size check by itself lists every key
-    complete: bool = field(init=False)
-    # batches and send: each row's outcome by its position, and the batches not saved
-    groups: list[Batch] = field(init=False)
-    counted: dict[int, str] = field(init=False)
-    held_reasons: dict[int, str] = field(default_factory=dict)
-    failures: list[str] = field(default_factory=list)
-
-    @property
-    def settings(self) -> Settings:
-        return self.pipeline.settings
-
-    async def db(
-        self,
-        what: str,
-        work: Callable[[asyncpg.Connection], Awaitable[_T]],
-        *,
-        transaction: bool = False,
-    ) -> _T:
-        """`work` on a connection of its own, tried again while the database is out."""
-        return await self.pipeline.db(
-            f"run {self.scout_run.id}: {what}", work, transaction=transaction
-        )
-
-    async def end(self, status: str, reason: str | None) -> RunResult:
-        """Close the run with this status before its batches: nothing of it was written."""
-        await self.pipeline.finish(self.id, status, reason, Counter())
-        return RunResult(status, self.id, reason)
-
-    async def on_record(self, status: str, reason: str | None) -> str:
-        """The run on record with this status (and reason); our id of it."""
-        integration, job, scout_run = self.integration, self.job, self.scout_run
-        return await self.pipeline.db(
-            f"recording run {scout_run.id}",
-            lambda conn: _runs.record(conn, integration, job, scout_run, status, reason),
-            transaction=True,
-        )
+__all__ = ["HandedOver", "Pipeline", "Run", "RunResult", "run_stages"]
 
 
 async def run_stages(pipeline: Pipeline, integration: Integration, job: Job) -> RunResult:
@@ -140,8 +64,14 @@ async def run_stages(pipeline: Pipeline, integration: Integration, job: Job) -> 
         missing,
         close,
     )
+    spans = tracer("omnium.imports")
     for stage in stages:
-        result = await stage(run)
+        # One span per stage, named as the design names it: where a run spends its time.
+        name = _STAGE_SPANS.get(stage.__name__, stage.__name__)
+        with spans.start_as_current_span(f"imports.{name}") as span:
+            result = await stage(run)
+            if result is not None:
+                span.set_attribute("omnium.run.status", result.status)
         if result is not None:
             return result
     raise AssertionError("the close stage always ends the run")
@@ -356,12 +286,19 @@ async def send(run: Run) -> RunResult | None:
                 # The batches in flight finish; this one and the rest are another copy's.
                 handed_over = True
                 return
-            rows = [
-                _batches.batch_row(row, integration.target, uid, run.clearing) for row, uid in group
-            ]
-            answer, problem = await _send.batch(
-                pipeline.command, run.settings, integration, run.id, batch_no, rows
-            )
+            with tracer("omnium.imports").start_as_current_span(
+                "imports.batch", attributes={"omnium.batch.no": batch_no}
+            ) as span:
+                rows = [
+                    _batches.batch_row(row, integration.target, uid, run.clearing)
+                    for row, uid in group
+                ]
+                span.set_attribute("omnium.batch.rows", len(rows))
+                answer, problem = await _send.batch(
+                    pipeline.command, run.settings, integration, run.id, batch_no, rows
+                )
+                if problem:
+                    span.set_attribute("omnium.batch.problem", problem)
             _count(run, batch_no, rows, answer, problem)
 
     await asyncio.gather(*(sender() for _ in range(run.settings.import_batches_in_flight)))
@@ -388,7 +325,7 @@ def _count(
         return
     hashes = {row.key: row.hash for row in rows}
     for row_answer in answer.rows:
-        outcome = _send.ROW_OUTCOMES.get(row_answer.outcome, "problem")
+        outcome = ROW_OUTCOMES.get(row_answer.outcome, "problem")
         run.counted[row_answer.position] = outcome
         if outcome == "held":
             run.held_reasons[row_answer.position] = row_answer.reason
@@ -498,9 +435,17 @@ class Pipeline:
         self.alerts = Alerts(settings, http)
 
     async def run_job(self, job: Job) -> RunResult:
-        integration = await self._integration(job.integration_id)
-        result = await run_stages(self, integration, job)
-        await self.outlast("telling of the run", lambda: self._tell(integration, result))
+        # The run continues the ring's trace (the job row carried it over the queue): every
+        # stage and batch is a span under this one.
+        with continued_span(
+            "imports.job",
+            [job.trace_context],
+            attributes={"omnium.job.id": job.id, "omnium.job.kind": job.kind},
+        ) as span:
+            integration = await self._integration(job.integration_id)
+            result = await run_stages(self, integration, job)
+            span.set_attribute("omnium.run.status", result.status)
+            await self.outlast("telling of the run", lambda: self._tell(integration, result))
         return result
 
     async def outlast(self, what: str, work: Callable[[], Awaitable[_T]]) -> _T:
@@ -545,27 +490,10 @@ class Pipeline:
         )
 
     async def _tell(self, integration: Integration, result: RunResult) -> None:
-        """Raise an alert for each cause a person must know of; clear those that are gone."""
-        alerts = self.alerts
         async with self.pool.acquire() as conn:
-            if result.status == "done":
-                await alerts.clear(conn, integration.id, *_CLEARED_BY_DONE)
-            elif result.status in _ALERTS:
-                kind, words = _ALERTS[result.status]
-                await alerts.raise_(
-                    conn, integration.id, kind, f"{words}: {result.reason}", result.run_id
-                )
-            elif result.status == "scout_failed":
-                needed = self.settings.alert_scout_failed_in_row
-                recent = await conn.fetch(QUERIES["recent_scout_statuses"], integration.id, needed)
-                if len(recent) == needed and all(r["scout_status"] == "failed" for r in recent):
-                    await alerts.raise_(
-                        conn,
-                        integration.id,
-                        "scout_failed",
-                        f"Scout's last {needed} runs failed their own checks: {result.reason}",
-                        result.run_id,
-                    )
+            await tell_of_run(
+                self.alerts, conn, integration.id, result.status, result.reason, result.run_id
+            )
 
     async def _integration(self, integration_id: str) -> Integration:
         found = await self.db(
@@ -582,25 +510,8 @@ class Pipeline:
         return self.page_memories.setdefault(integration_id, PageMemory())
 
     async def key_state(self, conn: asyncpg.Connection, integration: Integration) -> KeyStateCache:
-        """This process's key state of the integration, brought up to date.
-
-        Loaded whole when first used or when the last applied run was not ours (another copy
-        of this process ran it); otherwise only the records changed since are read.
-        """
-        cache = self.key_states.get(integration.id)
-        last = await conn.fetchval(QUERIES["last_applied_run"], integration.id)
-        if cache is None or cache.loaded_for_run != last or cache.target != integration.target:
-            cache = KeyStateCache(
-                integration.id,
-                integration.target,
-                self.settings.fastpath_lag_seconds,
-                self.settings.fastpath_blind_seconds,
-            )
-            await cache.load(conn)
-            cache.loaded_for_run = last
-            self.key_states[integration.id] = cache
-        await cache.refresh(conn)
-        return cache
+        """This process's key state of the integration, brought up to date (_keystate.py)."""
+        return await up_to_date(self.key_states, conn, integration, self.settings)
 
     async def dry_run(
         self,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from omnium_imports._sql import QUERIES
+from omnium_telemetry import current_traceparent
 
 JOB_CHANNEL = "omnium_import_job"
 
@@ -21,13 +22,17 @@ class Job:
     attempts: int
     run_id: str | None  # our run, when an earlier attempt recorded it
     past_guards: bool = False  # an operator's Start after a guard paused the run
+    trace_context: str | None = None  # the ring's W3C traceparent, when tracing is on
 
 
 async def enqueue_pull(
     conn: asyncpg.Connection, integration_id: str, scout_run_id: str
 ) -> int | None:
-    """A doorbell's job; None when a doorbell queued this Scout run before."""
-    job_id: int | None = await conn.fetchval(QUERIES["enqueue_pull"], integration_id, scout_run_id)
+    """A doorbell's job; None when a doorbell queued this Scout run before. The job carries the
+    ring's trace, which the run continues."""
+    job_id: int | None = await conn.fetchval(
+        QUERIES["enqueue_pull"], integration_id, scout_run_id, current_traceparent()
+    )
     if job_id is not None:
         await conn.execute("SELECT pg_notify($1, $2)", JOB_CHANNEL, str(job_id))
     return job_id

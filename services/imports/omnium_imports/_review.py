@@ -109,3 +109,40 @@ async def ask_about_held(
         await conn.execute(
             QUERIES["close_unlisted_reviews"], integration_id, "held", listed, "import"
         )
+
+
+# A run ending so raises this alert kind, with these words before its reason.
+_ALERTS = {
+    "failed": ("run_failed", "Run failed"),
+    "partly_done": ("batch_failed", "Run partly done"),
+    "paused_by_guard": ("guard", "Run paused by a check"),
+}
+# A done run means none of these causes holds any more.
+_CLEARED_BY_DONE = ("run_failed", "batch_failed", "guard", "scout_failed", "quiet")
+
+
+async def tell_of_run(
+    alerts: Alerts,
+    conn: asyncpg.Connection,
+    integration_id: str,
+    status: str,
+    reason: str | None,
+    run_id: str | None,
+) -> None:
+    """After a run: an alert for each cause a person must know of; those that are gone clear."""
+    if status == "done":
+        await alerts.clear(conn, integration_id, *_CLEARED_BY_DONE)
+    elif status in _ALERTS:
+        kind, words = _ALERTS[status]
+        await alerts.raise_(conn, integration_id, kind, f"{words}: {reason}", run_id)
+    elif status == "scout_failed":
+        needed = alerts.settings.alert_scout_failed_in_row
+        recent = await conn.fetch(QUERIES["recent_scout_statuses"], integration_id, needed)
+        if len(recent) == needed and all(r["scout_status"] == "failed" for r in recent):
+            await alerts.raise_(
+                conn,
+                integration_id,
+                "scout_failed",
+                f"Scout's last {needed} runs failed their own checks: {reason}",
+                run_id,
+            )

@@ -8,10 +8,10 @@ import logging
 import time
 
 import grpc
-from google.protobuf import struct_pb2
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
-from omnium.common.v1 import actor_pb2
+from omnium_grpc import command_message, source_actor
+from omnium_imports._metrics import BATCH_RETRIES, BATCHES
 from omnium_imports._runs import Integration
 from omnium_settings import Settings
 
@@ -27,13 +27,6 @@ _PASSING_CODES = frozenset(
         grpc.StatusCode.ABORTED,
     }
 )
-
-# The command service's row answers by their names in a run's outcomes ("accepted", "held").
-ROW_OUTCOMES = {
-    value: name.removeprefix("ROW_OUTCOME_").lower()
-    for name, value in command_pb2.RowOutcome.items()
-    if value
-}
 
 
 async def batch(
@@ -56,12 +49,7 @@ async def batch(
         rows=rows,
         create_units=integration.creates_units,
         dry_run=dry_run,
-        actor=actor_pb2.Actor(
-            kind=actor_pb2.Actor.KIND_INTEGRATION,
-            name=f"integration:{integration.code}",
-            source_code=integration.code,
-            screen="imports",
-        ),
+        actor=source_actor("integration", integration.code, "imports"),
     )
     # Tried again for as long as a failover takes: a batch command id is its run and number,
     # so a batch saved before a lost answer answers duplicate and nothing is written twice.
@@ -82,15 +70,19 @@ async def batch(
                 break
         else:
             if answer.outcome in (command_pb2.OUTCOME_ACCEPTED, command_pb2.OUTCOME_DUPLICATE):
+                BATCHES.labels("saved").inc()
                 return answer, ""
             if answer.outcome == command_pb2.OUTCOME_REFUSED:
+                BATCHES.labels("not_saved").inc()
                 return None, f"refused: {answer.reason}"
             problem = answer.reason or "try again"
         if time.monotonic() + wait > deadline:
             break
         log.info("run %s batch %s: %s; trying again in %.1f s", run_id, batch_no, problem, wait)
+        BATCH_RETRIES.inc()
         await asyncio.sleep(wait)
         wait = min(wait * 2, settings.batch_retry_max_seconds)
+    BATCHES.labels("not_saved").inc()
     return None, f"{problem} ({tries} tries in {time.monotonic() - started:.0f} s)"
 
 
@@ -102,20 +94,13 @@ async def cancel(
     unit_id: str,
 ) -> None:
     """auto_cancel_missing: the same command a person would send, never a direct write."""
-    payload = struct_pb2.Struct()
-    payload.update({"status": "CANCELLED"})
     answer = await command.Submit(
-        command_pb2.Command(
-            command_id=f"{integration.code}:missing:{key}",
-            code="results.set_status",
-            subject=command_pb2.Subject(kind="unit", id=unit_id),
-            payload=payload,
-            actor=actor_pb2.Actor(
-                kind=actor_pb2.Actor.KIND_INTEGRATION,
-                name=f"integration:{integration.code}",
-                source_code=integration.code,
-                screen="imports:missing",
-            ),
+        command_message(
+            f"{integration.code}:missing:{key}",
+            "results.set_status",
+            {"status": "CANCELLED"},
+            source_actor("integration", integration.code, "imports:missing"),
+            unit_id=unit_id,
         ),
         timeout=settings.grpc_deadline_seconds,
     )

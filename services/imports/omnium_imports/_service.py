@@ -2,25 +2,31 @@
 
 from __future__ import annotations
 
-import uuid
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import TypedDict
 
 import asyncpg
 import grpc
-from google.protobuf import struct_pb2, timestamp_pb2
 from grpc import aio
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
-from omnium_grpc import field_changes
+from omnium_grpc import (
+    command_message,
+    field_changes,
+    is_id,
+    row_outcome_word,
+    timestamp,
+)
 from omnium_imports import _queue
 from omnium_imports._pipeline import Pipeline
 from omnium_imports._setup import add_lookups
 from omnium_imports._sql import QUERIES
 from omnium_settings import Settings
 
+log = logging.getLogger(__name__)
 SERVICE_NAME = imports_pb2.DESCRIPTOR.services_by_name["ImportsService"].full_name
 _STATES = ("on", "paused", "off")
 _REFUSED = ("refused", "not_placed", "problem")
@@ -60,14 +66,6 @@ class ScoutVerdict(TypedDict):
     at: datetime
 
 
-def _stamp(moment: datetime | None) -> timestamp_pb2.Timestamp | None:
-    if moment is None:
-        return None
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(moment)
-    return stamp
-
-
 def run_message(row: RunRow) -> imports_pb2.Run:
     finished, received = row["finished_at"], row["received_at"]
     duration = int((finished - received) / timedelta(milliseconds=1)) if finished else 0
@@ -82,8 +80,8 @@ def run_message(row: RunRow) -> imports_pb2.Run:
         batch_total=row["batch_total"] or 0,
         batch_done=row["batch_done"] or 0,
         outcomes={k: int(v) for k, v in (row["outcomes"] or {}).items()},
-        received_at=_stamp(received),
-        finished_at=_stamp(finished),
+        received_at=timestamp(received),
+        finished_at=timestamp(finished),
         duration_ms=duration,
     )
 
@@ -117,7 +115,7 @@ def omnium_health(
             word="Failing",
             ok=False,
             detail=check_failed["message"],
-            at=_stamp(check_failed["raised_at"]),
+            at=timestamp(check_failed["raised_at"]),
         )
     if last is None:
         if added_at is not None and (now - added_at).total_seconds() <= check_seconds:
@@ -132,7 +130,7 @@ def omnium_health(
 
 def _last_run_health(last: RunRow, check_seconds: int, now: datetime) -> imports_pb2.Health:
     """The card from our last run: how it ended, and how long ago it came."""
-    at = _stamp(last["received_at"])
+    at = timestamp(last["received_at"])
     if last["status"] == "paused_by_guard":
         return imports_pb2.Health(
             word="Stopped by a check", ok=False, detail=last["reason"] or "", at=at
@@ -160,9 +158,9 @@ def scout_health(verdict: ScoutVerdict | None) -> imports_pb2.Health:
             word="Failed its checks",
             ok=False,
             detail=verdict["reason"] or "",
-            at=_stamp(verdict["at"]),
+            at=timestamp(verdict["at"]),
         )
-    return imports_pb2.Health(word="Passed", ok=True, at=_stamp(verdict["at"]))
+    return imports_pb2.Health(word="Passed", ok=True, at=timestamp(verdict["at"]))
 
 
 class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
@@ -209,7 +207,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                                 id=a["id"],
                                 kind=a["kind"],
                                 message=a["message"],
-                                raised_at=_stamp(a["raised_at"]),
+                                raised_at=timestamp(a["raised_at"]),
                             )
                             for a in alerts
                         ],
@@ -285,7 +283,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                     subject_key=r["subject_key"],
                     question=r["question"],
                     run_id=r["run_id"] or "",
-                    created_at=_stamp(r["created_at"]),
+                    created_at=timestamp(r["created_at"]),
                 )
                 for r in rows
             ]
@@ -295,6 +293,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
         self, request: imports_pb2.StartRunRequest, context: aio.ServicerContext
     ) -> imports_pb2.ActionAnswer:
         await self._uuid(request.run_id, "run_id", context)
+        person = await _acting_person(request.actor, "StartRun", "starting the run", context)
         async with self.pool.acquire() as conn:
             run = await conn.fetchrow(QUERIES["run"], request.run_id)
             if run is None:
@@ -304,6 +303,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                     done=False, message=f"run {request.run_id} is {run['status']}, not paused"
                 )
             job = await _queue.enqueue_start(conn, request.run_id)
+        log.info("run %s started past its guards by %s", request.run_id, _said(person))
         return imports_pb2.ActionAnswer(done=True, message=f"run queued again as job {job}")
 
     async def AddLookup(
@@ -328,30 +328,24 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
     async def ResolveMissing(
         self, request: imports_pb2.ResolveMissingRequest, context: aio.ServicerContext
     ) -> imports_pb2.ActionAnswer:
+        what = "cancelling the unit" if request.cancel else "dismissing the missing key"
+        person = await _acting_person(request.actor, "ResolveMissing", what, context)
         async with self.pool.acquire() as conn:
             item = await conn.fetchrow(QUERIES["review_item"], request.item_id)
         if item is None or item["kind"] != "missing" or item["status"] != "open":
             await context.abort(
                 grpc.StatusCode.NOT_FOUND, f"there is no open missing-key item {request.item_id}"
             )
-        who = request.by or "operator"
         if request.cancel:
             if not item["subject_id"]:
                 return imports_pb2.ActionAnswer(done=False, message="the key names no unit")
-            payload = struct_pb2.Struct()
-            payload.update({"status": "CANCELLED"})
             answer = await self.command.Submit(
-                command_pb2.Command(
-                    command_id=f"missing:{item['id']}:cancel",
-                    code="results.set_status",
-                    subject=command_pb2.Subject(kind="unit", id=item["subject_id"]),
-                    payload=payload,
-                    actor=actor_pb2.Actor(
-                        kind=actor_pb2.Actor.KIND_PERSON,
-                        name=who,
-                        source_code=request.source_code or who,
-                        screen=request.screen or "waiting-for-you",
-                    ),
+                command_message(
+                    f"missing:{item['id']}:cancel",
+                    "results.set_status",
+                    {"status": "CANCELLED"},
+                    person,
+                    unit_id=item["subject_id"],
                 ),
                 timeout=self.settings.grpc_deadline_seconds,
             )
@@ -362,8 +356,9 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                 QUERIES["resolve_review"],
                 request.item_id,
                 "done" if request.cancel else "dismissed",
-                who,
+                person.name,
             )
+        log.info("missing-key item %s %s by %s", request.item_id, what, _said(person))
         return imports_pb2.ActionAnswer(
             done=True, message="cancelled" if request.cancel else "dismissed"
         )
@@ -375,6 +370,12 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, f"state must be one of {', '.join(_STATES)}"
             )
+        person = await _acting_person(
+            request.actor,
+            "SetIntegrationState",
+            f"setting the integration {request.state}",
+            context,
+        )
         async with self.pool.acquire() as conn:
             found = await conn.fetchval(
                 QUERIES["set_state"], request.integration_code, request.state
@@ -383,6 +384,9 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
             await context.abort(
                 grpc.StatusCode.NOT_FOUND, f"there is no integration {request.integration_code}"
             )
+        log.info(
+            "integration %s set %s by %s", request.integration_code, request.state, _said(person)
+        )
         return imports_pb2.ActionAnswer(done=True, message=f"now {request.state}")
 
     async def RunNow(
@@ -409,7 +413,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                 imports_pb2.RowEntry(
                     position=r.position,
                     key=r.key,
-                    outcome=_outcome(r.outcome),
+                    outcome=row_outcome_word(r.outcome),
                     reason=r.reason,
                     changes=r.changes,
                 )
@@ -419,10 +423,39 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
         )
 
     async def _uuid(self, value: str, name: str, context: aio.ServicerContext) -> None:
-        try:
-            uuid.UUID(value)
-        except ValueError:
+        if not is_id(value):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name} is not an id (a UUID)")
+
+
+async def _acting_person(
+    actor: actor_pb2.Actor, method: str, what: str, context: aio.ServicerContext
+) -> actor_pb2.Actor:
+    """The person an operator's action is recorded for, or the call ends INVALID_ARGUMENT:
+    these actions are a person's, never an anonymous "operator" (target 8)."""
+    person = actor_pb2.Actor()
+    person.CopyFrom(actor)
+    if person.kind == actor_pb2.Actor.KIND_UNSPECIFIED:
+        person.kind = actor_pb2.Actor.KIND_PERSON
+    problem = None
+    if person.kind != actor_pb2.Actor.KIND_PERSON:
+        problem = f"actor.kind is {actor_pb2.Actor.Kind.Name(person.kind)}, not a person"
+    elif not person.name:
+        problem = "actor.name is empty"
+    elif not person.screen:
+        problem = "actor.screen is empty"
+    if problem is not None:
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"{method} is a person's action and records who did it and from which screen "
+            f"(target 8), but {problem}. Send the signed-in person in actor (name, "
+            f"source_code 'account:<id>', screen); `by` alone is no longer taken. Nothing was "
+            f"done ({what}).",
+        )
+    return person
+
+
+def _said(person: actor_pb2.Actor) -> str:
+    return f"{person.name} ({person.source_code or 'no account'}, {person.screen})"
 
 
 def _check_failed(alerts: list[asyncpg.Record]) -> asyncpg.Record | None:
@@ -436,7 +469,3 @@ async def _integration_id(conn: asyncpg.Connection, code: str, context: aio.Serv
         await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no integration {code!r}")
     assert found is not None
     return found
-
-
-def _outcome(value: int) -> str:
-    return command_pb2.RowOutcome.Name(value).removeprefix("ROW_OUTCOME_").lower()  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ import asyncpg
 
 from omnium_db import DATABASE_ERRORS, outlast
 from omnium_imports import _queue
+from omnium_imports._metrics import RUNS
 from omnium_imports._pipeline import HandedOver, Pipeline, RunResult
 from omnium_imports._review import Alerts
 from omnium_imports._sql import QUERIES
@@ -98,6 +99,7 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError, LeaseLost):
                 await renewing
         self.results = [*self.results[-99:], result]
+        RUNS.labels(result.status).inc()
         resumed = await outlast(
             lambda: self._finish(job, result),
             what=f"{self.name}: job {job.id}",

@@ -229,7 +229,7 @@ class Cache:
             for name in self.groups.pop(group, ()):
                 self.local.pop(name, None)
                 self.group_of.pop(name, None)
-        self.metrics.add("omnium_gateway_invalidations_total", len(groups))
+        self.metrics.add("omnium_gateway_invalidations", len(groups))
 
     def distrust_local(self) -> None:
         """Invalidations may have been missed: keep copies only for the short no-Redis time."""
@@ -243,7 +243,7 @@ class Cache:
     def redis_failed(self, exc: BaseException) -> None:
         """A Redis call failed: this request reads PostgreSQL. Several failures in a row (a
         stopped Redis refuses at once, so they come fast) mean Redis is down for a while."""
-        self.metrics.add("omnium_gateway_redis_errors_total")
+        self.metrics.add("omnium_gateway_redis_errors")
         self.redis_failures += 1
         if self.redis_failures < self.settings.gateway_redis_failures_to_trip:
             return
@@ -421,7 +421,7 @@ class Cache:
                 async with pool.acquire() as conn:
                     loaded = await key.read(conn)
         except DATABASE_ERRORS as exc:
-            self.metrics.add("omnium_gateway_db_errors_total")
+            self.metrics.add("omnium_gateway_db_errors")
             if best is not None and time.time() < best.keep_until:
                 log.info("database read of %s failed (%s); serving the cached copy", key.name, exc)
                 return best

@@ -24,6 +24,7 @@ from omnium_gateway._cache import REDIS_ERRORS, Cache
 from omnium_gateway._purge import SharedCachePurge
 from omnium_gateway._sql import QUERIES
 from omnium_settings import Settings
+from omnium_telemetry import continued_span
 
 log = logging.getLogger(__name__)
 
@@ -200,13 +201,21 @@ class OutboxRelay:
                 break
             top = _track_gaps({row["id"] for row in rows}, watermark, gaps)
             groups = await _groups_of(conn, rows)
-            await publish(self.redis, self.cache, groups)
-            if self.purge is not None:
-                # After the generations moved: a shared cache that fetches again gets new data.
-                self.purge.request(groups)
+            # The invalidation continues the trace of the first change it covers (linked to
+            # the others'): a trace shows when each cache let go of the old answer.
+            with continued_span(
+                "gateway.relay",
+                [row["trace_context"] for row in rows],
+                attributes={"omnium.relay.rows": len(rows), "omnium.relay.groups": len(groups)},
+            ):
+                await publish(self.redis, self.cache, groups)
+                if self.purge is not None:
+                    # After the generations moved: a shared cache that fetches again gets new
+                    # data.
+                    self.purge.request(groups)
             watermark = max(watermark, top)
             await self.redis.set(self.watermark_key, watermark)
-            self.cache.metrics.add("omnium_gateway_outbox_rows_total", len(rows))
+            self.cache.metrics.add("omnium_gateway_outbox_rows", len(rows))
             if len(rows) < BATCH_ROWS:
                 break
         horizon = time.monotonic() - 3 * self.settings.people_transaction_seconds

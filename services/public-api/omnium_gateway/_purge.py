@@ -76,7 +76,7 @@ class SharedCachePurge:
                         "the shared cache at %s did not take a purge (%s); trying again", url, exc
                     )
                     self.failing.add(url)
-                self.metrics.add("omnium_gateway_purge_errors_total")
+                self.metrics.add("omnium_gateway_purge_errors")
                 retry = time.monotonic() + RETRY_SECONDS
                 for group, plan in ready[start:]:
                     if due.get(group) == plan:
@@ -85,7 +85,7 @@ class SharedCachePurge:
             if url in self.failing:
                 log.info("the shared cache at %s takes purges again", url)
                 self.failing.discard(url)
-            self.metrics.add("omnium_gateway_purges_total", len(chunk))
+            self.metrics.add("omnium_gateway_purges", len(chunk))
             again = time.monotonic() + self.repeat
             for group, plan in chunk:
                 if due.get(group) != plan:

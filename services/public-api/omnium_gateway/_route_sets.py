@@ -10,7 +10,7 @@ from aiohttp.typedefs import Handler
 
 from omnium_accounts import Accounts, AccountsUnavailable
 from omnium_db import DATABASE_ERRORS, PoolRoad, create_pool
-from omnium_gateway._app import Gateway, RouteSet
+from omnium_gateway._gateway import Gateway, RouteSet
 from omnium_gateway._openapi import EVENT_PATTERN, UNIT_PATTERN
 from omnium_live import STREAM_ID_PATTERN, add_live_routes, live_redis
 from omnium_scorer_web import add_scorer_routes

@@ -4,22 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import glob
 import logging
 import multiprocessing
 import os
 import queue
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 
 from aiohttp import web
+from prometheus_client.multiprocess import mark_process_dead
 
-from omnium_gateway._app import GATEWAY, RouteSet, make_app
-from omnium_gateway._metrics import Metrics
+from omnium_gateway._app import GATEWAY, make_app
+from omnium_gateway._gateway import RouteSet
+from omnium_gateway._metrics import render_registry, use_files
+from omnium_metrics import serve_metrics
 from omnium_process import malformed_http_as_info
 from omnium_settings import Settings
 from omnium_telemetry import setup_tracing, shutdown_tracing
@@ -41,7 +47,6 @@ def reuse_port_socket(host: str, port: int) -> socket.socket:
 async def run_worker(
     settings: Settings,
     port: int,
-    metrics: Metrics,
     route_sets: Sequence[RouteSet] = (),
     stop: asyncio.Event | None = None,
     ready: Callable[[], None] | None = None,
@@ -49,7 +54,7 @@ async def run_worker(
     """One worker: its own socket on the shared port, its own pool and cache."""
     sock = reuse_port_socket(settings.bind_host, port)
     sock.listen(1024)
-    app = make_app(settings, route_sets=route_sets, metrics=metrics)
+    app = make_app(settings, route_sets=route_sets)
     # aiohttp waits this long for the requests in flight, then as long again for those it had
     # to cancel: both inside the grace. Live streams end at once (the app's on_shutdown).
     malformed_http_as_info()
@@ -84,18 +89,17 @@ async def run_worker(
 def _worker_main(
     settings: Settings,
     port: int,
-    metrics: Metrics,
+    metrics_dir: str,
     route_sets: Sequence[RouteSet],
     started: Queue[int],
     index: int,
 ) -> None:
     # The parent handles Ctrl-C for the group; a worker stops on the SIGTERM the parent sends.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    use_files(metrics_dir)
     setup_tracing("omnium-gateway", settings)
     try:
-        asyncio.run(
-            run_worker(settings, port, metrics, route_sets, ready=lambda: started.put(index))
-        )
+        asyncio.run(run_worker(settings, port, route_sets, ready=lambda: started.put(index)))
     finally:
         shutdown_tracing()
 
@@ -107,7 +111,14 @@ def serve(settings: Settings, port: int | None = None, route_sets: Sequence[Rout
     # and tells us the port when 0 was asked for.
     holder = reuse_port_socket(settings.bind_host, settings.gateway_port if port is None else port)
     chosen = holder.getsockname()[1]
-    metrics = Metrics(workers)
+    # Each worker writes its metrics to files here; the metrics port and every worker's
+    # /metrics sum them. A worker that dies keeps its counts (its live gauges are dropped).
+    metrics_dir = _fresh_metrics_dir(settings)
+    # Its thread only waits on its socket and reads the files, holding no lock a worker needs,
+    # so forking the workers beside it is safe; the workers never serve that socket.
+    metrics_server = serve_metrics(
+        "gateway", settings.bind_host, settings.gateway_metrics_port, render_registry(metrics_dir)
+    )
     context = multiprocessing.get_context("fork")
     started: Queue[int] = context.Queue()
     stopping = False
@@ -115,7 +126,7 @@ def serve(settings: Settings, port: int | None = None, route_sets: Sequence[Rout
     def start(index: int) -> BaseProcess:
         process = context.Process(
             target=_worker_main,
-            args=(settings, chosen, metrics.for_worker(index), route_sets, started, index),
+            args=(settings, chosen, metrics_dir, route_sets, started, index),
             name=f"gateway-worker-{index}",
             daemon=False,
         )
@@ -155,10 +166,24 @@ def serve(settings: Settings, port: int | None = None, route_sets: Sequence[Rout
                     log.warning(
                         "gateway worker %d exited (%s); starting it again", index, process.exitcode
                     )
+                    mark_process_dead(process.pid, metrics_dir)  # type: ignore[no-untyped-call]
                     processes[index] = start(index)
     finally:
         _stop_workers(processes, settings.gateway_stop_grace_seconds + CLOSE_SECONDS)
         holder.close()
+        if metrics_server is not None:
+            metrics_server.close()
+        if not settings.gateway_metrics_dir:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _fresh_metrics_dir(settings: Settings) -> str:
+    """The folder the workers' metrics files go to, emptied of an earlier gateway's."""
+    metrics_dir = settings.gateway_metrics_dir or tempfile.mkdtemp(prefix="omnium-gateway-")
+    os.makedirs(metrics_dir, exist_ok=True)
+    for stale in glob.glob(os.path.join(metrics_dir, "*.db")):
+        os.remove(stale)
+    return metrics_dir
 
 
 def _stop_workers(processes: list[BaseProcess], seconds: float) -> None:

@@ -36,4 +36,9 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["pull"]:
         run_process("scoring-pull", pull, nice=lambda s: s.provider_nice)
     else:
-        run_process("scoring", main, nice=lambda s: s.scoring_nice)
+        run_process(
+            "scoring",
+            main,
+            nice=lambda s: s.scoring_nice,
+            metrics_port=lambda s: s.scoring_metrics_port,
+        )

@@ -14,8 +14,9 @@ from omnium_db import PoolRoad, create_pool
 from omnium_grpc import GrpcServer, open_channel
 from omnium_scoring._assigned import Assigned
 from omnium_scoring._providers import PROVIDERS_DIR, Providers
-from omnium_scoring._scorer import Scorer, Watchers
+from omnium_scoring._scorer import Scorer
 from omnium_scoring._service import ScoringService
+from omnium_scoring._watchers import Watchers
 from omnium_settings import Settings
 from omnium_sports import SPORTS_DIR, load_sports
 

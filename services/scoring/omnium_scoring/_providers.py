@@ -18,8 +18,8 @@ import asyncpg
 import httpx
 from google.protobuf import json_format, struct_pb2
 
-from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2
+from omnium_grpc import source_actor
 from omnium_scoring._scorer import Scorer
 from omnium_scoring._sql import QUERIES
 from omnium_settings import Settings
@@ -282,12 +282,7 @@ class Providers:
             return "refused", f"there is no unit {unit_code} in {spec.event_code}", None, 0
         unit_id: str = unit["id"]
         sport = self.scorer.sport_of(unit["discipline"], unit["sport_file"])
-        actor = actor_pb2.Actor(
-            kind=actor_pb2.Actor.KIND_PROVIDER,
-            name=f"provider:{spec.code}",
-            source_code=spec.code,
-            screen=f"provider:{spec.format}:{spec.mode}",
-        )
+        actor = source_actor("provider", spec.code, f"provider:{spec.format}:{spec.mode}")
         saved = duplicates = 0
         for action in actions:
             rule = sport.actions.get(action.kind) if sport is not None else None

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import re
 import time
-import uuid
 from collections.abc import Mapping
 from datetime import UTC
 from pathlib import Path
@@ -22,7 +19,8 @@ from grpc import aio
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2
-from omnium_db import NotifyListener, is_outage
+from omnium_db import is_outage
+from omnium_grpc import actor_as_sent, command_message, is_id
 from omnium_scoring._assigned import Assigned
 from omnium_scoring._sql import QUERIES
 from omnium_settings import Settings
@@ -40,14 +38,6 @@ DATABASE_OUT = (
 def _struct(value: Mapping[str, Any]) -> struct_pb2.Struct:
     struct = struct_pb2.Struct()
     json_format.ParseDict(dict(value), struct)
-    return struct
-
-
-def _payload(value: Mapping[str, Any]) -> struct_pb2.Struct:
-    """A command's payload of plain JSON values: Struct.update, several times faster than
-    ParseDict, which also reads JSON forms of every message type."""
-    struct = struct_pb2.Struct()
-    struct.update(value)
     return struct
 
 
@@ -120,10 +110,7 @@ class Scorer:
 
     def check_actor(self, actor: actor_pb2.Actor) -> tuple[actor_pb2.Actor, str | None]:
         """The actor to record, or the reason the action cannot be taken from this sender."""
-        out = actor_pb2.Actor()
-        out.CopyFrom(actor)
-        if out.kind == actor_pb2.Actor.KIND_UNSPECIFIED:
-            out.kind = actor_pb2.Actor.KIND_SCORER
+        out = actor_as_sent(actor, "scorer")
         if out.kind == actor_pb2.Actor.KIND_SCORER and not out.source_code:
             if self.settings.scorer_sign_in_required:
                 return out, "sign in first: every action records the account that sent it"
@@ -146,9 +133,7 @@ class Scorer:
                 Outcome.OUTCOME_REFUSED,
                 "the action has no usable client id: 1 to 200 letters, digits or . _ : @ / -",
             )
-        try:
-            uuid.UUID(action.unit_id)
-        except ValueError:
+        if not is_id(action.unit_id):
             return _answer(action, Outcome.OUTCOME_REFUSED, "unit_id is not an id (a UUID)")
         try:
             not_yours = await self.assigned.problem(actor, action.unit_id)
@@ -321,12 +306,8 @@ class Scorer:
             "status": status,
             "sides": sides,
         }
-        command = command_pb2.Command(
-            command_id=action.client_id,
-            code="scoring.act",
-            subject=command_pb2.Subject(kind="unit", id=action.unit_id),
-            payload=_payload(payload),
-            actor=actor,
+        command = command_message(
+            action.client_id, "scoring.act", payload, actor, unit_id=action.unit_id
         )
         try:
             answer: command_pb2.Answer = await self.command.Submit(
@@ -543,9 +524,7 @@ class Scorer:
                     conn=own,
                     full=full,
                 )
-        try:
-            uuid.UUID(unit_id)
-        except ValueError:
+        if not is_id(unit_id):
             return None
         unit = await conn.fetchrow(QUERIES["match"], unit_id, "")
         if unit is None:
@@ -616,51 +595,3 @@ class Scorer:
                 item.summary = sport.summary(row["match_state"])
             out.matches.append(item)
         return out
-
-
-class Watchers:
-    """One LISTEN for the outbox's NOTIFY, shared by every WatchMatch stream of the process."""
-
-    def __init__(self) -> None:
-        self._changed = asyncio.Condition()
-        self._listener: NotifyListener | None = None
-
-    async def start(self, settings: Settings, assigned: Assigned | None = None) -> None:
-        # Back from an outage every stream reads its match again: a change saved while the
-        # connection was down sent a NOTIFY nobody heard. So do the assignments.
-        channels = {"omnium_domain_event": self._notified}
-        if assigned is not None:
-            channels["omnium_scorer_assignment"] = lambda _payload: assigned.forget()
-
-        def reconnected() -> None:
-            if assigned is not None:
-                assigned.forget()
-            self._wake_all()
-
-        self._listener = NotifyListener(
-            settings, channels, name="scoring watchers", on_reconnect=reconnected
-        )
-        await self._listener.start()
-        if assigned is not None:
-            assigned.listening = True
-
-    def _notified(self, _payload: str) -> None:
-        self._wake_all()
-
-    def _wake_all(self) -> None:
-        asyncio.get_running_loop().create_task(self._wake())
-
-    async def _wake(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
-    async def wait(self, seconds: float) -> None:
-        """Until the next change anywhere, or `seconds` at most (a missed NOTIFY costs little)."""
-        async with self._changed:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), seconds)
-
-    async def stop(self) -> None:
-        if self._listener is not None:
-            await self._listener.close()
-            self._listener = None

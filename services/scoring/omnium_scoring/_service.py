@@ -9,11 +9,13 @@ from typing import TypeVar
 import grpc
 from grpc import aio
 
+from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
 from omnium_db import is_outage
-from omnium_grpc import abort_internal
+from omnium_grpc import abort_internal, current_caller
 from omnium_scoring._providers import Providers
-from omnium_scoring._scorer import Scorer, Watchers
+from omnium_scoring._scorer import Scorer
+from omnium_scoring._watchers import Watchers
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,12 @@ async def _read(context: aio.ServicerContext, what: str, read: Awaitable[_T]) ->
         raise
 
 
+def _recorded(actor: actor_pb2.Actor) -> actor_pb2.Actor:
+    """The sender to record: as sent when the caller's role may name it, else the caller."""
+    caller = current_caller()
+    return actor if caller is None else caller.recorded(actor)
+
+
 class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
     def __init__(
         self, settings: Settings, scorer: Scorer, providers: Providers, watchers: Watchers
@@ -56,7 +64,7 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
         self, request: scoring_pb2.ActRequest, context: aio.ServicerContext
     ) -> scoring_pb2.ActAnswer:
         try:
-            return await self.scorer.act(request.action, request.actor)
+            return await self.scorer.act(request.action, _recorded(request.actor))
         except Exception as exc:
             await _abort(context, f"action {request.action.client_id}", exc)
             raise
@@ -65,7 +73,7 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
         self, request: scoring_pb2.SyncRequest, context: aio.ServicerContext
     ) -> scoring_pb2.SyncAnswer:
         try:
-            return await self.scorer.sync(list(request.actions), request.actor)
+            return await self.scorer.sync(list(request.actions), _recorded(request.actor))
         except Exception as exc:
             await _abort(context, "sync", exc)
             raise

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from omnium_scout_sim._doorbell import SIGNATURE_HEADER, Delivery, DoorbellTarget, RingAgain, sign
 from omnium_scout_sim._faults import MALFORMED_PAGES
-from omnium_scout_sim._games import Games, NotFound, SimulatorError
+from omnium_scout_sim._games import Games
 from omnium_scout_sim._replay import Replay, ReplaySettings
 from omnium_scout_sim._runs import Run
 from omnium_scout_sim._simulator import DEFAULT_SEED, Limits, ScoutSimulator, SimulatorConfig
+from omnium_scout_sim._units import NotFound, SimulatorError
 
 __all__ = [
     "DEFAULT_SEED",

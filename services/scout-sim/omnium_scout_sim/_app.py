@@ -11,9 +11,9 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from omnium_scout_sim._faults import API_PREFIX
-from omnium_scout_sim._games import SimulatorError
 from omnium_scout_sim._runs import RUN_STATUSES, RunStatus
 from omnium_scout_sim._simulator import ScoutSimulator
+from omnium_scout_sim._units import SimulatorError
 
 SIMULATOR = web.AppKey("simulator", ScoutSimulator)
 _BAD_GATEWAY_PAGE = "<html><body><h1>502 Bad Gateway</h1>nginx</body></html>"

@@ -135,7 +135,7 @@ def name_region(noc: str) -> str:
 
 Gender = Literal["M", "W", "X"]
 Entry = Literal["athlete", "team", "pair"]
-# How an event is contested, which decides its phases (see _games._phases):
+# How an event is contested, which decides its phases (see _plan._phases):
 #   groups: round-robin groups of 4, then knockouts; draw: a knockout bracket of `size`;
 #   heats: `size` heats then a final; qual: `size` qualification groups then a final;
 #   rounds: `size` fleet races then a medal race; final: one final only.

@@ -9,8 +9,8 @@ from typing import Any
 from aiohttp import web
 
 from omnium_scout_sim._app import SIMULATOR, json_object, parse_day
-from omnium_scout_sim._games import Row, SimulatorError
 from omnium_scout_sim._simulator import ScoutSimulator
+from omnium_scout_sim._units import Row, SimulatorError
 
 
 class _Conflict(SimulatorError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from omnium_scout_sim._games import SimulatorError
+from omnium_scout_sim._units import SimulatorError
 
 MalformedPage = Literal["not_json", "no_items", "not_objects"]
 MALFORMED_PAGES: tuple[MalformedPage, ...] = get_args(MalformedPage)

@@ -13,7 +13,7 @@ from datetime import datetime, time, timedelta
 from typing import TYPE_CHECKING
 
 from omnium_scout_sim._catalog import DISCIPLINES, FIRST_DAY, LAST_DAY
-from omnium_scout_sim._games import (
+from omnium_scout_sim._units import (
     CANCELLED,
     RUNNING,
     SCHEDULED,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Literal
 
-from omnium_scout_sim._games import NotFound
+from omnium_scout_sim._units import NotFound
 
 Build = Literal["all", "day", "page"]
 RunStatus = Literal["passed", "failed"]

@@ -16,8 +16,9 @@ from aiohttp import web
 from omnium_scout_sim._catalog import FIRST_DAY, LAST_DAY
 from omnium_scout_sim._doorbell import Delivery, DoorbellSender, DoorbellTarget, RingAgain
 from omnium_scout_sim._faults import Faults
-from omnium_scout_sim._games import Games, NotFound, Row, SimulatorError
+from omnium_scout_sim._games import Games
 from omnium_scout_sim._runs import BUILDS, Build, Run, RunBook
+from omnium_scout_sim._units import NotFound, Row, SimulatorError
 
 if TYPE_CHECKING:
     from omnium_scout_sim._replay import Replay, ReplaySettings

@@ -303,9 +303,9 @@ competitor_updates AS (
 -- part: outbox
 outbox AS (
   INSERT INTO domain_event (event_id, kind, subject_kind, subject_id, unit_id, seq, command_id,
-                            payload)
+                            payload, trace_context)
   SELECT v.event_id, v.kind, v.subject_kind, v.subject_id, v.unit_id, :seq, :command_id,
-         v.payload
+         v.payload, :trace_context::text
     FROM jsonb_to_recordset(:outbox::jsonb) AS v(event_id uuid, kind text, subject_kind text,
          subject_id uuid, unit_id uuid, payload jsonb)
    WHERE (SELECT go FROM go)

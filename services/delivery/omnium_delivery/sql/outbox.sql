@@ -13,7 +13,7 @@ SELECT pg_notify('omnium_domain_event', '');
 -- an id early and committed late is still read once. `held`: the checker holds the unit's
 -- results for everyone ($5: the disciplines held by setting), so live push leaves them out.
 SELECT d.id, d.kind, d.subject_kind, d.unit_id::text, e.code AS event_code, d.payload, d.saved_at,
-       coalesce(results_held(d.event_id, dd.code, $5::text[]), false) AS held
+       d.trace_context, coalesce(results_held(d.event_id, dd.code, $5::text[]), false) AS held
   FROM domain_event d
   JOIN event e ON e.id = d.event_id
   LEFT JOIN unit u ON u.id = d.unit_id

@@ -86,12 +86,14 @@ SELECT m.noc, m.gold, m.silver, m.bronze, m.total, m.rank
 
 -- name: new_version
 -- Version only goes up: a new content gets the next number ($4: it is new), before it is sent.
--- Answers when the newest change it carries ($5) was saved.
+-- Answers when the newest change it carries ($5) was saved, and that change's trace (the send
+-- continues it).
 WITH bumped AS (
   UPDATE client_feed SET version = $2, content_sha = $3 WHERE id = $1 AND $4 RETURNING id
 )
-SELECT (SELECT saved_at FROM domain_event WHERE id = $5) AS saved_at,
-       (SELECT count(*) FROM bumped) AS bumped;
+SELECT d.saved_at, d.trace_context, (SELECT count(*) FROM bumped) AS bumped
+  FROM (SELECT 1) one
+  LEFT JOIN domain_event d ON d.id = $5;
 
 -- name: unchanged
 -- Same bytes as the last good send: nothing to send, the feed is current up to mark $2 (outbox
@@ -104,11 +106,13 @@ UPDATE client_feed SET
 
 -- name: record_send
 -- One send: its row, and the feed's state. Delivered: current up to mark :marks (outbox id
--- :outbox_id) and the client's open alerts cleared. Failed or refused: still owed, tried again
+-- :outbox_id) and the client's open send alerts cleared (the promise's alert is cleared by the
+-- promise check, once the window is good again). Failed or refused: still owed, tried again
 -- after :retry_seconds.
 WITH cleared AS (
   UPDATE delivery_alert SET status = 'cleared', cleared_at = now()
-   WHERE client_id = :client_id AND status = 'open' AND :outcome = 'delivered'
+   WHERE client_id = :client_id AND status = 'open' AND kind <> 'promise'
+     AND :outcome = 'delivered'
   RETURNING id
 ),
 attempt AS (

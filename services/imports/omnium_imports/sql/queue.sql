@@ -2,8 +2,9 @@
 
 -- name: enqueue_pull
 -- A doorbell rung twice for one Scout run queues one job (unique index); the second gets null.
-INSERT INTO integration_job (integration_id, kind, scout_run_id, via)
-VALUES ($1::uuid, 'pull', $2, 'doorbell')
+-- $3: the ring's traceparent, so the run that works the job continues the ring's trace.
+INSERT INTO integration_job (integration_id, kind, scout_run_id, via, trace_context)
+VALUES ($1::uuid, 'pull', $2, 'doorbell', $3)
 ON CONFLICT (integration_id, scout_run_id) WHERE kind = 'pull' AND via = 'doorbell' DO NOTHING
 RETURNING id;
 
@@ -69,7 +70,7 @@ UPDATE integration_job j
   FROM candidate c
  WHERE j.id = c.id
 RETURNING j.id, j.integration_id::text AS integration_id, j.kind, j.scout_run_id, j.via,
-          j.attempts, j.run_id::text AS run_id, j.past_guards;
+          j.attempts, j.run_id::text AS run_id, j.past_guards, j.trace_context;
 
 -- name: renew
 -- Zero rows: the lease ran out and another worker took the job; this worker must stop.
@@ -104,3 +105,12 @@ UPDATE integration i
    AND (i.last_heard_at IS NULL
         OR i.last_heard_at < now() - make_interval(secs => i.check_seconds))
 RETURNING i.id::text;
+
+-- name: queue_depth
+-- For /metrics: jobs waiting and running, and how long the oldest waiting one has waited.
+SELECT count(*) FILTER (WHERE status = 'queued')::int AS queued,
+       count(*) FILTER (WHERE status = 'running')::int AS running,
+       coalesce(extract(epoch FROM clock_timestamp()
+                        - min(created_at) FILTER (WHERE status = 'queued')), 0)::float8 AS oldest
+  FROM integration_job
+ WHERE status IN ('queued', 'running');

@@ -7,7 +7,7 @@ SELECT coalesce(max(id), 0) FROM domain_event;
 -- Rows past the watermark, and the ids still missing below it (a transaction that took its id
 -- before a later one committed): those are read again until they show up or age out.
 SELECT d.id, d.kind, d.subject_kind, e.code AS event, d.payload->>'code' AS code,
-       d.subject_id::text AS subject_id
+       d.subject_id::text AS subject_id, d.trace_context
   FROM domain_event d
   JOIN event e ON e.id = d.event_id
  WHERE d.id > $1 OR d.id = ANY($2::bigint[])

@@ -1,0 +1,79 @@
+"""What every screen shares: a page drawn for the signed-in person, an error said plainly
+(never a traceback), and going back to a screen with a message."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import urlencode
+
+import grpc
+from aiohttp import web
+from aiohttp.typedefs import Handler
+from grpc import aio
+
+from omnium_admin._auth import console, plain_page, session_of
+from omnium_db import DATABASE_ERRORS
+
+log = logging.getLogger(__name__)
+
+
+@web.middleware
+async def plain_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A service that cannot answer is 'failed to read' with Try again, never a traceback."""
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except aio.AioRpcError as exc:
+        code, details = exc.code(), exc.details() or ""
+        if code == grpc.StatusCode.NOT_FOUND:
+            status, title, message = 404, "Not found", details
+        elif code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
+            status, title, message = 400, "Not done", details
+        else:
+            log.warning("admin: %s %s: %s %s", request.method, request.path, code, details)
+            status, title, message = (
+                503,
+                "Failed to read",
+                "The imports, command or delivery service did not answer "
+                f"({code.name.lower().replace('_', ' ')}). Nothing was changed.",
+            )
+        return error_page(request, status, title, message)
+    except DATABASE_ERRORS as exc:
+        log.warning("admin: %s %s: %s", request.method, request.path, exc)
+        return error_page(
+            request, 503, "Failed to read", "The database did not answer. Nothing was changed."
+        )
+
+
+def error_page(request: web.Request, status: int, title: str, message: str) -> web.Response:
+    if request.path.startswith("/api/"):
+        return web.json_response({"error": f"{title}: {message}"}, status=status)
+    return plain_page(request, status, title, message, retry=status == 503)
+
+
+def page(request: web.Request, name: str, **context: Any) -> web.Response:
+    session = session_of(request)
+    html = console(request).render(
+        name,
+        session=session,
+        may_act=session.account.may("operator"),
+        path=request.path_qs,
+        said=request.query.get("said", ""),
+        **context,
+    )
+    return web.Response(text=html, content_type="text/html")
+
+
+def back(to: str, said: str) -> web.HTTPSeeOther:
+    joiner = "&" if "?" in to else "?"
+    return web.HTTPSeeOther(f"{to}{joiner}{urlencode({'said': said})}")
+
+
+def deadline(request: web.Request) -> float:
+    return console(request).settings.grpc_deadline_seconds
+
+
+def who(request: web.Request) -> str:
+    return session_of(request).account.name

@@ -1,0 +1,97 @@
+"""One run on its way through the pipeline's stages (_pipeline.py), and what it ends with."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
+
+import asyncpg
+
+from omnium_imports import _batches, _runs
+from omnium_imports._keystate import KeyStateCache
+from omnium_imports._queue import Job
+from omnium_imports._runs import Batch, Integration
+from omnium_imports._scout import ScoutPage, ScoutRun
+from omnium_imports.mapping import MappedRow, MappingVersion
+from omnium_settings import Settings
+
+if TYPE_CHECKING:
+    from omnium_imports._pipeline import Pipeline
+
+_T = TypeVar("_T")
+
+
+class HandedOver(Exception):
+    """This process is stopping: its run stopped between batches, to go back to the queue
+    with its run kept, so another copy continues it at once (saved batches answer duplicate)."""
+
+
+@dataclass(slots=True)
+class RunResult:
+    """What one job did, for its log line, the job row and the tests."""
+
+    status: str
+    run_id: str | None = None
+    reason: str | None = None
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(slots=True)
+class Run:
+    """One run on its way through the stages: each stage sets what the later ones read."""
+
+    pipeline: Pipeline
+    integration: Integration
+    job: Job
+    # fetch: Scout's run, the mapping version it is read with, and its pages of rows
+    scout_run: ScoutRun = field(init=False)
+    version: MappingVersion = field(init=False)
+    pages: list[ScoutPage] = field(init=False)
+    # record: our run's id in integration_run
+    id: str = field(init=False)
+    # map
+    mapped: list[MappedRow] = field(init=False)
+    clearing: _batches.Clearing = field(init=False)
+    # fast path: the ok rows it did not skip, and our ids of the units they name by code
+    key_state: KeyStateCache = field(init=False)
+    ready: list[MappedRow] = field(init=False)
+    unit_ids: dict[str, str] = field(init=False)
+    # guards: a full run that passed the size check by itself lists every key
+    complete: bool = field(init=False)
+    # batches and send: each row's outcome by its position, and the batches not saved
+    groups: list[Batch] = field(init=False)
+    counted: dict[int, str] = field(init=False)
+    held_reasons: dict[int, str] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def settings(self) -> Settings:
+        return self.pipeline.settings
+
+    async def db(
+        self,
+        what: str,
+        work: Callable[[asyncpg.Connection], Awaitable[_T]],
+        *,
+        transaction: bool = False,
+    ) -> _T:
+        """`work` on a connection of its own, tried again while the database is out."""
+        return await self.pipeline.db(
+            f"run {self.scout_run.id}: {what}", work, transaction=transaction
+        )
+
+    async def end(self, status: str, reason: str | None) -> RunResult:
+        """Close the run with this status before its batches: nothing of it was written."""
+        await self.pipeline.finish(self.id, status, reason, Counter())
+        return RunResult(status, self.id, reason)
+
+    async def on_record(self, status: str, reason: str | None) -> str:
+        """The run on record with this status (and reason); our id of it."""
+        integration, job, scout_run = self.integration, self.job, self.scout_run
+        return await self.pipeline.db(
+            f"recording run {scout_run.id}",
+            lambda conn: _runs.record(conn, integration, job, scout_run, status, reason),
+            transaction=True,
+        )

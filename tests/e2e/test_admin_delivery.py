@@ -1,0 +1,175 @@
+"""The console's Delivery screen in headless Chromium against real command, delivery and admin
+processes' code: a client that keeps the promise, one that cannot be reached (its reason shown),
+and Resend."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from playwright.async_api import async_playwright, expect
+
+from omnium.command.v1 import command_pb2
+from omnium_accounts import Accounts
+from omnium_admin import AdminApp
+from omnium_db import PoolRoad, create_pool
+from omnium_delivery import load_clients
+from tests.conftest import REPO
+from tests.support.command import running_command, settings_for
+from tests.support.delivery import eventually, running_delivery, sends
+from tests.support.games import EVENT, make_games
+from tests.support.receiver import webhook_receiver
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+PASSWORD = "correct horse battery"
+
+
+def _hook(code: str, name: str, url: str, secret: str) -> dict[str, Any]:
+    return {
+        "code": code,
+        "name": name,
+        "event": EVENT,
+        "transport": "webhook",
+        "webhook": {"url": url, "secret": secret},
+        "feeds": [{"kind": "results", "format": "json"}],
+    }
+
+
+async def _delivered_change(db: asyncpg.Connection) -> bool:
+    return bool(
+        await db.fetchval(
+            "SELECT count(*) FROM delivery_attempt a JOIN client c ON c.id = a.client_id "
+            "WHERE c.code = 'dailyhunt' AND a.outcome = 'delivered' AND a.saved_at IS NOT NULL"
+        )
+    )
+
+
+async def _failed(db: asyncpg.Connection) -> bool:
+    return bool(
+        await db.fetchval(
+            "SELECT count(*) FROM delivery_attempt a JOIN client c ON c.id = a.client_id "
+            "WHERE c.code = 'news18' AND a.outcome = 'failed' AND a.saved_at IS NOT NULL "
+            "AND EXISTS (SELECT 1 FROM delivery_alert x WHERE x.client_id = c.id "
+            "AND x.status = 'open')"
+        )
+    )
+
+
+async def test_the_delivery_screen_shows_the_promise_a_failing_client_and_resends(
+    db: asyncpg.Connection, database_url: str, tmp_path: Path
+) -> None:
+    games = await make_games(db, units=1)
+    with socket.socket() as dead:
+        dead.bind(("127.0.0.1", 0))  # bound, never listening: news18 cannot be reached
+        dead_url = f"http://127.0.0.1:{dead.getsockname()[1]}/hook"
+        async with webhook_receiver() as receiver:
+            await load_clients(
+                db,
+                [
+                    _hook("dailyhunt", "DailyHunt", receiver.url, receiver.secret),
+                    _hook("news18", "News18", dead_url, receiver.secret),
+                ],
+            )
+            async with (
+                running_command(database_url) as cmd,
+                running_delivery(
+                    database_url,
+                    feed_debounce_seconds=0.05,
+                    webhook_tries=2,
+                    webhook_retry_base_seconds=0.05,
+                    # news18 is tried again soon, so the change itself fails to reach it too.
+                    delivery_retry_seconds=0.5,
+                ) as delivery,
+            ):
+                answer = await cmd.submit(
+                    command_id="delivery-screen-1",
+                    code="results.set_sides",
+                    payload={"sides": [{"order": 1, "score": "2"}, {"order": 2, "score": "1"}]},
+                    unit_id=games.units[0],
+                )
+                assert answer.outcome == command_pb2.OUTCOME_ACCEPTED, answer.reason
+                await eventually(lambda: _delivered_change(db), what="dailyhunt's send")
+                await eventually(lambda: _failed(db), what="news18's failed change")
+
+                settings = settings_for(
+                    database_url,
+                    command_address=f"127.0.0.1:{cmd.port}",
+                    delivery_address=f"127.0.0.1:{delivery.app.grpc_port}",
+                )
+                pool = await create_pool(settings, PoolRoad.PEOPLE, application_name="e2e", size=2)
+                await Accounts(pool, settings).create("ana", "Ana Operator", "operator", PASSWORD)
+                await pool.close()
+                app = AdminApp(settings)
+                await app.start(0)
+                try:
+                    await _browse(app.port, tmp_path, db)
+                finally:
+                    await app.stop()
+
+
+async def _browse(port: int, shots: Path, db: asyncpg.Connection) -> None:
+    url = f"http://127.0.0.1:{port}"
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(
+            executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True
+        )
+        try:
+            page = await browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(30_000)
+            await page.goto(f"{url}/delivery")
+            await page.get_by_label("Login").fill("ana")
+            await page.get_by_label("Password").fill(PASSWORD)
+            await page.get_by_role("button", name="Sign in").click()
+            await expect(page.get_by_role("heading", name="Delivery", exact=True)).to_be_visible()
+            await expect(page.get_by_role("link", name="Delivery")).to_have_attribute(
+                "aria-current", "page"
+            )
+
+            good = page.locator('[data-client="dailyhunt"]')
+            await expect(good.locator("[data-verdict]")).to_have_text(
+                "Promise kept: 100% within 2.0 s."
+            )
+            await expect(good.locator("[data-share]")).to_contain_text("100%")
+            await expect(good.locator("[data-delay]")).to_contain_text("p50")
+            await expect(good.locator("[data-misses]")).to_have_text("0")
+            await expect(good.locator("[data-last]")).not_to_have_text("never")
+            await expect(good.get_by_role("cell", name="results (JSON")).to_be_visible()
+            await expect(good).to_have_class("card green")
+
+            bad = page.locator('[data-client="news18"]')
+            await expect(bad).to_have_class("card not-green")
+            await expect(bad.locator("[data-verdict]")).to_contain_text("Promise broken")
+            await expect(bad.locator("[data-reasons]")).to_contain_text("could not be reached")
+            await expect(bad.locator("[data-last]")).to_have_text("never")
+            await _shot(page, shots, "delivery")
+
+            # Resend: every feed of the client goes again, even with the same bytes.
+            sent = len(await sends(db, "dailyhunt"))
+            await good.get_by_role("button", name="Resend").click()
+            await expect(page.get_by_role("status")).to_have_text(
+                "dailyhunt: 1 feed will be sent again, even where nothing changed."
+            )
+            resent = await eventually(lambda: _resent(db, sent), what="the resend recorded")
+            assert resent["outcome"] == "delivered"
+            await _shot(page, shots, "delivery-resent")
+        finally:
+            await browser.close()
+
+
+async def _resent(db: asyncpg.Connection, count: int) -> Any:
+    rows = await sends(db, "dailyhunt")
+    return rows[-1] if len(rows) > count and rows[-1]["resend"] else None
+
+
+async def _shot(page: Any, shots: Path, name: str) -> None:
+    path = shots / f"{name}.png"
+    await page.wait_for_load_state("load")
+    await page.screenshot(path=str(path), full_page=True)
+    keep = REPO / "artifacts" / "screenshots"
+    keep.mkdir(parents=True, exist_ok=True)
+    shutil.copy(path, keep / path.name)
