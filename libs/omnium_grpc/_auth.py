@@ -6,8 +6,7 @@ which would run a chain of coroutines on every call.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import grpc
 from grpc import aio
@@ -20,11 +19,14 @@ class _WithToken:
 
     __slots__ = ("_call", "_pair")
 
-    def __init__(self, call: Any, pair: tuple[str, str]) -> None:
+    # grpc has no type stubs here: the multi-callable and the call it makes are grpc's own.
+    def __init__(self, call: Callable[..., object], pair: tuple[str, str]) -> None:
         self._call = call
         self._pair = pair
 
-    def __call__(self, request: Any = None, *, metadata: Metadata | None = None, **kw: Any) -> Any:
+    def __call__(
+        self, request: object = None, *, metadata: Metadata | None = None, **kw: object
+    ) -> object:
         return self._call(
             request, metadata=(*metadata, self._pair) if metadata else (self._pair,), **kw
         )
@@ -55,14 +57,14 @@ class TokenChannel(aio.Channel):  # type: ignore[misc]
     async def channel_ready(self) -> None:
         await self._channel.channel_ready()
 
-    def unary_unary(self, *args: Any, **kwargs: Any) -> Any:
+    def unary_unary(self, *args: object, **kwargs: object) -> _WithToken:
         return _WithToken(self._channel.unary_unary(*args, **kwargs), self._pair)
 
-    def unary_stream(self, *args: Any, **kwargs: Any) -> Any:
+    def unary_stream(self, *args: object, **kwargs: object) -> _WithToken:
         return _WithToken(self._channel.unary_stream(*args, **kwargs), self._pair)
 
-    def stream_unary(self, *args: Any, **kwargs: Any) -> Any:
+    def stream_unary(self, *args: object, **kwargs: object) -> _WithToken:
         return _WithToken(self._channel.stream_unary(*args, **kwargs), self._pair)
 
-    def stream_stream(self, *args: Any, **kwargs: Any) -> Any:
+    def stream_stream(self, *args: object, **kwargs: object) -> _WithToken:
         return _WithToken(self._channel.stream_stream(*args, **kwargs), self._pair)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import grpc
 from grpc import aio
@@ -14,7 +13,7 @@ from omnium_settings import Settings
 from omnium_telemetry import grpc_client_interceptors
 
 
-def channel_options(settings: Settings) -> list[tuple[str, Any]]:
+def channel_options(settings: Settings) -> list[tuple[str, int | str]]:
     return [
         ("grpc.max_send_message_length", settings.grpc_max_message_bytes),
         ("grpc.max_receive_message_length", settings.grpc_max_message_bytes),
@@ -22,7 +21,7 @@ def channel_options(settings: Settings) -> list[tuple[str, Any]]:
     ]
 
 
-def balancing_options(settings: Settings) -> list[tuple[str, Any]]:
+def balancing_options(settings: Settings) -> list[tuple[str, int | str]]:
     """round_robin over the target's copies, UNAVAILABLE tried again on another copy."""
     return [
         ("grpc.service_config", service_config_json(settings)),
@@ -46,7 +45,7 @@ def open_channel(address: str, settings: Settings, token: str | None = None) -> 
 
     `address` may name several copies (see `grpc_target`); calls are spread over them.
     """
-    interceptors: list[Any] = list(grpc_client_interceptors(settings))
+    interceptors: list[aio.ClientInterceptor] = list(grpc_client_interceptors(settings))
     options = [*channel_options(settings), *balancing_options(settings)]
     credentials = channel_credentials(settings)
     if credentials is None:

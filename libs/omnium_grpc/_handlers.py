@@ -16,11 +16,12 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeAlias, cast, final
 
 import grpc
+from google.protobuf.message import Message
 from grpc import aio
 
 from omnium_grpc._callers import Caller, Callers, set_current_caller
@@ -28,7 +29,13 @@ from omnium_grpc._metrics import MethodMetrics
 
 log = logging.getLogger(__name__)
 
+# A servicer method as grpc calls it: (request, context), the request an iterator of messages
+# when the client streams. grpc has no type stubs here, so only the shape of the answer is known.
+Method = Callable[..., Awaitable[Message | None]]
+StreamMethod = Callable[..., AsyncIterator[Message]]
 
+
+@final  # so `type(x) is _Corrupt` tells mypy what x is not, too
 @dataclass(frozen=True, slots=True)
 class _Corrupt:
     problem: str
@@ -40,11 +47,18 @@ class _CorruptInStream(Exception):
         self.corrupt = corrupt
 
 
-def _decoder(method: str, decode: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+# What a guarded method is handed: one decoded request, or an iterator of them when the client
+# streams; either way a request that does not decode is a _Corrupt.
+Incoming: TypeAlias = "Message | _Corrupt | AsyncIterator[Message | _Corrupt]"
+
+
+def _decoder(
+    method: str, decode: Callable[[bytes], Message] | None
+) -> Callable[[bytes], Message | _Corrupt] | None:
     if decode is None:
         return None
 
-    def decoded(raw: bytes) -> Any:
+    def decoded(raw: bytes) -> Message | _Corrupt:
         try:
             return decode(raw)
         except Exception as exc:
@@ -65,7 +79,7 @@ class _Guard:
         self.callers = callers
         self.metrics = MethodMetrics(method)
 
-    async def check(self, request: Any, context: aio.ServicerContext) -> None:
+    async def check(self, request: Incoming | None, context: aio.ServicerContext) -> None:
         if self.callers is not None:
             caller = self.callers.identify(context.invocation_metadata())
             if not isinstance(caller, Caller):
@@ -84,24 +98,25 @@ class _Guard:
         log.info("%s: refused a request that does not decode", self.method)
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, corrupt.problem)
 
-    async def requests(self, iterator: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async def requests(self, iterator: AsyncIterator[Message | _Corrupt]) -> AsyncIterator[Message]:
         async for request in iterator:
             if type(request) is _Corrupt:
                 raise _CorruptInStream(request)
             yield request
 
-    def unary(self, behaviour: Callable[..., Any], *, streamed: bool) -> Callable[..., Any]:
-        async def guarded(request: Any, context: aio.ServicerContext) -> Any:
+    def unary(self, behaviour: Method, *, streamed: bool) -> Method:
+        async def guarded(request: Incoming, context: aio.ServicerContext) -> Message | None:
             start = time.perf_counter()
             failed: BaseException | None = None
             try:
                 await self.check(None if streamed else request, context)
                 if streamed:
-                    request = self.requests(request)
+                    request = self.requests(cast("AsyncIterator[Message | _Corrupt]", request))
                 try:
                     return await behaviour(request, context)
                 except _CorruptInStream as exc:
                     await self._refuse(exc.corrupt, context)
+                    return None
             except BaseException as exc:
                 failed = exc
                 raise
@@ -110,18 +125,22 @@ class _Guard:
 
         return guarded
 
-    def streaming(self, behaviour: Callable[..., Any], *, streamed: bool) -> Callable[..., Any]:
+    def streaming(
+        self, behaviour: Method | StreamMethod, *, streamed: bool
+    ) -> Method | StreamMethod:
         if not inspect.isasyncgenfunction(behaviour):
             # A handler that writes with context.write() and returns.
-            return self.unary(behaviour, streamed=streamed)
+            return self.unary(cast(Method, behaviour), streamed=streamed)
 
-        async def guarded(request: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:
+        async def guarded(
+            request: Incoming, context: aio.ServicerContext
+        ) -> AsyncIterator[Message]:
             start = time.perf_counter()
             failed: BaseException | None = None
             try:
                 await self.check(None if streamed else request, context)
                 if streamed:
-                    request = self.requests(request)
+                    request = self.requests(cast("AsyncIterator[Message | _Corrupt]", request))
                 try:
                     async for message in behaviour(request, context):
                         yield message
@@ -158,7 +177,9 @@ class _GuardedGenericHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
         self._inner = inner
         self._callers = callers
 
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
+    def service(
+        self, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
         handler = self._inner.service(handler_call_details)
         if handler is None:
             return None

@@ -7,7 +7,7 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Protocol, overload
+from typing import Any, Protocol, TypedDict, overload
 
 from google.protobuf import struct_pb2, timestamp_pb2
 
@@ -168,7 +168,17 @@ def is_id(value: str) -> bool:
 # -- what changed ---------------------------------------------------------------------------
 
 
-def json_value(value: Any) -> struct_pb2.Value:
+class LoggedChange(TypedDict):
+    """One change as the road logs it (the command service's rows have more keys)."""
+
+    kind: str
+    id: str
+    field: str
+    old: object
+    new: object
+
+
+def json_value(value: object) -> struct_pb2.Value:
     """A JSON scalar as a protobuf Value; anything else becomes its text."""
     out = struct_pb2.Value()
     if value is None:
@@ -182,7 +192,7 @@ def json_value(value: Any) -> struct_pb2.Value:
     return out
 
 
-def field_changes(entries: Iterable[Mapping[str, Any]] | None) -> list[command_pb2.FieldChange]:
+def field_changes(entries: Iterable[LoggedChange] | None) -> list[command_pb2.FieldChange]:
     """`{"kind", "id", "field", "old", "new"}` entries, from timeline diffs or the row log."""
     return [
         command_pb2.FieldChange(

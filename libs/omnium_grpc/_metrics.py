@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable
 
 import grpc
+from grpc import aio
 from prometheus_client import Counter, Histogram
 
 HANDLED = Counter(
@@ -25,7 +26,7 @@ SECONDS = Histogram(
 _NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
 
 
-def _code(context: Any, failed: BaseException | None) -> str:
+def _code(context: aio.ServicerContext, failed: BaseException | None) -> str:
     try:
         code = context.code()
     except Exception:  # a context that cannot say: judge by the exception below
@@ -48,9 +49,11 @@ class MethodMetrics:
         service, _, name = method.lstrip("/").rpartition("/")
         self.service, self.name = service, name
         self.observe = SECONDS.labels(service, name).observe
-        self.handled: dict[str, Any] = {}
+        self.handled: dict[str, Callable[[], None]] = {}
 
-    def done(self, context: Any, failed: BaseException | None, seconds: float) -> None:
+    def done(
+        self, context: aio.ServicerContext, failed: BaseException | None, seconds: float
+    ) -> None:
         code = _code(context, failed)
         inc = self.handled.get(code)
         if inc is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import grpc
 from grpc import aio
@@ -21,12 +21,14 @@ from omnium_telemetry import grpc_server_interceptors
 
 log = logging.getLogger(__name__)
 
+Servicer = TypeVar("Servicer")
+
 
 class GrpcServer:
     """One process's gRPC server. `add` services, `start`, then `stop` on SIGTERM."""
 
     def __init__(self, settings: Settings, *, name: str) -> None:
-        interceptors: list[Any] = list(grpc_server_interceptors(settings))
+        interceptors: list[aio.ServerInterceptor] = list(grpc_server_interceptors(settings))
         callers = Callers.from_settings(settings, server=name)
         self.settings = settings
         self.name = name
@@ -60,7 +62,7 @@ class GrpcServer:
             )
 
     def add(
-        self, register: Callable[[Any, aio.Server], None], servicer: object, full_name: str
+        self, register: Callable[[Servicer, aio.Server], None], servicer: Servicer, full_name: str
     ) -> None:
         """Register a servicer, e.g. `add(add_CommandServiceServicer_to_server, svc, NAME)`."""
         register(servicer, self._registrar)

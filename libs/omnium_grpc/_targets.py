@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from typing import Any
 
 from omnium_settings import Settings, SettingsError
 
@@ -113,10 +112,10 @@ def _host_port(entry: str, address: str) -> tuple[str, int]:
     return host, port
 
 
-def service_config(settings: Settings) -> dict[str, Any]:
+def service_config(settings: Settings) -> dict[str, object]:
     """round_robin over every address the target resolves to, and UNAVAILABLE tried again on
     another copy for RETRIED_METHODS. The caller's deadline bounds all tries together."""
-    config: dict[str, Any] = {"loadBalancingConfig": [{"round_robin": {}}]}
+    config: dict[str, object] = {"loadBalancingConfig": [{"round_robin": {}}]}
     if settings.grpc_retry_attempts > 1:
         config["methodConfig"] = [
             {

@@ -8,8 +8,8 @@ import enum
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Protocol, TypeAlias, cast
 
 import redis.asyncio as aioredis
 
@@ -44,6 +44,14 @@ class Signal(enum.Enum):
 # An entry as every listener writes it: its id as numbers (to compare) and its SSE lines.
 Entry = tuple[tuple[int, int], bytes]
 Item = Entry | Signal
+
+# Stream entries as XRANGE and XREAD give them: bytes from a client that does not decode
+# responses, str from one that does. redis-py's own types allow a None id and fields, which only
+# XCLAIM gives (for a deleted entry); ours are read, never claimed. XREAD (RESP2, the client's
+# default) gives one [stream key, entries] pair per stream.
+Fields: TypeAlias = Mapping[bytes | str, bytes | str]
+StreamEntries: TypeAlias = list[tuple[bytes | str, Fields]]
+StreamsRead: TypeAlias = list[tuple[bytes | str, StreamEntries]]
 
 
 class LiveCounters(Protocol):
@@ -84,7 +92,7 @@ def decode(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def field_of(fields: Any, name: str, default: str) -> str:
+def field_of(fields: Fields, name: str, default: str) -> str:
     """A stream entry's field, from a client that decodes responses or one that does not."""
     value = fields.get(name.encode(), fields.get(name, default))
     return decode(value)
@@ -95,7 +103,7 @@ def id_number(entry_id: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-def render(entry_id: str, fields: Any) -> tuple[str, str, bytes]:
+def render(entry_id: str, fields: Fields) -> tuple[str, str, bytes]:
     """(kind, unit, the SSE lines) of one stream entry."""
     kind = field_of(fields, "kind", "change")
     data = field_of(fields, "data", "{}")
@@ -107,7 +115,7 @@ def render(entry_id: str, fields: Any) -> tuple[str, str, bytes]:
 
 
 async def newest_id(redis: aioredis.Redis, key: str) -> str:
-    newest: Any = await redis.xrevrange(key, count=1)
+    newest = await redis.xrevrange(key, count=1)
     return decode(newest[0][0]) if newest else "0-0"
 
 
@@ -120,7 +128,7 @@ async def resume_id(redis: aioredis.Redis, key: str, cursor: str | None) -> tupl
     if cursor is None:
         return await newest_id(redis, key), True
     if cursor != "0-0":
-        kept: Any = await redis.xrange(key, min=cursor, max=cursor, count=1)
+        kept = await redis.xrange(key, min=cursor, max=cursor, count=1)
         if kept:
             return cursor, False
     return "0-0", True
@@ -130,7 +138,7 @@ async def trimmed(redis: aioredis.Redis, key: str) -> bool:
     """Whether the stream has lost entries off its front (trimmed, or deleted): more were
     ever added than it holds. A stream that does not exist has lost nothing."""
     try:
-        info: Any = await redis.xinfo_stream(key)
+        info = await redis.xinfo_stream(key)
     except aioredis.ResponseError:
         return False
     added = info.get("entries-added")
@@ -283,8 +291,9 @@ class StreamReader:
                         self.broadcast(Signal.GAP if gap else Signal.RESUMED)
                     self.tried.set()
                     cursor: str = self.cursor or "0-0"
-                    found: Any = await redis.xread(
-                        {self.key: cursor}, count=_READ_COUNT, block=block_ms
+                    found = cast(
+                        "StreamsRead",
+                        await redis.xread({self.key: cursor}, count=_READ_COUNT, block=block_ms),
                     )
                 except REDIS_ERRORS as exc:
                     if not self.paused:
@@ -308,7 +317,7 @@ class StreamReader:
         finally:
             hub.reader_ended(self)
 
-    def _fan_out(self, found: Any) -> None:
+    def _fan_out(self, found: StreamsRead) -> None:
         if not tracing_on():
             self._offer(found)
             return
@@ -329,7 +338,7 @@ class StreamReader:
         ):
             self._offer(found)
 
-    def _offer(self, found: Any) -> None:
+    def _offer(self, found: StreamsRead) -> None:
         everyone: list[Item] = []
         per_unit: dict[str, list[Item]] = {}
         by_unit = self.by_unit
@@ -440,18 +449,21 @@ class LiveHub:
                 fresh.add(listener)
             fresh.task = asyncio.create_task(fresh.run(), name=f"live reader {reader.event}")
 
-    async def replay(self, key: str, since: str) -> tuple[bool, Any]:
+    async def replay(self, key: str, since: str) -> tuple[bool, StreamEntries]:
         """(gap, entries) for a client that last saw `since`: what the stream still keeps after
         it, or, when it no longer holds `since`, a gap and everything it keeps."""
         async with self.replays:
             if since != "0-0":
-                kept: Any = await self.redis.xrange(key, min=since, max=since, count=1)
+                kept = await self.redis.xrange(key, min=since, max=since, count=1)
                 if kept:
-                    return False, await self.redis.xrange(key, min=f"({since}", max="+")
-                return True, await self.redis.xrange(key, min="-", max="+")
+                    return False, await self._entries(key, f"({since}")
+                return True, await self._entries(key, "-")
             # "From the start": whole only if nothing was ever trimmed off the front.
-            entries = await self.redis.xrange(key, min="-", max="+")
+            entries = await self._entries(key, "-")
             return await trimmed(self.redis, key), entries
+
+    async def _entries(self, key: str, start: str) -> StreamEntries:
+        return cast("StreamEntries", await self.redis.xrange(key, min=start, max="+"))
 
     async def close(self) -> None:
         """The server stops: every listener says goodbye, every reader ends."""

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
+from aiohttp.typedefs import Handler, Middleware
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -27,16 +27,26 @@ from opentelemetry.sdk.trace.sampling import (
     SamplingResult,
     TraceIdRatioBased,
 )
-from opentelemetry.trace import Link, SpanKind
+from opentelemetry.trace import Link, SpanKind, TraceState
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from opentelemetry.util.types import Attributes
+from opentelemetry.util.types import Attributes, AttributeValue
 
 from omnium_settings import Settings
+
+if TYPE_CHECKING:
+    from grpc import aio
+
+
+class _Instrumentor(Protocol):
+    """OpenTelemetry's instrumentation for one client library, as far as we undo it."""
+
+    def uninstrument(self) -> None: ...
+
 
 # The process's provider, once set up; None means tracing is off and no interceptor is added.
 _provider: TracerProvider | None = None
 _global_set = False
-_instrumentors: list[Any] = []
+_instrumentors: list[_Instrumentor] = []
 _w3c = TraceContextTextMapPropagator()
 _NO_TRACER = trace.NoOpTracer()
 
@@ -60,7 +70,7 @@ class _NoRootAtStoreCalls(Sampler):
         kind: SpanKind | None = None,
         attributes: Attributes = None,
         links: Sequence[Link] | None = None,
-        trace_state: Any = None,
+        trace_state: TraceState | None = None,
     ) -> SamplingResult:
         if kind == SpanKind.CLIENT and attributes and "db.system" in attributes:
             return SamplingResult(Decision.DROP)
@@ -147,7 +157,7 @@ def tracer(name: str) -> trace.Tracer:
     return _provider.get_tracer(name) if _provider is not None else _NO_TRACER
 
 
-def grpc_server_interceptors(settings: Settings) -> list[Any]:
+def grpc_server_interceptors(settings: Settings) -> list[aio.ServerInterceptor]:
     del settings  # tracing is on when set up, whatever the call site's settings
     if _provider is None:
         return []
@@ -156,7 +166,7 @@ def grpc_server_interceptors(settings: Settings) -> list[Any]:
     return [aio_server_interceptor(tracer_provider=_provider)]  # type: ignore[no-untyped-call]
 
 
-def grpc_client_interceptors(settings: Settings) -> list[Any]:
+def grpc_client_interceptors(settings: Settings) -> list[aio.ClientInterceptor]:
     del settings
     if _provider is None:
         return []
@@ -165,7 +175,7 @@ def grpc_client_interceptors(settings: Settings) -> list[Any]:
     return list(aio_client_interceptors(tracer_provider=_provider))  # type: ignore[no-untyped-call]
 
 
-def aiohttp_middlewares(settings: Settings) -> list[Any]:
+def aiohttp_middlewares(settings: Settings) -> list[Middleware]:
     """A server span per request, continuing the caller's trace (W3C traceparent).
 
     Hand-written, not opentelemetry-instrumentation-aiohttp-server's middleware: that one
@@ -238,7 +248,7 @@ def continued_span(
     traceparents: Iterable[str | None],
     *,
     kind: SpanKind = SpanKind.CONSUMER,
-    attributes: Mapping[str, Any] | None = None,
+    attributes: Mapping[str, AttributeValue] | None = None,
 ) -> Iterator[trace.Span]:
     """A span that continues the trace of the first stored traceparent, linked to the others
     (work that serves many changes at once belongs to one trace and points at the rest). With

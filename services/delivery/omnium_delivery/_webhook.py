@@ -12,7 +12,6 @@ import time
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 import httpx
 
@@ -37,7 +36,7 @@ def sign(key: bytes, message_id: str, timestamp: int, body: bytes) -> str:
 
 
 def envelope(item: Outgoing, now: datetime) -> bytes:
-    document: Any = item.body.decode()
+    document: object = item.body.decode()
     if item.format == "json":
         document = json.loads(item.body)
     return json.dumps(

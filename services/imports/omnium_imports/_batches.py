@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from omnium.command.v1 import command_pb2
 from omnium_imports.mapping import MappedRow, MappingVersion
+
+T = TypeVar("T")
 
 _UNIT_FIELDS = ("name", "phase", "start_at", "venue", "status", "discipline_code")
 _SIDE_FIELDS = ("competitor_id", "score", "result", "rank", "medal")
@@ -122,5 +124,5 @@ def batch_row(
     return unit_row(row, unit_id, clearing)
 
 
-def chunks(items: Sequence[Any], size: int) -> list[list[Any]]:
+def chunks(items: Sequence[T], size: int) -> list[list[T]]:
     return [list(items[start : start + size]) for start in range(0, len(items), size)]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 import asyncpg
 from google.protobuf import json_format, struct_pb2
@@ -79,7 +78,7 @@ async def check_mapping(
     mapping: str,
     *,
     scout_run_id: str | None = None,
-    items: list[Any] | None = None,
+    items: list[object] | None = None,
     items_from: str = "",
     compare: bool = True,
 ) -> CheckReport:
@@ -161,7 +160,7 @@ async def _dry_run(
     integration_id: str,
     scout_run_id: str | None,
     version: MappingVersion,
-    items: list[Any],
+    items: list[object],
     report: CheckReport,
 ) -> None:
     # A check is asked by a person at a terminal: a command service that keeps answering
@@ -199,7 +198,7 @@ def _map_only(
     version: MappingVersion,
     time_zone: str,
     lookups: dict[str, dict[str, str]],
-    items: list[Any],
+    items: list[object],
     report: CheckReport,
 ) -> None:
     mapped = version.map_rows(items, MappingContext(time_zone, lookups))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from omnium.command.v1 import command_pb2
 from omnium_grpc import ROW_OUTCOMES
@@ -29,7 +29,7 @@ async def dry_run(
     scout_run_id: str,
     *,
     version: MappingVersion | None = None,
-    items: list[Any] | None = None,
+    items: list[object] | None = None,
 ) -> tuple[list[command_pb2.RowAnswer], dict[str, int]]:
     """What each row of the run would do: the answers that are not unchanged, and how many
     rows had each outcome. Every row is compared: a dry run takes no fast path."""

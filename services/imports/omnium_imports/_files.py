@@ -11,7 +11,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from omnium_imports._inputs import (
@@ -39,16 +38,16 @@ class IntegrationSpec:
     base_url: str
     job: str
     secret: str
-    mapping: Mapping[str, Any]
+    mapping: Mapping[str, object]
     creates_units: bool = False
     check_seconds: int = 600
     state: str = "on"
 
 
-def mapping_file(name: str) -> dict[str, Any]:
+def mapping_file(name: str) -> dict[str, object]:
     """A default mapping shipped with the service (mappings/<name>.json)."""
     path = Path(__file__).with_name("mappings") / f"{name}.json"
-    loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    loaded: dict[str, object] = json.loads(path.read_text(encoding="utf-8"))
     return loaded
 
 
@@ -86,7 +85,7 @@ def integration_from(doc: Document) -> IntegrationSpec:
             problems.append(Problem((), f"it has no {name!r}: {_INTEGRATION_HINTS[name]}"))
     _check_names(obj, problems)
     secret = _secret(obj, doc.folder, problems)
-    mapping: dict[str, Any] | None = None
+    mapping: dict[str, object] | None = None
     if "mapping" in obj:
         try:
             mapping = _mapping_in(obj["mapping"], doc)
@@ -136,7 +135,7 @@ def integration_from(doc: Document) -> IntegrationSpec:
         code=obj["code"],
         event_code=obj["event"],
         name=obj["name"].strip(),
-        target=mapping["target"],
+        target=str(mapping["target"]),  # checked: one of the targets
         base_url=obj["scout_url"].rstrip("/"),
         job=obj["scout_job"],
         secret=secret,
@@ -147,7 +146,7 @@ def integration_from(doc: Document) -> IntegrationSpec:
     )
 
 
-def _check_names(obj: Mapping[str, Any], problems: list[Problem]) -> None:
+def _check_names(obj: Mapping[str, object], problems: list[Problem]) -> None:
     """The integration's code, event, name and Scout address, each as its file gives it."""
     code = obj.get("code")
     if "code" in obj and (not isinstance(code, str) or not _CODE.match(code)):
@@ -191,14 +190,14 @@ _INTEGRATION_HINTS = {
 }
 
 
-def _is_url(value: Any) -> bool:
+def _is_url(value: object) -> bool:
     if not isinstance(value, str):
         return False
     parts = urlsplit(value)
     return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
-def _secret(obj: Mapping[str, Any], folder: Path, problems: list[Problem]) -> str | None:
+def _secret(obj: Mapping[str, object], folder: Path, problems: list[Problem]) -> str | None:
     if ("secret" in obj) == ("secret_file" in obj):
         problems.append(
             Problem(
@@ -217,7 +216,7 @@ def _secret(obj: Mapping[str, Any], folder: Path, problems: list[Problem]) -> st
     return _secret_file(obj["secret_file"], folder, problems)
 
 
-def _secret_file(given: Any, folder: Path, problems: list[Problem]) -> str | None:
+def _secret_file(given: object, folder: Path, problems: list[Problem]) -> str | None:
     if not isinstance(given, str) or not given.strip():
         problems.append(
             Problem(("secret_file",), f"secret_file must be a path, not {shown(given)}")
@@ -237,7 +236,7 @@ def _secret_file(given: Any, folder: Path, problems: list[Problem]) -> str | Non
     return text.splitlines()[0].strip()
 
 
-def _mapping_in(value: Any, doc: Document) -> dict[str, Any]:
+def _mapping_in(value: object, doc: Document) -> dict[str, object]:
     """The integration file's mapping: a default's name, a mapping file beside it, or inline."""
     if isinstance(value, Mapping):
         checked_mapping(value, ("mapping",))
@@ -266,7 +265,7 @@ def _mapping_in(value: Any, doc: Document) -> dict[str, Any]:
     return mapping_from(mapping_doc)
 
 
-def mapping_from(doc: Document) -> dict[str, Any]:
+def mapping_from(doc: Document) -> dict[str, object]:
     """A mapping file, checked as MappingVersion.parse checks it, its problem with its line."""
     obj = doc.json()
     try:
@@ -276,7 +275,7 @@ def mapping_from(doc: Document) -> dict[str, Any]:
     return dict(obj)
 
 
-def checked_mapping(mapping: Any, prefix: Where) -> MappingVersion:
+def checked_mapping(mapping: object, prefix: Where) -> MappingVersion:
     """The mapping checked as MappingVersion.parse checks it; its problem where it points."""
     try:
         return MappingVersion.parse(mapping)
@@ -395,7 +394,12 @@ def _lookups_json(doc: Document) -> list[LookupLine]:
 
 
 def _lookup(
-    kind: Any, scout_id: Any, ours: Any, line: int | None, where: Where, problems: list[Problem]
+    kind: object,
+    scout_id: object,
+    ours: object,
+    line: int | None,
+    where: Where,
+    problems: list[Problem],
 ) -> LookupLine | None:
     if kind not in LOOKUP_KINDS:
         problems.append(

@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 
 from omnium_imports._batches import Clearing
-from omnium_imports._runs import Integration
+from omnium_imports._runs import Integration, IntegrationSettings
 from omnium_imports._sql import QUERIES
 from omnium_imports.mapping import MappedRow
 from omnium_settings import Settings
@@ -33,17 +33,14 @@ class Limits:
     max_reopened: int
 
     @classmethod
-    def of(cls, settings: Settings, overrides: Mapping[str, Any]) -> Limits:
-        def pick(name: str) -> Any:
-            return overrides.get(name, getattr(settings, f"guard_{name}"))
-
+    def of(cls, settings: Settings, overrides: IntegrationSettings) -> Limits:
         return cls(
-            min_share=float(pick("min_share")),
-            usual_runs=int(pick("usual_runs")),
-            max_not_placed=float(pick("max_not_placed")),
-            max_refused=float(pick("max_refused")),
-            max_cleared=int(pick("max_cleared")),
-            max_reopened=int(pick("max_reopened")),
+            min_share=float(overrides.get("min_share", settings.guard_min_share)),
+            usual_runs=int(overrides.get("usual_runs", settings.guard_usual_runs)),
+            max_not_placed=float(overrides.get("max_not_placed", settings.guard_max_not_placed)),
+            max_refused=float(overrides.get("max_refused", settings.guard_max_refused)),
+            max_cleared=int(overrides.get("max_cleared", settings.guard_max_cleared)),
+            max_reopened=int(overrides.get("max_reopened", settings.guard_max_reopened)),
         )
 
 

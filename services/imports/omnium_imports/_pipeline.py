@@ -13,7 +13,7 @@ import functools
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import asyncpg
 import httpx
@@ -519,7 +519,7 @@ class Pipeline:
         scout_run_id: str,
         *,
         version: MappingVersion | None = None,
-        items: list[Any] | None = None,
+        items: list[object] | None = None,
     ) -> tuple[list[command_pb2.RowAnswer], dict[str, int]]:
         """A stored Scout run against today's data: what each row would do. Writes nothing.
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import date
-from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from omnium_imports._inputs import Problem, Where, shown
@@ -60,7 +59,7 @@ _HINT = {
 }
 
 
-def _text(obj: Mapping[str, object], name: str, where: Where, problems: list[Problem]) -> Any:
+def _text(obj: Mapping[str, object], name: str, where: Where, problems: list[Problem]) -> object:
     value = obj.get(name)
     if name not in obj:
         problems.append(Problem(where, f"it has no {name!r}"))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import gc
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, TypeVar
+from typing import TypedDict, TypeVar, cast
 
 import asyncpg
 
@@ -27,6 +27,19 @@ _NO_LONGER_PAUSED = frozenset({"done", "partly_done", "older"})
 Batch = list[tuple[MappedRow, str | None]]
 
 
+class IntegrationSettings(TypedDict, total=False):
+    """An integration's own settings (its settings JSON): each overrides the service's."""
+
+    min_share: float
+    usual_runs: int
+    max_not_placed: float
+    max_refused: float
+    max_cleared: int
+    max_reopened: int
+    missing_runs_to_review: int
+    auto_cancel_missing: bool
+
+
 @dataclass(frozen=True, slots=True)
 class Integration:
     id: str
@@ -39,8 +52,8 @@ class Integration:
     version: int | None
     event_code: str
     time_zone: str
-    spec: Any
-    settings: dict[str, Any] = field(default_factory=dict)
+    spec: Mapping[str, object] | None  # the current version's mapping JSON
+    settings: IntegrationSettings = field(default_factory=IntegrationSettings)
 
 
 async def integration(conn: asyncpg.Connection, integration_id: str) -> Integration | None:
@@ -59,12 +72,12 @@ async def integration(conn: asyncpg.Connection, integration_id: str) -> Integrat
         event_code=row["event_code"],
         time_zone=row["time_zone"],
         spec=row["spec"],
-        settings=dict(row["settings"] or {}),
+        settings=cast("IntegrationSettings", dict(row["settings"] or {})),
     )
 
 
 async def mapped(
-    conn: asyncpg.Connection, integration: Integration, version: MappingVersion, items: list[Any]
+    conn: asyncpg.Connection, integration: Integration, version: MappingVersion, items: list[object]
 ) -> list[MappedRow]:
     """Map a run's rows with the integration's lookups."""
     context = await mapping_context(conn, integration)

@@ -79,15 +79,15 @@ class ScoutPage:
     offset: int
     digest: bytes  # of the page's bytes (page_digest)
     count: int
-    items: list[Any] | None  # None: the same bytes were read and checked before; not decoded
+    items: list[object] | None  # None: the same bytes were read and checked before; not decoded
     body: bytes = b""  # kept only while items is None, for decoded() should it be needed
 
-    def decoded(self) -> list[Any]:
+    def decoded(self) -> list[object]:
         """The page's rows, decoded now if they were not when read."""
         if self.items is not None:
             return self.items
         data = json.loads(self.body)
-        items: list[Any] = data["items"]  # checked when these bytes were first read
+        items: list[object] = data["items"]  # checked when these bytes were first read
         return items
 
 
@@ -120,7 +120,7 @@ class ScoutClient:
     async def run(self, base_url: str, run_id: str) -> ScoutRun:
         return ScoutRun.from_json(await self._get_json(f"{_base(base_url)}/v1/runs/{run_id}"))
 
-    async def items(self, base_url: str, run: ScoutRun) -> list[Any]:
+    async def items(self, base_url: str, run: ScoutRun) -> list[object]:
         """Every row of the run, page by page, with no database transaction open."""
         pages = await self.pages(base_url, run)
         return [item for page in pages for item in page.items or ()]
@@ -245,7 +245,7 @@ def _decoded(url: str, body: bytes) -> Any:
         ) from None
 
 
-def _page_items(url: str, body: bytes, offset: int, run: ScoutRun, page: int) -> list[Any]:
+def _page_items(url: str, body: bytes, offset: int, run: ScoutRun, page: int) -> list[object]:
     data = _decoded(url, body)
     items = data.get("items") if isinstance(data, dict) else None
     if not isinstance(items, list):

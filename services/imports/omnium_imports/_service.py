@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TypedDict
 
 import asyncpg
 import grpc
@@ -35,7 +34,39 @@ _REFUSED = ("refused", "not_placed", "problem")
 _ROWS_PER_SECTION = 5000
 
 
-def run_message(row: Mapping[str, Any]) -> imports_pb2.Run:
+class RunRow(TypedDict):
+    """A run as `runs` and `run` read it (integration_run's columns, and these)."""
+
+    run_id: str
+    integration_code: str
+    scout_run_id: str
+    status: str
+    reason: str | None
+    build: str | None
+    row_count: int | None
+    batch_total: int | None
+    batch_done: int | None
+    outcomes: dict[str, int] | None
+    received_at: datetime
+    finished_at: datetime | None
+
+
+class CheckFailed(TypedDict):
+    """The open run_failed alert: a check that could not read Scout."""
+
+    message: str
+    raised_at: datetime
+
+
+class ScoutVerdict(TypedDict):
+    """Scout's newest run, as its own checks judged it."""
+
+    scout_status: str
+    reason: str | None
+    at: datetime
+
+
+def run_message(row: RunRow) -> imports_pb2.Run:
     finished, received = row["finished_at"], row["received_at"]
     duration = int((finished - received) / timedelta(milliseconds=1)) if finished else 0
     return imports_pb2.Run(
@@ -61,9 +92,9 @@ NOT_DUE = "Not due yet"
 def omnium_health(
     state: str,
     check_seconds: int,
-    last: Mapping[str, Any] | None,
+    last: RunRow | None,
     now: datetime,
-    check_failed: Mapping[str, Any] | None = None,
+    check_failed: CheckFailed | None = None,
     added_at: datetime | None = None,
 ) -> imports_pb2.Health:
     """Our side of the card. Nothing is green unless our last run is good and on time.
@@ -97,9 +128,7 @@ def omnium_health(
     return _last_run_health(last, check_seconds, now)
 
 
-def _last_run_health(
-    last: Mapping[str, Any], check_seconds: int, now: datetime
-) -> imports_pb2.Health:
+def _last_run_health(last: RunRow, check_seconds: int, now: datetime) -> imports_pb2.Health:
     """The card from our last run: how it ended, and how long ago it came."""
     at = timestamp(last["received_at"])
     if last["status"] == "paused_by_guard":
@@ -120,7 +149,7 @@ def _last_run_health(
     )
 
 
-def scout_health(verdict: Mapping[str, Any] | None) -> imports_pb2.Health:
+def scout_health(verdict: ScoutVerdict | None) -> imports_pb2.Health:
     """Scout's side of the card: its newest run passed its own checks, or not."""
     if verdict is None:
         return imports_pb2.Health(word="No run yet", ok=False)

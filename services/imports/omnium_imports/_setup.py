@@ -74,7 +74,7 @@ async def register_integration(conn: asyncpg.Connection, spec: IntegrationSpec) 
 async def add_version(
     conn: asyncpg.Connection,
     integration_id: str,
-    mapping: Mapping[str, Any],
+    mapping: Mapping[str, object],
     note: str | None = None,
 ) -> tuple[int, bool]:
     """Make the mapping the integration's current version: (its version, whether it is new).

@@ -47,13 +47,13 @@ def _utc_time(value: Any, name: str) -> datetime | None:
     return moment
 
 
-def _text(value: Any, name: str) -> str | None:
+def _text(value: object, name: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise SimulatorError(f"{name} must be a string")
     return value
 
 
-def _count(value: Any, name: str, default: int) -> int:
+def _count(value: object, name: str, default: int) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):

@@ -12,7 +12,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import aiohttp
 
@@ -47,12 +46,12 @@ class Delivery:
     endpoint: str
     sent_at: datetime
     status: int | None
-    answer: Any
+    answer: object
     error: str | None
     signed_wrongly: bool
     tries: int = 1  # rings it took: one more for each that was not answered or answered 5xx
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "run_id": self.run_id,
             "job": self.job,
@@ -172,7 +171,7 @@ class DoorbellSender:
         headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(body, secret)}
         sent_at = self._clock()
         status: int | None = None
-        answer: Any = None
+        answer: object = None
         error: str | None = None
         retry_after: float | None = None
         try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from omnium_scout_sim._units import SimulatorError
 
@@ -27,7 +27,7 @@ class _Counted:
             return True
         return False
 
-    def to_json(self, name: str) -> dict[str, Any]:
+    def to_json(self, name: str) -> dict[str, object]:
         return {"remaining": self.remaining, "path_prefix": self.path_prefix, name: self.value}
 
 
@@ -122,7 +122,7 @@ class Faults:
             return True
         return False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "errors": [f.to_json("status") for f in self._errors],
             "slow": [f.to_json("seconds") for f in self._delays],

@@ -10,7 +10,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from omnium_scout_sim._catalog import DISCIPLINES, FIRST_DAY, LAST_DAY
 from omnium_scout_sim._units import (
@@ -95,7 +95,7 @@ class Replay:
                 log.warning("the replay did not stop within a tick; it was cancelled")
             self._task = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "clock_local": self.clock.isoformat(timespec="seconds"),
             "paused": self.paused,

@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import Any, Literal
+from typing import Literal
 
 from omnium_scout_sim._units import NotFound
 
@@ -33,8 +33,8 @@ class Run:
     day: date | None
     rows: tuple[Mapping[str, object], ...]  # shared with the Games' row cache: never change them
 
-    def to_json(self) -> dict[str, Any]:
-        run: dict[str, Any] = {
+    def to_json(self) -> dict[str, object]:
+        run: dict[str, object] = {
             "id": self.id,
             "job": self.job,
             "status": self.status,

@@ -392,7 +392,7 @@ class ScoutSimulator:
             },
         }
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, object]:
         units = self.games.units.values()
         latest = {job: self.runs.newest(job, limit=1) for job in self.jobs}
         return {

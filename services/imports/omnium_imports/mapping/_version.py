@@ -105,7 +105,7 @@ class MappingVersion:
         return self.owns if self.owns is not None else written(self.steps)
 
     @classmethod
-    def parse(cls, obj: Mapping[str, object]) -> MappingVersion:
+    def parse(cls, obj: object) -> MappingVersion:
         """Check a mapping version's JSON; raises MappingSpecError saying what to fix."""
         if not isinstance(obj, Mapping):
             raise MappingSpecError(
