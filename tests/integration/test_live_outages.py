@@ -224,6 +224,7 @@ def _row(n: int) -> dict[str, Any]:
         "payload": {"code": UNIT, "changes": [{"field": "sides[1].score", "new": str(n)}]},
         "saved_at": datetime.now(UTC),
         "held": False,
+        "trace_context": None,
     }
 
 

@@ -25,7 +25,7 @@ from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
 from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
 from omnium_delivery import load_clients
 from omnium_grpc import open_channel
-from tests.support.command import TOKEN, command, settings_for
+from tests.support.command import CALLERS_ENV, TOKEN, command, settings_for
 from tests.support.games import EVENT, make_games
 from tests.support.receiver import webhook_receiver
 from tests.support.servers import Servers
@@ -127,7 +127,7 @@ async def test_every_service_serves_metrics_that_move_with_work(
     base.update(
         OMNIUM_DATABASE_URL=database_url,
         OMNIUM_REDIS_URL=servers.redis_url,
-        OMNIUM_GRPC_TOKENS=TOKEN,
+        OMNIUM_GRPC_CALLERS=CALLERS_ENV,
         OMNIUM_GRPC_TOKEN=TOKEN,
         OMNIUM_LOG_LEVEL="WARNING",
         OMNIUM_METRICS_SAMPLE_SECONDS="0.2",

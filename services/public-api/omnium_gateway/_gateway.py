@@ -45,6 +45,8 @@ from omnium_metrics import waiting
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
+# Longest each part of a worker's stop may take (its tasks, then its pool).
+STOP_PART_SECONDS = 2.0
 
 JSON_TYPE = "application/json"
 # At most this many addresses keep their own anonymous bucket object in a worker's memory.
@@ -187,11 +189,16 @@ class Gateway:
         self.metrics.flush()
         for task in self.tasks:
             task.cancel()
-        for task in self.tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        # Bounded: a worker must be gone within its grace, whatever a task or a connection
+        # still does (a held connection would keep a graceful pool close waiting for ever).
+        if self.tasks:
+            await asyncio.wait(self.tasks, timeout=STOP_PART_SECONDS)
         if self.pool is not None:
-            await self.pool.close()
+            try:
+                await asyncio.wait_for(self.pool.close(), STOP_PART_SECONDS)
+            except TimeoutError:
+                log.warning("gateway: the database pool did not close in time; closing it hard")
+                self.pool.terminate()
         for client in (self.redis, self.subscriber):
             if client is not None:
                 with contextlib.suppress(*REDIS_ERRORS):
