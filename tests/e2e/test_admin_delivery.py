@@ -84,6 +84,9 @@ async def test_the_delivery_screen_shows_the_promise_a_failing_client_and_resend
                     webhook_retry_base_seconds=0.05,
                     # news18 is tried again soon, so the change itself fails to reach it too.
                     delivery_retry_seconds=0.5,
+                    # The screen is under test, not this machine's speed: a target no busy
+                    # machine misses for dailyhunt (its share is checked by the alert test).
+                    push_target_seconds=60.0,
                 ) as delivery,
             ):
                 answer = await cmd.submit(
@@ -132,7 +135,7 @@ async def _browse(port: int, shots: Path, db: asyncpg.Connection) -> None:
 
             good = page.locator('[data-client="dailyhunt"]')
             await expect(good.locator("[data-verdict]")).to_have_text(
-                "Promise kept: 100% within 2.0 s."
+                "Promise kept: 100% within 60.0 s."
             )
             await expect(good.locator("[data-share]")).to_contain_text("100%")
             await expect(good.locator("[data-delay]")).to_contain_text("p50")
