@@ -9,7 +9,7 @@ import os
 import shutil
 import socket
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -123,6 +123,25 @@ async def wait_for_port(
         await writer.wait_closed()
         return
     raise BenchError(f"{name} did not listen on {port} within {within:.0f} s")
+
+
+def service_env(
+    ports: Mapping[str, int], db_url: str, redis_url: str, token: str, **extra: str
+) -> dict[str, str]:
+    """The environment a bench gives the services it starts: this shell's without its OMNIUM_
+    settings, their ports, the servers, one caller (role service) for all, quiet logs, then
+    the bench's own settings (`extra`, which win)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env |= {k: str(v) for k, v in ports.items()}
+    env |= {
+        "OMNIUM_DATABASE_URL": db_url,
+        "OMNIUM_REDIS_URL": redis_url,
+        "OMNIUM_GRPC_CALLERS": f"bench:service:{token}",
+        "OMNIUM_GRPC_TOKEN": token,
+        "OMNIUM_LOG_LEVEL": "WARNING",
+        **extra,
+    }
+    return env
 
 
 def rss_mb(pid: int) -> float:

@@ -44,6 +44,7 @@ from bench._common import (
     tracing,
     tracing_line,
 )
+from bench._common import service_env as common_env
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium_db import apply_migrations, init_connection
 from omnium_delivery import load_clients
@@ -437,16 +438,7 @@ def service_env(
 ) -> tuple[dict[str, str], int]:
     """The command and delivery processes' environment, and the command service's port."""
     ports = {"OMNIUM_COMMAND_PORT": free_port(), "OMNIUM_DELIVERY_PORT": free_port()}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
-    env |= {k: str(v) for k, v in ports.items()}
-    env |= {
-        "OMNIUM_DATABASE_URL": db_url,
-        "OMNIUM_REDIS_URL": redis_url,
-        "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
-        "OMNIUM_GRPC_TOKEN": TOKEN,
-        "OMNIUM_LOG_LEVEL": "WARNING",
-        **trace_env,
-    }
+    env = common_env(ports, db_url, redis_url, TOKEN, **trace_env)
     if args.delivery_nice is not None:
         env["OMNIUM_DELIVERY_NICE"] = str(args.delivery_nice)
     return env, ports["OMNIUM_COMMAND_PORT"]

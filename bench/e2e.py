@@ -46,6 +46,7 @@ from bench._common import (
     tracing,
     tracing_line,
 )
+from bench._common import service_env as common_env
 from bench.delivery import Seen as DeliverySeen
 from bench.delivery import Service, sftp_server, start, stop, wait_port
 from dev import demo
@@ -309,22 +310,18 @@ def service_env(
     args: argparse.Namespace,
 ) -> dict[str, str]:
     """Every service's environment: its ports, the servers, one caller, the bench's settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
-    env |= {k: str(v) for k, v in ports.items()}
-    env |= {
-        "OMNIUM_DATABASE_URL": db_url,
-        "OMNIUM_REDIS_URL": redis_url,
-        "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
-        "OMNIUM_GRPC_TOKEN": TOKEN,
-        "OMNIUM_COMMAND_ADDRESS": f"127.0.0.1:{ports['OMNIUM_COMMAND_PORT']}",
-        "OMNIUM_GATEWAY_WORKERS": "1",
-        "OMNIUM_GATEWAY_API_KEYS": f"bench:{API_KEY}:10000000:100000000",
-        "OMNIUM_GATEWAY_REDIS_PREFIX": f"bench:{uuid.uuid4().hex[:8]}:",
-        "OMNIUM_LOG_LEVEL": "WARNING",
+    return common_env(
+        ports,
+        db_url,
+        redis_url,
+        TOKEN,
+        OMNIUM_COMMAND_ADDRESS=f"127.0.0.1:{ports['OMNIUM_COMMAND_PORT']}",
+        OMNIUM_GATEWAY_WORKERS="1",
+        OMNIUM_GATEWAY_API_KEYS=f"bench:{API_KEY}:10000000:100000000",
+        OMNIUM_GATEWAY_REDIS_PREFIX=f"bench:{uuid.uuid4().hex[:8]}:",
         **trace_env,
         **dict(setting.split("=", 1) for setting in args.set),
-    }
-    return env
+    )
 
 
 async def timed_runs(

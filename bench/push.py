@@ -24,7 +24,6 @@ import itertools
 import json
 import logging
 import math
-import os
 import resource
 import signal
 import subprocess
@@ -51,6 +50,7 @@ from bench._common import (
     recreate,
     rss_mb,
     servers,
+    service_env,
 )
 from bench._nchan import relay, require_nchan, running_nchan
 from bench.delivery import EVENT, TOKEN, processes, seed
@@ -317,15 +317,7 @@ async def run(db_server: str, redis_url: str, args: argparse.Namespace) -> list[
         }
         await redis.delete(stream_key(EVENT))
         ports = {"OMNIUM_COMMAND_PORT": free_port(), "OMNIUM_DELIVERY_PORT": free_port()}
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
-        env |= {k: str(v) for k, v in ports.items()}
-        env |= {
-            "OMNIUM_DATABASE_URL": db_url,
-            "OMNIUM_REDIS_URL": redis_url,
-            "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
-            "OMNIUM_GRPC_TOKEN": TOKEN,
-            "OMNIUM_LOG_LEVEL": "WARNING",
-        }
+        env = service_env(ports, db_url, redis_url, TOKEN)
         routes = plan_routes(args.listeners, list(hot.values()))
         units = list(hot)
         port = free_port()
