@@ -435,8 +435,8 @@ def report(args: argparse.Namespace, results: Results) -> list[str]:
     for name, value in figures.items():
         met = "met" if value <= TARGETS[name] else "MISSED"
         lines.append(f"# {name} target <= {TARGETS[name]:.0f} ms: {met}")
-    lines += [f"{name} {value:.0f}" for name, value in figures.items()]
-    lines += [f"{name}_p50_ms {percentile(values, 50):.0f}" for name, values in series.items()]
+    lines += [f"{name}: {value:.0f}" for name, value in figures.items()]
+    lines += [f"{name}_p50_ms: {percentile(values, 50):.0f}" for name, values in series.items()]
     return lines
 
 
