@@ -751,8 +751,8 @@ async def _with_servers(
         fleet.keep()
         say(
             f"services: {', '.join(fleet.copies)} up after {time.monotonic() - began:.0f} s "
-            f"(logs in {logs}); HAProxy on {settings.gateway_port} (gateway), "
-            f"{settings.doorbell_port} (doorbell), {settings.admin_port} (admin)"
+            f"(logs in {logs}); HAProxy on {settings.gateway.port} (gateway), "
+            f"{settings.imports.doorbell_port} (doorbell), {settings.admin.port} (admin)"
         )
         # The demo's integrations and clients: ndtv by SFTP, dailyhunt by webhook (to us).
         await set_up_demo(url, settings, secret, data_dir)
@@ -779,8 +779,8 @@ async def _load_and_faults(
     units: list[tuple[str, str]],
     data_dir: Path,
 ) -> dict[str, float | str]:
-    base = f"http://127.0.0.1:{settings.gateway_port}"  # HAProxy
-    scout = f"http://127.0.0.1:{settings.scout_simulator_port}"
+    base = f"http://127.0.0.1:{settings.gateway.port}"  # HAProxy
+    scout = f"http://127.0.0.1:{settings.dev.scout_simulator_port}"
     tasks = start_load(load, base, units, args)
     faults = Faults()
     load.begin("kill_copy")

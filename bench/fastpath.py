@@ -39,7 +39,7 @@ SEED = 20261006
 BLOCK = 30  # checks per side per block; the sides take turns block by block, ours first
 EDITED_PER_CHECK = 5  # units a person edits before every timed check (either side's)
 CHANGED_HASH_SHARE = 0.01  # keys per check whose run hash differs from the stored one
-LAG_SECONDS = Settings.from_env({}).fastpath_lag_seconds  # as the imports service runs it
+LAG_SECONDS = Settings.from_env({}).imports.fastpath_lag_seconds  # as the imports service runs it
 TARGET_SPEEDUP = 5.0
 
 log = logging.getLogger("bench.fastpath")

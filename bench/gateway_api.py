@@ -318,7 +318,7 @@ async def run(
 ) -> Results:
     from omnium_settings import Settings
 
-    live_ttl = Settings.from_env({}).cache_ttl_live
+    live_ttl = Settings.from_env({}).gateway.cache_ttl_live
     url = await seed(database_url, args.units)
     conn = await asyncpg.connect(url)
     try:

@@ -51,7 +51,7 @@ SEED = 20261006
 SMALL_ROWS = 1_240
 CHANGED_ROWS = 50
 PAGE_ROWS = 500  # Scout's page (DESIGN §6: at most 500)
-DEFAULT_MAX_ROWS = 50_000  # Settings.scout_max_rows
+DEFAULT_MAX_ROWS = 50_000  # settings.imports.scout_max_rows
 # One integration per unit set, both on the simulator's Games; Scout jobs of the bench Scout.
 SMALL = ("bench-schedule", "schedule", "A")  # code, job, unit-number letter
 BIG = ("bench-schedule-big", "schedule-big", "B")

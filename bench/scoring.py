@@ -390,7 +390,7 @@ async def gateway() -> None:
     # SIGTERM: one worker, so this process's CPU is the whole gateway's.
     setup_tracing("omnium-gateway", settings)
     try:
-        await run_worker(settings, settings.gateway_port, route_sets=[ScorerRoutes(settings)])
+        await run_worker(settings, settings.gateway.port, route_sets=[ScorerRoutes(settings)])
     finally:
         shutdown_tracing()
 

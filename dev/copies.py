@@ -50,7 +50,7 @@ _RETRY_ON = {
 
 
 def _settings_port(settings: Settings, name: str) -> int:
-    port: int = getattr(settings, name.lower())
+    port: int = settings.value(name.lower())
     return port
 
 
@@ -64,7 +64,7 @@ def http_port(settings: Settings, service: str, copy: int) -> int:
 
 def addresses(settings: Settings) -> dict[str, str]:
     """The OMNIUM_*_ADDRESS every process gets: both copies of each gRPC service."""
-    host = settings.bind_host
+    host = settings.server.bind_host
     return {
         f"OMNIUM_{service.upper()}_ADDRESS": ",".join(
             f"{host}:{grpc_port(settings, service, n)}" for n in range(1, COPIES + 1)
@@ -74,7 +74,7 @@ def addresses(settings: Settings) -> dict[str, str]:
 
 
 def _copy(spec: ServiceSpec, settings: Settings, n: int) -> ServiceSpec:
-    host = settings.bind_host
+    host = settings.server.bind_host
     env = dict(spec.env)
     listens: list[tuple[str, str]] = []
     if spec.name in _GRPC:
@@ -86,10 +86,11 @@ def _copy(spec: ServiceSpec, settings: Settings, n: int) -> ServiceSpec:
         port = http_port(settings, spec.name, n)
         env[f"OMNIUM_{setting}"] = str(port)
         listens.append((_BACKEND[spec.name], f"http://{host}:{port}"))
-    metrics = f"{spec.name}_metrics_port"
-    if getattr(settings, metrics, 0):
+    # A service's section carries its /metrics port (the sinks and the simulator have none).
+    metrics_port: int = getattr(getattr(settings, spec.name, None), "metrics_port", 0)
+    if metrics_port:
         # Each copy its own /metrics port: the second one 100 above the first.
-        env[f"OMNIUM_{metrics.upper()}"] = str(getattr(settings, metrics) + 100 * (n - 1))
+        env[f"OMNIUM_{spec.name.upper()}_METRICS_PORT"] = str(metrics_port + 100 * (n - 1))
     return dataclasses.replace(spec, name=f"{spec.name}-{n}", env=env, listens=listens)
 
 
@@ -111,7 +112,7 @@ def two_copies(
 
 def haproxy_config(settings: Settings) -> str:
     """Frontends on the dev ports, each with both copies behind a ready check."""
-    host = settings.bind_host
+    host = settings.server.bind_host
     lines = [
         "# Written by the dev stack's HA profile (dev/copies.py); not edited.",
         "global",
@@ -162,7 +163,7 @@ def haproxy_spec(settings: Settings, data_dir: Path) -> ServiceSpec:
     data_dir.mkdir(parents=True, exist_ok=True)
     config = data_dir / "haproxy.cfg"
     config.write_text(haproxy_config(settings))
-    host = settings.bind_host
+    host = settings.server.bind_host
     listens = [
         (f"{_BACKEND[s]} (both copies)", f"http://{host}:{_settings_port(settings, p)}")
         for s, (p, _) in _HTTP.items()

@@ -91,7 +91,7 @@ def demo_clients(settings: Settings, data_dir: Path, event: str) -> list[dict[st
     from omnium_delivery.sinks import ensure_keys
 
     host_key, client_key = ensure_keys(data_dir / "sftp-keys")
-    host = settings.bind_host
+    host = settings.server.bind_host
     return [
         {
             "code": "ndtv",
@@ -100,7 +100,7 @@ def demo_clients(settings: Settings, data_dir: Path, event: str) -> list[dict[st
             "transport": "sftp",
             "sftp": {
                 "host": host,
-                "port": settings.sftp_sink_port,
+                "port": settings.dev.sftp_sink_port,
                 "username": "ndtv",
                 "client_key": str(client_key.resolve()),
                 "host_key": host_key,
@@ -122,7 +122,7 @@ def demo_clients(settings: Settings, data_dir: Path, event: str) -> list[dict[st
             "event": event,
             "transport": "webhook",
             "webhook": {
-                "url": f"http://{host}:{settings.webhook_sink_port}/hooks/dailyhunt",
+                "url": f"http://{host}:{settings.dev.webhook_sink_port}/hooks/dailyhunt",
                 "secret": webhook_secret(data_dir),
             },
             "feeds": [{"kind": "medals", "format": "json", "top": 5}],

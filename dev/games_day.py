@@ -71,41 +71,41 @@ def services(
 
 
 def _services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
-    host = settings.bind_host
-    doorbell = f"http://{host}:{settings.doorbell_port}"
+    host = settings.server.bind_host
+    doorbell = f"http://{host}:{settings.imports.doorbell_port}"
     data_dir = secret_file.parent
     return [
         ServiceSpec(
             name="command",
             module="omnium_command",
-            listens=[("gRPC", f"grpc://{host}:{settings.command_port}")],
+            listens=[("gRPC", f"grpc://{host}:{settings.command.port}")],
         ),
         ServiceSpec(
             name="imports",
             module="omnium_imports",
             listens=[
                 ("doorbell", doorbell),
-                ("gRPC", f"grpc://{host}:{settings.imports_port}"),
+                ("gRPC", f"grpc://{host}:{settings.imports.port}"),
             ],
         ),
         ServiceSpec(
             name="admin",
             module="omnium_admin",
-            listens=[("console", f"http://{host}:{settings.admin_port}")],
+            listens=[("console", f"http://{host}:{settings.admin.port}")],
         ),
         ServiceSpec(
             name="gateway",
             module="omnium_gateway",
             listens=[
-                ("public API", f"http://{host}:{settings.gateway_port}/v1/events"),
-                ("live (SSE)", f"http://{host}:{settings.gateway_port}/v1/events/AG2026/live"),
-                ("scorer console", f"http://{host}:{settings.gateway_port}/score/"),
+                ("public API", f"http://{host}:{settings.gateway.port}/v1/events"),
+                ("live (SSE)", f"http://{host}:{settings.gateway.port}/v1/events/AG2026/live"),
+                ("scorer console", f"http://{host}:{settings.gateway.port}/score/"),
             ],
         ),
         ServiceSpec(
             name="scoring",
             module="omnium_scoring",
-            listens=[("gRPC", f"grpc://{host}:{settings.scoring_port}")],
+            listens=[("gRPC", f"grpc://{host}:{settings.scoring.port}")],
         ),
         # Provider feeds that omnium reads (pull); the process lowers its own priority
         # (provider_nice), below scoring's.
@@ -113,7 +113,7 @@ def _services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
         ServiceSpec(
             name="scout-sim",
             module="omnium_scout_sim",
-            listens=[("Scout (simulated)", f"http://{host}:{settings.scout_simulator_port}")],
+            listens=[("Scout (simulated)", f"http://{host}:{settings.dev.scout_simulator_port}")],
             args=(
                 "--replay",
                 "--doorbell-url",
@@ -129,14 +129,14 @@ def _services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
         ServiceSpec(
             name="delivery",
             module="omnium_delivery",
-            listens=[("gRPC", f"grpc://{host}:{settings.delivery_port}")],
+            listens=[("gRPC", f"grpc://{host}:{settings.delivery.port}")],
         ),
         ServiceSpec(
             name="client-sinks",
             module="omnium_delivery.sinks",
             listens=[
-                ("SFTP (demo clients' files)", f"sftp://{host}:{settings.sftp_sink_port}"),
-                ("webhooks (demo receiver)", f"http://{host}:{settings.webhook_sink_port}"),
+                ("SFTP (demo clients' files)", f"sftp://{host}:{settings.dev.sftp_sink_port}"),
+                ("webhooks (demo receiver)", f"http://{host}:{settings.dev.webhook_sink_port}"),
             ],
             args=(
                 "--folder",
@@ -148,9 +148,9 @@ def _services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
                 "--host",
                 host,
                 "--sftp-port",
-                str(settings.sftp_sink_port),
+                str(settings.dev.sftp_sink_port),
                 "--webhook-port",
-                str(settings.webhook_sink_port),
+                str(settings.dev.webhook_sink_port),
             ),
         ),
     ]
@@ -160,7 +160,7 @@ async def set_up_demo(
     database_url: str, settings: Settings, secret: str, data_dir: Path | None = None
 ) -> None:
     """The demo's two integrations, set up from the simulator's reference once it answers."""
-    base = f"http://{settings.bind_host}:{settings.scout_simulator_port}"
+    base = f"http://{settings.server.bind_host}:{settings.dev.scout_simulator_port}"
     reference: dict[str, Any] | None = None
     async with httpx.AsyncClient(timeout=5) as http:
         for _ in range(600):
@@ -264,8 +264,8 @@ def run_games_day(
     cluster: PatroniCluster | None = None
     redis: RedisServer | None = None
     env: dict[str, str] = {}
-    if settings.database_url and settings.redis_url:
-        database_url, redis_url = settings.database_url, settings.redis_url
+    if settings.server.database_url and settings.server.redis_url:
+        database_url, redis_url = settings.server.database_url, settings.server.redis_url
         log.info("using the servers OMNIUM_DATABASE_URL and OMNIUM_REDIS_URL name")
     elif ha:
         # Fail before starting anything when Patroni or etcd is missing, naming the packages.
@@ -293,18 +293,18 @@ def run_games_day(
             redis_port_setting="--redis-port",
         )
         stack.start()
-        database_url = settings.database_url or stack.database_url
-        redis_url = settings.redis_url or stack.redis_url
+        database_url = settings.server.database_url or stack.database_url
+        redis_url = settings.server.redis_url or stack.redis_url
     try:
         applied = asyncio.run(_migrate(database_url))
         log.info("schema up to date%s", f" (applied {applied})" if applied else "")
-        token = settings.grpc_token or _secret(data_dir, "grpc-token")
+        token = settings.grpc.token or _secret(data_dir, "grpc-token")
         scout_secret = _secret(data_dir, "scout-secret")
         callers, tokens = grpc_callers(data_dir, token)
         env = {
             "OMNIUM_DATABASE_URL": database_url,
             "OMNIUM_REDIS_URL": redis_url,
-            "OMNIUM_GRPC_CALLERS": ",".join(settings.grpc_callers) or callers,
+            "OMNIUM_GRPC_CALLERS": ",".join(settings.grpc.callers) or callers,
             "OMNIUM_GRPC_TOKEN": token,
         }
         if ha:
@@ -316,12 +316,12 @@ def run_games_day(
             "'authorization: Bearer <token>')"
         )
         print(
-            f"Console     http://{settings.bind_host}:{settings.admin_port}   "
+            f"Console     http://{settings.server.bind_host}:{settings.admin.port}   "
             "(first account, in another terminal: make account LOGIN=<you> ROLE=admin)"
         )
         # Callers set by hand (OMNIUM_GRPC_CALLERS) bring their own tokens: every process then
         # sends OMNIUM_GRPC_TOKEN.
-        own = None if settings.grpc_callers else tokens
+        own = None if settings.grpc.callers else tokens
         return asyncio.run(
             _run(settings, data_dir, env, database_url, scout_secret, ha=ha, tokens=own)
         )

@@ -85,9 +85,10 @@ def _token_hash(token: str) -> bytes:
 
 
 def check_password_rules(password: str, settings: Settings) -> None:
-    if len(password) < settings.password_min_length:
+    if len(password) < settings.sign_in.password_min_length:
         raise AccountError(
-            f"the password is too short: use at least {settings.password_min_length} characters"
+            "the password is too short: use at least "
+            f"{settings.sign_in.password_min_length} characters"
         )
 
 
@@ -250,7 +251,7 @@ class Accounts:
 
     async def sign_in(self, login: str, password: str, *, screen: str) -> Session:
         """A new session for the login, or SignInRefused with one message for every mistake."""
-        s = self._settings
+        s = self._settings.sign_in
         row = await self._pool.fetchrow(QUERIES["account_for_sign_in"], login.strip().lower())
         wrong = SignInRefused("the login or the password is wrong")
         if row is None or row["disabled"]:
@@ -265,9 +266,9 @@ class Accounts:
             locked_for = await self._pool.fetchval(
                 QUERIES["sign_in_failed"],
                 row["id"],
-                s.sign_in_free_failures,
-                s.sign_in_lock_seconds,
-                s.sign_in_lock_max_seconds,
+                s.free_failures,
+                s.lock_seconds,
+                s.lock_max_seconds,
             )
             wrong.retry_after = float(locked_for or 0.0)
             raise wrong
@@ -302,7 +303,9 @@ class Accounts:
             if hit is not None and hit[0] > now:
                 return hit[1]
         row = await self._pool.fetchrow(
-            QUERIES["session_by_token"], _token_hash(token), self._settings.session_hours * 3600.0
+            QUERIES["session_by_token"],
+            _token_hash(token),
+            self._settings.sign_in.session_hours * 3600.0,
         )
         if row is None:
             self._cached.pop(token, None)

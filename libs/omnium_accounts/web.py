@@ -23,10 +23,10 @@ def set_session_cookie(response: web.StreamResponse, session: Session, settings:
     response.set_cookie(
         COOKIE,
         session.token,
-        max_age=int(settings.session_hours * 3600),
+        max_age=int(settings.sign_in.session_hours * 3600),
         httponly=True,
         samesite="Lax",
-        secure=settings.session_cookie_secure,
+        secure=settings.sign_in.session_cookie_secure,
         path="/",
     )
 

@@ -21,11 +21,13 @@ async def post_alert(
 
     Nothing to send to (no URL, or no HTTP client) is False; so is a failure, which is logged:
     the alert stays open on the operators' screens either way."""
-    url = settings.alert_webhook_url
+    url = settings.server.alert_webhook_url
     if not url or http is None:
         return False
     try:
-        response = await http.post(url, json=alert, timeout=settings.alert_webhook_timeout_seconds)
+        response = await http.post(
+            url, json=alert, timeout=settings.server.alert_webhook_timeout_seconds
+        )
     except httpx.HTTPError as exc:
         log.warning("alert %s could not be sent to %s: %s", alert.get("alert"), url, exc)
         return False

@@ -80,7 +80,9 @@ class NotifyListener:
                     conn.terminate()
                 else:
                     try:
-                        await conn.close(timeout=self.settings.listen_probe_timeout_seconds)
+                        await conn.close(
+                            timeout=self.settings.database.listen_probe_timeout_seconds
+                        )
                     except DATABASE_ERRORS:
                         conn.terminate()
 
@@ -141,20 +143,21 @@ class NotifyListener:
             if self._lost.is_set() or conn.is_closed():
                 return "the connection closed"
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._lost.wait(), settings.listen_probe_seconds)
+                await asyncio.wait_for(self._lost.wait(), settings.database.listen_probe_seconds)
             if self._lost.is_set() or conn.is_closed():
                 return "the connection closed"
             try:
-                async with asyncio.timeout(settings.listen_probe_timeout_seconds):
+                async with asyncio.timeout(settings.database.listen_probe_timeout_seconds):
                     await conn.fetchval("SELECT 1")
             except TimeoutError:
-                return f"no answer to a probe within {settings.listen_probe_timeout_seconds} s"
+                limit = settings.database.listen_probe_timeout_seconds
+                return f"no answer to a probe within {limit} s"
             except DATABASE_ERRORS as exc:
                 return str(exc) or type(exc).__name__
 
     async def _reconnect(self) -> asyncpg.Connection:
         settings = self.settings
-        wait = settings.listen_retry_first_seconds
+        wait = settings.database.listen_retry_first_seconds
         while True:
             self._lost.clear()
             try:
@@ -164,4 +167,4 @@ class NotifyListener:
                 # standby), the owner cannot do without its NOTIFYs: keep trying.
                 log.debug("%s: connecting again failed (%s)", self.name, exc)
             await asyncio.sleep(wait)
-            wait = min(wait * 2, settings.listen_retry_max_seconds)
+            wait = min(wait * 2, settings.database.listen_retry_max_seconds)

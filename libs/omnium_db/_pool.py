@@ -33,14 +33,14 @@ def server_settings(settings: Settings, road: PoolRoad, application_name: str) -
     if road is PoolRoad.IMPORTS:
         return {
             **common,
-            "lock_timeout": _ms(settings.import_lock_timeout_seconds),
-            "statement_timeout": _ms(settings.import_statement_timeout_seconds),
-            "idle_in_transaction_session_timeout": _ms(settings.import_idle_seconds),
+            "lock_timeout": _ms(settings.database.import_lock_timeout_seconds),
+            "statement_timeout": _ms(settings.database.import_statement_timeout_seconds),
+            "idle_in_transaction_session_timeout": _ms(settings.database.import_idle_seconds),
         }
     # People and scorers: the whole command must fit in its transaction time. PostgreSQL 15
     # has no transaction_timeout, so each statement and each idle gap is bounded by it and
     # the road also puts an asyncio deadline on the transaction.
-    limit = _ms(settings.people_transaction_seconds)
+    limit = _ms(settings.database.people_transaction_seconds)
     return {
         **common,
         "lock_timeout": limit,
@@ -102,7 +102,7 @@ async def connect_primary(settings: Settings, **kwargs: object) -> asyncpg.Conne
     the way the pools make theirs: host by host, each with the pools' per-host timeout."""
     return await connect_each_host(
         settings.require_database_url(),
-        host_timeout=settings.database_connect_timeout_seconds,
+        host_timeout=settings.database.connect_timeout_seconds,
         **kwargs,
     )
 
@@ -137,13 +137,13 @@ async def create_pool(
 ) -> asyncpg.Pool:
     """Create the pool for one road. Call once at start-up and close it at shutdown."""
     default_size = {
-        PoolRoad.PEOPLE: settings.people_pool_size,
-        PoolRoad.IMPORTS: settings.import_pool_size,
-        PoolRoad.READER: settings.reader_pool_size,
+        PoolRoad.PEOPLE: settings.database.people_pool_size,
+        PoolRoad.IMPORTS: settings.database.import_pool_size,
+        PoolRoad.READER: settings.database.reader_pool_size,
     }[road]
     max_size = size or default_size
     dsn = settings.require_database_url()
-    timeout = settings.database_connect_timeout_seconds
+    timeout = settings.database.connect_timeout_seconds
 
     async def connect(dsn: str, **kw: object) -> asyncpg.Connection:
         kw.pop("loop", None)

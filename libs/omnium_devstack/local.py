@@ -13,8 +13,8 @@ from omnium_settings import Settings
 @contextmanager
 def dev_database(settings: Settings) -> Iterator[str]:
     """OMNIUM_DATABASE_URL, or the dev stack's PostgreSQL (started for this call if it is down)."""
-    if settings.database_url:
-        yield settings.database_url
+    if settings.server.database_url:
+        yield settings.server.database_url
         return
     from omnium_devstack.__main__ import DEFAULT_DATA_DIR, DEFAULT_PG_PORT, DEFAULT_REDIS_PORT
     from omnium_devstack.stack import Stack
@@ -29,8 +29,8 @@ def dev_database(settings: Settings) -> Iterator[str]:
 
 def dev_grpc_token(settings: Settings, data_dir: Path | None = None) -> str | None:
     """OMNIUM_GRPC_TOKEN, or the token `make run` made for its services (beside its data)."""
-    if settings.grpc_token:
-        return settings.grpc_token
+    if settings.grpc.token:
+        return settings.grpc.token
     from omnium_devstack.__main__ import DEFAULT_DATA_DIR
 
     path = (data_dir or DEFAULT_DATA_DIR) / "grpc-token"

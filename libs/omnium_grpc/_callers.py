@@ -240,15 +240,15 @@ class Callers:
     @classmethod
     def from_settings(cls, settings: Settings, *, server: str) -> Callers | None:
         """The server's callers; None when it takes calls without tokens."""
-        if not settings.grpc_auth_required:
+        if not settings.grpc.auth_required:
             return None
-        if not settings.grpc_callers:
+        if not settings.grpc.callers:
             raise SettingsError(
                 f"{server}: OMNIUM_GRPC_CALLERS is empty, so no caller could be let in. List "
                 "each caller as name:role:token (comma list; docs/callers.md), or set "
                 "OMNIUM_GRPC_AUTH_REQUIRED=false on a private network."
             )
-        return cls.parse(settings.grpc_callers)
+        return cls.parse(settings.grpc.callers)
 
     def identify(self, metadata: Sequence[tuple[str, str | bytes]] | None) -> Caller | str:
         """The caller whose token the call carries, or what is wrong with the call."""

@@ -50,11 +50,11 @@ class GrpcServer:
         ]
         self.port = 0
         self._credentials: grpc.ServerCredentials | None = None
-        if settings.grpc_tls_cert_file and settings.grpc_tls_key_file:
-            key = Path(settings.grpc_tls_key_file).read_bytes()
-            cert = Path(settings.grpc_tls_cert_file).read_bytes()
+        if settings.grpc.tls_cert_file and settings.grpc.tls_key_file:
+            key = Path(settings.grpc.tls_key_file).read_bytes()
+            cert = Path(settings.grpc.tls_cert_file).read_bytes()
             # Mutual TLS: callers must show a certificate the CA bundle signed.
-            ca = settings.grpc_tls_ca_file if settings.grpc_tls_client_auth else None
+            ca = settings.grpc.tls_ca_file if settings.grpc.tls_client_auth else None
             self._credentials = grpc.ssl_server_credentials(
                 [(key, cert)],
                 root_certificates=Path(ca).read_bytes() if ca else None,
@@ -71,7 +71,7 @@ class GrpcServer:
     async def start(self, port: int) -> int:
         # Reflection answers only callers with a token, like every service but health.
         add_reflection(self._registrar, self._service_names)
-        address = f"{self.settings.bind_host}:{port}"
+        address = f"{self.settings.server.bind_host}:{port}"
         if self._credentials is not None:
             self.port = self.server.add_secure_port(address, self._credentials)
         else:
@@ -80,13 +80,15 @@ class GrpcServer:
             raise OSError(f"{self.name} could not listen on {address}: is the port taken?")
         await self.server.start()
         await self._set_all(health_pb2.HealthCheckResponse.SERVING)
-        log.info("%s listening on %s:%s (gRPC)", self.name, self.settings.bind_host, self.port)
+        log.info(
+            "%s listening on %s:%s (gRPC)", self.name, self.settings.server.bind_host, self.port
+        )
         return self.port
 
     async def stop(self, grace: float | None = None) -> None:
         """Say NOT_SERVING first so balancers stop sending, then let calls in flight finish."""
         await self._set_all(health_pb2.HealthCheckResponse.NOT_SERVING)
-        await self.server.stop(self.settings.grpc_grace_seconds if grace is None else grace)
+        await self.server.stop(self.settings.grpc.grace_seconds if grace is None else grace)
 
     async def _set_all(
         self, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType

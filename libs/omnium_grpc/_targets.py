@@ -116,7 +116,7 @@ def service_config(settings: Settings) -> dict[str, object]:
     """round_robin over every address the target resolves to, and UNAVAILABLE tried again on
     another copy for RETRIED_METHODS. The caller's deadline bounds all tries together."""
     config: dict[str, object] = {"loadBalancingConfig": [{"round_robin": {}}]}
-    if settings.grpc_retry_attempts > 1:
+    if settings.grpc.retry_attempts > 1:
         config["methodConfig"] = [
             {
                 "name": [
@@ -125,10 +125,10 @@ def service_config(settings: Settings) -> dict[str, object]:
                     for method in methods
                 ],
                 "retryPolicy": {
-                    "maxAttempts": settings.grpc_retry_attempts,
-                    "initialBackoff": _duration(settings.grpc_retry_first_backoff_seconds),
-                    "maxBackoff": _duration(settings.grpc_retry_max_backoff_seconds),
-                    "backoffMultiplier": settings.grpc_retry_backoff_multiplier,
+                    "maxAttempts": settings.grpc.retry_attempts,
+                    "initialBackoff": _duration(settings.grpc.retry_first_backoff_seconds),
+                    "maxBackoff": _duration(settings.grpc.retry_max_backoff_seconds),
+                    "backoffMultiplier": settings.grpc.retry_backoff_multiplier,
                     "retryableStatusCodes": list(RETRIED_CODES),
                 },
             }

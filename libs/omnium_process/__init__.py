@@ -35,7 +35,7 @@ def run_process(
     except SettingsError as exc:
         print(f"{name}: {exc}", file=sys.stderr)
         sys.exit(2)
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(name)s %(message)s")
+    logging.basicConfig(level=settings.server.log_level, format="%(asctime)s %(name)s %(message)s")
     # httpx logs a line per request at INFO: noise in a service that reads Scout page by page.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     step = nice(settings) if nice is not None else 0
@@ -45,7 +45,7 @@ def run_process(
     setup_tracing(f"omnium-{name}", settings)
     served = None
     if metrics_port is not None:
-        served = serve_metrics(name, settings.bind_host, metrics_port(settings))
+        served = serve_metrics(name, settings.server.bind_host, metrics_port(settings))
     try:
         asyncio.run(main(settings))
     finally:

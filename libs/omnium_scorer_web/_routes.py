@@ -134,7 +134,7 @@ class ScorerConsole:
         self.app = app
         self.settings = settings
         self.accounts = accounts
-        self.deadline = settings.grpc_deadline_seconds
+        self.deadline = settings.grpc.deadline_seconds
 
     @property
     def scoring(self) -> scoring_pb2_grpc.ScoringServiceStub:
@@ -147,7 +147,7 @@ class ScorerConsole:
     ) -> tuple[actor_pb2.Actor | None, web.Response | None]:
         session = await request_session(request, self.accounts)
         if session is None:
-            if self.settings.scorer_sign_in_required:
+            if self.settings.scoring.scorer_sign_in_required:
                 return None, _problem(401, "sign in first", sign_in=True)
             return actor_message("scorer", "scorer (not signed in)", screen=SCREEN), None
         if not session.account.may(*SCORING_ROLES):
@@ -229,7 +229,7 @@ class ScorerConsole:
     async def me(self, request: web.Request) -> web.StreamResponse:
         session = await request_session(request, self.accounts)
         if session is None:
-            if self.settings.scorer_sign_in_required:
+            if self.settings.scoring.scorer_sign_in_required:
                 return _problem(401, "sign in first", sign_in=True)
             return web.json_response({"name": "scorer (not signed in)", "csrf": ""})
         return web.json_response(
@@ -237,7 +237,7 @@ class ScorerConsole:
                 "name": session.account.name,
                 "login": session.account.login,
                 "csrf": session.csrf_token,
-                "poll_seconds": self.settings.scorer_console_poll_seconds,
+                "poll_seconds": self.settings.scoring.scorer_console_poll_seconds,
             }
         )
 
@@ -273,7 +273,7 @@ class ScorerConsole:
             )
         )
         body = _plain(listing)
-        body["assigned_only"] = self.settings.scorer_assignment_required
+        body["assigned_only"] = self.settings.scoring.scorer_assignment_required
         return web.json_response(body)
 
     async def state(self, request: web.Request) -> web.StreamResponse:
@@ -410,11 +410,11 @@ class ScorerConsole:
         if not key:
             return _problem(401, "send the provider's key in the X-Api-Key header")
         body = await request.read()
-        if len(body) > self.settings.provider_max_bytes:
+        if len(body) > self.settings.scoring.provider_max_bytes:
             return _problem(
                 413,
                 f"the message is {len(body)} bytes; at most "
-                f"{self.settings.provider_max_bytes} are taken",
+                f"{self.settings.scoring.provider_max_bytes} are taken",
             )
         answer: scoring_pb2.ProviderAnswer = await self._call(
             lambda: self.scoring.ReceiveProviderMessage(
@@ -449,13 +449,13 @@ def add_scorer_routes(
 ) -> ScorerConsole:
     """Mount /score/ (the console), /score/api/... and /v1/providers/{provider}/messages.
 
-    The scoring channel is opened on the app's start-up (to settings.scoring_address) unless
+    The scoring channel is opened on the app's start-up (to settings.scoring.address) unless
     one is given, and closed at its clean-up.
     """
     console = ScorerConsole(app, settings, accounts)
 
     async def open_scoring(app: web.Application) -> None:
-        own = channel or open_channel(settings.scoring_address, settings)
+        own = channel or open_channel(settings.scoring.address, settings)
         app[CHANNEL] = own
         app[STUB] = scoring_pb2_grpc.ScoringServiceStub(own)
 

@@ -89,20 +89,20 @@ def setup_tracing(
 ) -> TracerProvider | None:
     """Install this process's tracer provider; `exporter` overrides the setting (for tests)."""
     global _provider
-    if exporter is None and settings.telemetry_exporter == "none":
+    if exporter is None and settings.telemetry.exporter == "none":
         return None
     provider = TracerProvider(
         resource=Resource.create({"service.name": service_name}),
-        sampler=ParentBased(root=_NoRootAtStoreCalls(settings.telemetry_sample_ratio)),
+        sampler=ParentBased(root=_NoRootAtStoreCalls(settings.telemetry.sample_ratio)),
     )
     if exporter is not None:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
-    elif settings.telemetry_exporter == "console":
+    elif settings.telemetry.exporter == "console":
         provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
     else:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-        otlp = OTLPSpanExporter(endpoint=settings.otlp_endpoint, insecure=True)
+        otlp = OTLPSpanExporter(endpoint=settings.telemetry.otlp_endpoint, insecure=True)
         provider.add_span_processor(BatchSpanProcessor(otlp))
     global _global_set
     if not _global_set:

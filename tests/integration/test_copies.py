@@ -78,7 +78,7 @@ async def test_haproxy_spreads_over_both_copies_and_skips_one_that_stops(tmp_pat
     settings = _settings()
     spec = haproxy_spec(settings, tmp_path)
     for service, (_, check) in _HTTP.items():
-        front = f"http://127.0.0.1:{getattr(settings, _HTTP[service][0].lower())}"
+        front = f"http://127.0.0.1:{settings.value(_HTTP[service][0].lower())}"
         async with (
             _copy(f"{service}-1", http_port(settings, service, 1), check) as first,
             _copy(f"{service}-2", http_port(settings, service, 2), check),
@@ -119,7 +119,7 @@ async def test_a_copy_that_dies_mid_request_is_retried_on_the_other(tmp_path: Pa
             *spec.program, stdout=asyncio.subprocess.DEVNULL
         )
         try:
-            front = f"http://127.0.0.1:{settings.gateway_port}"
+            front = f"http://127.0.0.1:{settings.gateway.port}"
             async with httpx.AsyncClient(base_url=front, timeout=5) as http:
 
                 async def both_up() -> bool:

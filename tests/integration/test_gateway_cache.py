@@ -44,7 +44,7 @@ async def test_time_to_live_follows_the_state(
         # Redis keeps each copy for its time to live, then the stale and stale-if-error windows.
         redis = aioredis.Redis.from_url(servers.redis_url)
         try:
-            ttl = await redis.pttl(gw.settings.gateway_redis_prefix + f"e:unit:{EVENT}:{live}")
+            ttl = await redis.pttl(gw.settings.gateway.redis_prefix + f"e:unit:{EVENT}:{live}")
         finally:
             await redis.aclose()
         assert ttl > 86_000_000

@@ -52,7 +52,7 @@ async def test_gzip_and_brotli_decode_to_the_plain_document(
         # Filled once: the compressed copies sit in Redis beside the plain body.
         redis = aioredis.Redis.from_url(servers.redis_url)
         try:
-            stored = await redis.get(gw.settings.gateway_redis_prefix + f"z:schedule:{EVENT}:::")
+            stored = await redis.get(gw.settings.gateway.redis_prefix + f"z:schedule:{EVENT}:::")
         finally:
             await redis.aclose()
         assert isinstance(stored, bytes) and stored.startswith(plain_tag.encode() + b" ")

@@ -51,7 +51,7 @@ class Copies:
     async def submit(self, command_id: str, unit_id: str) -> command_pb2.Answer:
         answer: command_pb2.Answer = await self.stub.Submit(
             command(command_id, "results.set_status", {"status": "RUNNING"}, unit_id=unit_id),
-            timeout=self.settings.grpc_deadline_seconds,
+            timeout=self.settings.grpc.deadline_seconds,
         )
         return answer
 

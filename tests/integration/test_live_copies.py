@@ -94,7 +94,7 @@ async def copies_behind_haproxy(
             *spec.program, stdout=asyncio.subprocess.DEVNULL
         )
         try:
-            front = f"http://127.0.0.1:{settings.gateway_port}"
+            front = f"http://127.0.0.1:{settings.gateway.port}"
             async with aiohttp.ClientSession() as http:
 
                 async def answers() -> bool:

@@ -126,19 +126,19 @@ async def test_a_quiet_stream_gets_keepalives_never_errors(
 async def live_server(settings: Settings) -> AsyncIterator[str]:
     """The live routes alone, wired as the gateway wires them (its relay and cache are tested
     elsewhere)."""
-    assert settings.redis_url is not None
+    assert settings.server.redis_url is not None
     redis = live_redis(
-        settings.redis_url,
-        heartbeat_seconds=settings.live_heartbeat_seconds,
-        grace_seconds=settings.live_read_grace_seconds,
-        max_connections=settings.live_redis_connections,
+        settings.server.redis_url,
+        heartbeat_seconds=settings.live.heartbeat_seconds,
+        grace_seconds=settings.live.read_grace_seconds,
+        max_connections=settings.live.redis_connections,
     )
     app = web.Application()
     add_live_routes(
         app,
         redis,
-        heartbeat_seconds=settings.live_heartbeat_seconds,
-        retry_seconds=settings.live_retry_seconds,
+        heartbeat_seconds=settings.live.heartbeat_seconds,
+        retry_seconds=settings.live.retry_seconds,
     )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
     await runner.setup()

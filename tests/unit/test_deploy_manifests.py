@@ -9,7 +9,6 @@ import copy
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import omnium_delivery as delivery
 import omnium_gateway as gateway
 import omnium_imports as imports
 from omnium_delivery import check_client
-from omnium_settings import Settings
+from omnium_settings import Settings, describe_settings
 
 KUBERNETES = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 # The oldest Kubernetes the manifests are meant for, and the newest whose schemas are shipped.
@@ -34,7 +33,7 @@ SECOND = ("omnium-delivery",)
 LAST = ("omnium-imports",)
 
 PREFIX = "OMNIUM_"
-SETTINGS = {PREFIX + f.name.upper() for f in fields(Settings)}
+SETTINGS = {name for name, _, _ in describe_settings()}
 DNS_TARGET = re.compile(
     r"^dns:///(?P<service>[a-z0-9-]+)\.\$\(POD_NAMESPACE\)\.svc\.cluster\.local:(?P<port>\d+)$"
 )
@@ -146,8 +145,8 @@ def test_every_omnium_variable_the_manifests_set_is_a_setting() -> None:
 def test_each_containers_settings_load(deployment: str, container: dict[str, Any]) -> None:
     """What the pod would start with (example secrets) passes Settings.from_env, types and all."""
     settings = Settings.from_env(_environment(container))
-    assert settings.bind_host == "0.0.0.0"
-    assert settings.database_url is not None
+    assert settings.server.bind_host == "0.0.0.0"
+    assert settings.server.database_url is not None
 
 
 def test_each_calling_process_sends_a_token_of_its_own_caller_with_the_right_role() -> None:
@@ -244,21 +243,21 @@ def _stop_budget(deployment: str, settings: Settings) -> float:
     """The longest a copy takes from SIGTERM to its exit, phase by phase as its stop() runs."""
     if deployment == "omnium-gateway":
         # The parent kills a worker still there after its grace and a second to close.
-        return settings.gateway_stop_grace_seconds + gateway.CLOSE_SECONDS
+        return settings.gateway.stop_grace_seconds + gateway.CLOSE_SECONDS
     if deployment == "omnium-imports":
         # The batches' grace and the jobs' hand-over, beside the gRPC drain; then the doorbell
         # closes (aiohttp waits half the grace, cancels, and waits the other half).
-        jobs = settings.imports_stop_grace_seconds + imports.HAND_OVER_SECONDS
-        return max(settings.grpc_grace_seconds, jobs) + settings.http_grace_seconds
+        jobs = settings.imports.stop_grace_seconds + imports.HAND_OVER_SECONDS
+        return max(settings.grpc.grace_seconds, jobs) + settings.server.http_grace_seconds
     if deployment == "omnium-delivery":
         # The clients not sent to go at once, the sends in flight get their grace, and the
         # clients of those cut go after them; beside the gRPC drain.
-        sends = 2 * delivery.HAND_OVER_SECONDS + settings.delivery_stop_grace_seconds
-        return max(settings.grpc_grace_seconds, sends)
+        sends = 2 * delivery.HAND_OVER_SECONDS + settings.delivery.stop_grace_seconds
+        return max(settings.grpc.grace_seconds, sends)
     if deployment == "omnium-admin":
         # The pages in flight, on an open port; then one that came late, twice over.
-        return settings.http_grace_seconds + 2 * admin.CLOSE_SECONDS
-    return settings.grpc_grace_seconds  # command and scoring: the gRPC drain
+        return settings.server.http_grace_seconds + 2 * admin.CLOSE_SECONDS
+    return settings.grpc.grace_seconds  # command and scoring: the gRPC drain
 
 
 def _late_stops() -> list[str]:

@@ -50,7 +50,7 @@ def test_api_keys_are_read_and_checked() -> None:
     clients = parse_api_keys(settings)
     ndtv = clients[hash_key("secret-key-1")]
     assert (ndtv.name, ndtv.rate, ndtv.burst) == ("ndtv", 5.0, 10)
-    assert clients[hash_key("secret-key-2")].rate == settings.gateway_key_rate_per_second
+    assert clients[hash_key("secret-key-2")].rate == settings.gateway.key_rate_per_second
     for bad in ("nokey", "x:short", "x:secret-key-3:fast", "x:secret-key-4:0"):
         with pytest.raises(SettingsError):
             parse_api_keys(Settings.from_env({}, gateway_api_keys=(bad,)))

@@ -89,7 +89,7 @@ def test_the_config_balances_and_retries_unavailable_with_the_settings_numbers()
     assert ("omnium.imports.v1.ImportsService", "StartRun") not in names
     assert ("omnium.delivery.v1.DeliveryService", "Resend") not in names
     # An import batch as large as a message can still be tried again.
-    assert options["grpc.per_rpc_retry_buffer_size"] == settings.grpc_max_message_bytes
+    assert options["grpc.per_rpc_retry_buffer_size"] == settings.grpc.max_message_bytes
 
 
 def test_one_try_means_no_retry_policy_at_all() -> None:

@@ -39,7 +39,7 @@ def test_every_hour_of_it_is_a_setting() -> None:
     fast = Settings.from_env(
         {},
         **{
-            name: getattr(SETTINGS, name) * scale
+            name: SETTINGS.value(name) * scale
             for name in (
                 "settle_first_hours",
                 "settle_hourly_until_hours",

@@ -17,4 +17,4 @@ async def main(settings: Settings) -> None:
 
 
 if __name__ == "__main__":
-    run_process("admin", main, metrics_port=lambda s: s.admin_metrics_port)
+    run_process("admin", main, metrics_port=lambda s: s.admin.metrics_port)

@@ -54,7 +54,7 @@ async def scorers_page(
         refusals=await assignments.refusals(),
         scorers=await assignments.scorers(),
         events=await assignments.events(),
-        required=console(request).settings.scorer_assignment_required,
+        required=console(request).settings.scoring.scorer_assignment_required,
         error=error,
         asked=asked or {"login": "", "unit": "", "venue": "", "day": "", "event": ""},
         screen="scorers",
@@ -130,7 +130,7 @@ async def accounts_page(
         me=session_of(request).account.login,
         error=error,
         made=made or {"login": "", "name": "", "role": "scorer"},
-        min_length=console(request).settings.password_min_length,
+        min_length=console(request).settings.sign_in.password_min_length,
         screen="accounts",
     )
     response.set_status(status)
@@ -245,8 +245,8 @@ async def keys_page(
         error=error,
         made=made or {"name": "", "rate": "", "burst": ""},
         new_key=new_key,
-        defaults=(settings.gateway_key_rate_per_second, settings.gateway_key_burst),
-        reload_seconds=settings.gateway_keys_reload_seconds,
+        defaults=(settings.gateway.key_rate_per_second, settings.gateway.key_burst),
+        reload_seconds=settings.gateway.keys_reload_seconds,
         screen="keys",
     )
     response.set_status(status)
@@ -292,7 +292,7 @@ async def change_key(request: web.Request) -> web.Response:
         await _api_keys(request).set_disabled(name, off)
     except AccountError as exc:
         return await keys_page(request, status=400, error=_not_done(exc))
-    seconds = console(request).settings.gateway_keys_reload_seconds
+    seconds = console(request).settings.gateway.keys_reload_seconds
     said = (
         f"Turned the key {name} off: the gateway refuses it within {seconds:g} s."
         if off

@@ -68,11 +68,11 @@ class AdminApp:
         self.settings = settings
         self.people: asyncpg.Pool | None = None
         self.reader: asyncpg.Pool | None = None
-        self.imports_channel = open_channel(settings.imports_address, settings)
-        self.command_channel = open_channel(settings.command_address, settings)
+        self.imports_channel = open_channel(settings.imports.address, settings)
+        self.command_channel = open_channel(settings.command.address, settings)
         self.imports = imports_pb2_grpc.ImportsServiceStub(self.imports_channel)
         self.command = command_pb2_grpc.CommandServiceStub(self.command_channel)
-        self.delivery_channel = open_channel(settings.delivery_address, settings)
+        self.delivery_channel = open_channel(settings.delivery.address, settings)
         self.delivery = delivery_pb2_grpc.DeliveryServiceStub(self.delivery_channel)
         self.runner: web.AppRunner | None = None
         self.port = 0
@@ -97,7 +97,7 @@ class AdminApp:
                 _pages.plain_errors,
                 _auth.signed_in,
             ],
-            client_max_size=self.settings.admin_max_form_bytes,
+            client_max_size=self.settings.admin.max_form_bytes,
         )
         app[_auth.CONSOLE] = self
         _auth.add_routes(app)
@@ -113,12 +113,12 @@ class AdminApp:
         malformed_http_as_info()
         self.runner = web.AppRunner(self.web_app(), access_log=None, shutdown_timeout=CLOSE_SECONDS)
         await self.runner.setup()
-        wanted = settings.admin_port if port is None else port
-        site = web.TCPSite(self.runner, settings.bind_host, wanted)
+        wanted = settings.admin.port if port is None else port
+        site = web.TCPSite(self.runner, settings.server.bind_host, wanted)
         await site.start()
         sockets = getattr(site._server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else wanted
-        log.info("admin: the console is on http://%s:%s", settings.bind_host, self.port)
+        log.info("admin: the console is on http://%s:%s", settings.server.bind_host, self.port)
         return self.port
 
     def render(self, name: str, **context: object) -> str:
@@ -130,7 +130,7 @@ class AdminApp:
         port still open; then it closes. The balancer never sends a form twice, so a form in
         flight is given its time rather than cut."""
         self.stopping.set()
-        grace = self.settings.http_grace_seconds if grace is None else grace
+        grace = self.settings.server.http_grace_seconds if grace is None else grace
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(grace):
                 await self.idle.wait()

@@ -73,7 +73,7 @@ async def signed_in(request: web.Request, handler: Handler) -> web.StreamRespons
         return await handler(request)
     app = console(request)
     session = await request_session(request, app.accounts)
-    if session is None and not app.settings.admin_sign_in_required and _wants_page(request):
+    if session is None and not app.settings.admin.sign_in_required and _wants_page(request):
         session = Session("", NOBODY, "", SCREEN, datetime.now(UTC))
     if session is None:
         if _wants_page(request):
@@ -152,7 +152,7 @@ def _sign_in_form(
         max_age=3600,
         httponly=True,
         samesite="Strict",
-        secure=app.settings.session_cookie_secure,
+        secure=app.settings.sign_in.session_cookie_secure,
         path="/sign-in",
     )
     return response

@@ -72,7 +72,7 @@ def back(to: str, said: str) -> web.HTTPSeeOther:
 
 
 def deadline(request: web.Request) -> float:
-    return console(request).settings.grpc_deadline_seconds
+    return console(request).settings.grpc.deadline_seconds
 
 
 def who(request: web.Request) -> str:

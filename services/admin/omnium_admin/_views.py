@@ -93,22 +93,22 @@ async def runs_page(request: web.Request) -> web.Response:
     chosen = next((c for c in cards if c["code"] == code), None)
     if codes and chosen is None:
         return plain_page(request, 404, "Not found", f"There is no integration {code!r}.")
-    limit = max(settings.admin_runs_shown, settings.admin_chart_runs)
+    limit = max(settings.admin.runs_shown, settings.admin.chart_runs)
     runs = await _runs(request, code, min(limit, 200)) if chosen else []
     return page(
         request,
         "runs.html",
         cards=cards,
         chosen=chosen,
-        runs=runs[: settings.admin_runs_shown],
-        chart=_present.chart(runs[: settings.admin_chart_runs]),
+        runs=runs[: settings.admin.runs_shown],
+        chart=_present.chart(runs[: settings.admin.chart_runs]),
         screen="runs",
     )
 
 
 async def runs_json(request: web.Request) -> web.Response:
     code = request.query.get("integration", "")
-    runs = await _runs(request, code, console(request).settings.admin_runs_shown)
+    runs = await _runs(request, code, console(request).settings.admin.runs_shown)
     return web.json_response({"runs": runs})
 
 
@@ -119,7 +119,7 @@ async def _detail(request: web.Request) -> imports_pb2.RunDetail:
         raise web.HTTPNotFound(text=missing.text, content_type="text/html") from None
     app = console(request)
     detail: imports_pb2.RunDetail = await app.imports.GetRun(
-        imports_pb2.GetRunRequest(run_id=run_id, rows_per_section=app.settings.admin_rows_shown),
+        imports_pb2.GetRunRequest(run_id=run_id, rows_per_section=app.settings.admin.rows_shown),
         timeout=deadline(request),
     )
     return detail
@@ -127,7 +127,7 @@ async def _detail(request: web.Request) -> imports_pb2.RunDetail:
 
 async def run_page(request: web.Request) -> web.Response:
     detail = await _detail(request)
-    limit = console(request).settings.admin_rows_shown
+    limit = console(request).settings.admin.rows_shown
     run = _present.run(detail.run)
     return page(
         request,
@@ -265,7 +265,7 @@ async def units_page(request: web.Request) -> web.Response:
     app = console(request)
     assert app.reader is not None
     query = request.query.get("q", "").strip()[:100]
-    units = await app.reader.fetch(QUERIES["find_units"], query, app.settings.admin_units_found)
+    units = await app.reader.fetch(QUERIES["find_units"], query, app.settings.admin.units_found)
     return page(request, "units.html", query=query, units=units, screen="units")
 
 

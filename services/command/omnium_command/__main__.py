@@ -18,4 +18,4 @@ async def main(settings: Settings) -> None:
 
 
 if __name__ == "__main__":
-    run_process("command", main, metrics_port=lambda s: s.command_metrics_port)
+    run_process("command", main, metrics_port=lambda s: s.command.metrics_port)

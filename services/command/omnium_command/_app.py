@@ -45,7 +45,7 @@ class CommandApp:
             if applied:
                 log.info("applied migrations %s", applied)
         road = Road(settings, people, imports)
-        if settings.database_standby_expected:
+        if settings.command.database_standby_expected:
             self.standby = StandbyWatch(settings, reader)
             self._tasks.append(asyncio.create_task(self.standby.run(self._stopping)))
         self.server = GrpcServer(settings, name="command")
@@ -54,7 +54,7 @@ class CommandApp:
             CommandService(settings, road, reader),
             SERVICE_NAME,
         )
-        return await self.server.start(settings.command_port if port is None else port)
+        return await self.server.start(settings.command.port if port is None else port)
 
     async def stop(self, grace: float | None = None) -> None:
         if self.server is not None:

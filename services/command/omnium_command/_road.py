@@ -126,7 +126,7 @@ class Road:
             self.people,
             lambda: guess_command_keys(message),
             lambda: parse_command(message),
-            time_limit=self.settings.people_transaction_seconds,
+            time_limit=self.settings.database.people_transaction_seconds,
         )
 
     async def apply_batch(self, message: command_pb2.ImportBatch) -> command_pb2.BatchAnswer:
@@ -136,7 +136,7 @@ class Road:
             message.command_id,
             self.imports,
             lambda: guess_batch_keys(message),
-            lambda: parse_batch(message, max_units=self.settings.batch_max_units),
+            lambda: parse_batch(message, max_units=self.settings.database.batch_max_units),
             time_limit=None,
         )
 

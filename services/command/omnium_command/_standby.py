@@ -45,7 +45,7 @@ class StandbyWatch:
 
     async def run(self, stop: asyncio.Event) -> None:
         http: httpx.AsyncClient | None = None
-        if self.settings.alert_webhook_url:
+        if self.settings.server.alert_webhook_url:
             import httpx  # only then: the command process does not load it otherwise
 
             http = httpx.AsyncClient()
@@ -53,7 +53,7 @@ class StandbyWatch:
             while not stop.is_set():
                 await self.check(http)
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.settings.standby_check_seconds):
+                    async with asyncio.timeout(self.settings.command.standby_check_seconds):
                         await stop.wait()
         finally:
             if http is not None:

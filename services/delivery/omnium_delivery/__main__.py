@@ -53,6 +53,6 @@ if __name__ == "__main__":
         run_process(
             "delivery",
             main,
-            nice=lambda settings: settings.delivery_nice,
-            metrics_port=lambda settings: settings.delivery_metrics_port,
+            nice=lambda settings: settings.delivery.nice,
+            metrics_port=lambda settings: settings.delivery.metrics_port,
         )

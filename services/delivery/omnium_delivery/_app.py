@@ -87,16 +87,16 @@ class DeliveryApp:
     async def start(self, grpc_port: int | None = None) -> int:
         settings = self.settings
         self.pool = await create_pool(settings, PoolRoad.READER, application_name="delivery")
-        if settings.delivery_clients_file:
+        if settings.delivery.clients_file:
             async with self.pool.acquire() as conn:
                 codes = await load_clients(
-                    conn, read_clients_file(settings.delivery_clients_file), settings
+                    conn, read_clients_file(settings.delivery.clients_file), settings
                 )
-            log.info("delivery: clients %s loaded from %s", codes, settings.delivery_clients_file)
-        if settings.redis_url:
+            log.info("delivery: clients %s loaded from %s", codes, settings.delivery.clients_file)
+        if settings.server.redis_url:
             # Bounded waits: a stuck Redis must not hold the outbox cursor (and the feeds).
             self.redis = aioredis.from_url(
-                settings.redis_url, socket_timeout=2.0, socket_connect_timeout=2.0
+                settings.server.redis_url, socket_timeout=2.0, socket_connect_timeout=2.0
             )
             self.live = LivePush(settings, self.redis)
         else:
@@ -127,9 +127,9 @@ class DeliveryApp:
             SERVICE_NAME,
         )
         self.grpc_port = await self.grpc.start(
-            settings.delivery_port if grpc_port is None else grpc_port
+            settings.delivery.port if grpc_port is None else grpc_port
         )
-        log.info("delivery: gRPC on %s:%s", settings.bind_host, self.grpc_port)
+        log.info("delivery: gRPC on %s:%s", settings.server.bind_host, self.grpc_port)
         return self.grpc_port
 
     async def stop(self, grace: float | None = None) -> None:
@@ -163,7 +163,7 @@ class DeliveryApp:
     ) -> None:
         """Each worker ends after its send in flight, freeing its client and waking the other
         copies itself; one still sending after the grace is cut and its client handed over."""
-        grace = self.settings.delivery_stop_grace_seconds if grace is None else grace
+        grace = self.settings.delivery.stop_grace_seconds if grace is None else grace
         _, cut = await asyncio.wait(workers, timeout=grace)
         for task in cut:
             task.cancel()
@@ -236,7 +236,7 @@ class DeliveryApp:
             if read:
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.outbox_wake.wait(), self.settings.delivery_poll_seconds)
+                await asyncio.wait_for(self.outbox_wake.wait(), self.settings.delivery.poll_seconds)
 
     async def outbox_pass(self) -> int:
         """Read what was saved since the last pass: push it live, mark the feeds it touches.
@@ -258,9 +258,9 @@ class DeliveryApp:
                 QUERIES["read_outbox"],
                 cursor["last_id"],
                 cursor["recent_ids"],
-                settings.delivery_outbox_lag_seconds,
+                settings.delivery.outbox_lag_seconds,
                 _OUTBOX_BATCH,
-                [d.upper() for d in settings.checker_disciplines],
+                [d.upper() for d in settings.delivery.checker_disciplines],
             )
             if not rows:
                 return 0
@@ -268,14 +268,14 @@ class DeliveryApp:
             marked = await conn.fetch(
                 QUERIES["mark_feeds"],
                 ids,
-                settings.feed_debounce_seconds,
-                settings.live_debounce_seconds,
+                settings.delivery.feed_debounce_seconds,
+                settings.delivery.live_debounce_seconds,
             )
             await conn.execute(
                 QUERIES["move_cursor"],
                 max(ids),
                 [*cursor["recent_ids"], *ids],
-                settings.delivery_outbox_lag_seconds,
+                settings.delivery.outbox_lag_seconds,
             )
             if marked:
                 await conn.execute(QUERIES["wake_senders"])
@@ -289,9 +289,10 @@ class DeliveryApp:
 
     async def _sweep_loop(self) -> None:
         trimmed_at: float | None = None
+        every = self.settings.delivery.feed_rebuild_seconds
         while not self.stopping.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), self.settings.feed_rebuild_seconds)
+                await asyncio.wait_for(self.stopping.wait(), every)
             if self.stopping.is_set():
                 return
             try:
@@ -320,19 +321,20 @@ class DeliveryApp:
         assert self.pool is not None
         async with self.pool.acquire() as conn:
             gone: int = await conn.fetchval(
-                QUERIES["trim_attempts"], self.settings.delivery_log_days
+                QUERIES["trim_attempts"], self.settings.delivery.log_days
             )
         if gone:
             log.info(
                 "delivery: %s sends older than %s days forgotten",
                 gone,
-                self.settings.delivery_log_days,
+                self.settings.delivery.log_days,
             )
         return gone
 
     async def _sample_loop(self) -> None:
         """The gauges /metrics shows that take a query, read every metrics_sample_seconds."""
         assert self.pool is not None
+        sample_seconds = self.settings.telemetry.metrics_sample_seconds
         while not self.stopping.is_set():
             try:
                 async with self.pool.acquire() as conn:
@@ -343,7 +345,7 @@ class DeliveryApp:
                 log.debug("delivery: the outbox lag could not be read (%s)", exc)
             _metrics.LIVE_PUBLISHED.set(self.pushes)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), self.settings.metrics_sample_seconds)
+                await asyncio.wait_for(self.stopping.wait(), sample_seconds)
 
     # -- sending --------------------------------------------------------------------------
 
@@ -351,7 +353,7 @@ class DeliveryApp:
         settings = self.settings
         while not self.stopping.is_set():
             self.dispatch_wake.clear()
-            delay = settings.delivery_poll_seconds
+            delay = settings.delivery.poll_seconds
             try:
                 delay = await self._dispatch()
             except DATABASE_ERRORS as exc:
@@ -365,12 +367,12 @@ class DeliveryApp:
         assert self.pool is not None
         settings = self.settings
         async with self.pool.acquire() as conn:
-            free = settings.delivery_clients_at_once - len(self.busy)
+            free = settings.delivery.clients_at_once - len(self.busy)
             if free > 0:
                 claimed = await conn.fetch(
                     QUERIES["claim_clients"],
                     self.me,
-                    settings.delivery_lease_seconds,
+                    settings.delivery.lease_seconds,
                     list(self.busy),
                     free,
                 )
@@ -381,8 +383,8 @@ class DeliveryApp:
                     task.add_done_callback(functools.partial(self._done, client.id))
             delay = await conn.fetchval(QUERIES["next_due"], self.me, list(self.busy))
         if delay is None:
-            return settings.delivery_poll_seconds
-        return min(float(delay), settings.delivery_poll_seconds)
+            return settings.delivery.poll_seconds
+        return min(float(delay), settings.delivery.poll_seconds)
 
     def _done(self, client_id: str, _task: asyncio.Task[None]) -> None:
         self.busy.pop(client_id, None)
@@ -430,7 +432,7 @@ class DeliveryApp:
                             await conn.execute(
                                 QUERIES["postpone_client"],
                                 client.id,
-                                self.settings.delivery_retry_seconds,
+                                self.settings.delivery.retry_seconds,
                             )
                         return
         except Exception as exc:
@@ -453,7 +455,7 @@ class DeliveryApp:
 
     async def _renew(self, client: ClientRow) -> None:
         assert self.pool is not None
-        every = self.settings.delivery_lease_seconds / 3
+        every = self.settings.delivery.lease_seconds / 3
         while True:
             await asyncio.sleep(every)
             try:
@@ -462,7 +464,7 @@ class DeliveryApp:
                         QUERIES["renew_client"],
                         client.id,
                         self.me,
-                        self.settings.delivery_lease_seconds,
+                        self.settings.delivery.lease_seconds,
                     )
             except Exception as exc:
                 # A renew lost to an outage must not end the renewing: the next one holds the
@@ -476,7 +478,7 @@ class DeliveryApp:
         checker = client.settings.get("checker", False)
         if checker is True:
             return None
-        held = {d.upper() for d in self.settings.checker_disciplines}
+        held = {d.upper() for d in self.settings.delivery.checker_disciplines}
         if isinstance(checker, list):
             held.update(str(c).upper() for c in checker)
         return frozenset(held)
@@ -484,7 +486,7 @@ class DeliveryApp:
     async def _deliver(self, client: ClientRow, transport: Transport, feed: FeedRow) -> bool:
         assert self.pool is not None
         settings = self.settings
-        window = settings.live_debounce_seconds if feed.live else settings.feed_debounce_seconds
+        window = feed.debounce(settings.delivery)
         async with self.pool.acquire() as conn:
             document = await build(
                 conn,
@@ -539,7 +541,7 @@ class DeliveryApp:
         """Render, send and record one version of a feed."""
         assert self.pool is not None
         settings = self.settings
-        window = settings.live_debounce_seconds if feed.live else settings.feed_debounce_seconds
+        window = feed.debounce(settings.delivery)
         body = await off_loop(document, render, document, feed.format, version, datetime.now(UTC))
         item = Outgoing(
             client_code=client.code,
@@ -574,7 +576,7 @@ class DeliveryApp:
                         "resend": feed.force,
                         "content_sha": content_sha,
                         "marks": feed.marks,
-                        "retry_seconds": settings.delivery_retry_seconds,
+                        "retry_seconds": settings.delivery.retry_seconds,
                         "window_seconds": window,
                     }
                 ),
@@ -590,6 +592,6 @@ class DeliveryApp:
         assert self.pool is not None
         async with self.pool.acquire() as conn:
             await conn.execute(
-                QUERIES["postpone_client"], client.id, self.settings.delivery_retry_seconds
+                QUERIES["postpone_client"], client.id, self.settings.delivery.retry_seconds
             )
             await client_alert(conn, self.http, self.settings, client, kind, message)

@@ -10,6 +10,7 @@ import asyncpg
 
 from omnium_delivery._documents import Document, competitor_ids, has_results, medal_row, unit_row
 from omnium_delivery._sql import QUERIES
+from omnium_settings import DeliverySettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,10 @@ class FeedRow:
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> FeedRow:
         return cls(**dict(row))
+
+    def debounce(self, delivery: DeliverySettings) -> float:
+        """The window a burst of writes to this feed is joined over."""
+        return delivery.live_debounce_seconds if self.live else delivery.feed_debounce_seconds
 
 
 async def build(

@@ -76,7 +76,7 @@ class LivePush:
 
     def __init__(self, settings: Settings, redis: aioredis.Redis) -> None:
         self.settings = settings
-        self.publisher = LivePublisher(redis, max_length=settings.live_stream_length)
+        self.publisher = LivePublisher(redis, max_length=settings.live.stream_length)
         # Per Games: (order, the item listeners see, its change's traceparent).
         self.waiting: dict[str, deque[tuple[int, dict[str, Any], str | None]]] = {}
         self.lost: dict[str, int] = {}
@@ -86,7 +86,7 @@ class LivePush:
         self._down_since: float | None = None
 
     def add(self, rows: Iterable[asyncpg.Record]) -> None:
-        limit = self.settings.live_backlog_length
+        limit = self.settings.live.backlog_length
         for row in rows:
             item = live_item(row)
             if item is None:
@@ -122,10 +122,10 @@ class LivePush:
                         "delivery: Redis does not take live pushes (%s); holding them and "
                         "trying again every %s s",
                         exc,
-                        self.settings.live_retry_seconds,
+                        self.settings.live.retry_seconds,
                     )
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stopping.wait(), self.settings.live_retry_seconds)
+                    await asyncio.wait_for(stopping.wait(), self.settings.live.retry_seconds)
                 continue
             if self._down_since is not None:
                 log.info(

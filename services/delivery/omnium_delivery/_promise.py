@@ -70,9 +70,9 @@ async def read_promise(
         *statement.args(
             {
                 "code": code,
-                "push_target": settings.push_target_seconds,
-                "sftp_target": settings.sftp_target_seconds,
-                "window_seconds": settings.delivery_promise_window_seconds,
+                "push_target": settings.delivery.push_target_seconds,
+                "sftp_target": settings.delivery.sftp_target_seconds,
+                "window_seconds": settings.delivery.promise_window_seconds,
             }
         ),
     )
@@ -84,7 +84,7 @@ def _seconds(value: float) -> str:
 
 
 def _window(settings: Settings) -> str:
-    seconds = settings.delivery_promise_window_seconds
+    seconds = settings.delivery.promise_window_seconds
     return f"{seconds / 60:g} minutes" if seconds >= 60 else _seconds(seconds)
 
 
@@ -99,7 +99,7 @@ def broken_message(p: ClientPromise, settings: Settings) -> str:
     return (
         f"{p.code}: {p.within} of {p.sends} changes ({share}) reached it within "
         f"{_seconds(p.target_seconds)} of the save over the last {_window(settings)}; the "
-        f"promise is {100 * settings.delivery_promise_share:.0f}%.{slowest} {why}"
+        f"promise is {100 * settings.delivery.promise_share:.0f}%.{slowest} {why}"
     )
 
 
@@ -107,7 +107,7 @@ def kept_message(p: ClientPromise, settings: Settings) -> str:
     return (
         f"{p.code}: {p.within} of {p.sends} changes ({100 * (p.share or 0):.0f}%) within "
         f"{_seconds(p.target_seconds)} again; the promise of "
-        f"{100 * settings.delivery_promise_share:.0f}% holds."
+        f"{100 * settings.delivery.promise_share:.0f}% holds."
     )
 
 
@@ -130,7 +130,7 @@ class PromiseWatch:
             except DATABASE_ERRORS as exc:
                 log.warning("delivery: the promise check failed (%s); trying again", exc)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.settings.delivery_promise_check_seconds)
+                await asyncio.wait_for(stop.wait(), self.settings.delivery.promise_check_seconds)
 
     async def check(self) -> list[ClientPromise]:
         settings = self.settings
@@ -141,7 +141,7 @@ class PromiseWatch:
                 share = p.share
                 _metrics.WITHIN_TARGET.labels(*labels).set(1.0 if share is None else share)
                 _metrics.WINDOW_SENDS.labels(*labels).set(p.sends)
-                broken = p.broken(settings.delivery_promise_share)
+                broken = p.broken(settings.delivery.promise_share)
                 if broken is not None:
                     _metrics.PROMISE_BROKEN.labels(*labels).set(1 if broken else 0)
                 if broken:

@@ -49,7 +49,7 @@ def _file_name(row: Mapping[str, Any]) -> str:
 
 
 def _promise(p: ClientPromise | None, settings: Settings) -> delivery_pb2.Promise:
-    promise = delivery_pb2.Promise(window_seconds=settings.delivery_promise_window_seconds)
+    promise = delivery_pb2.Promise(window_seconds=settings.delivery.promise_window_seconds)
     if p is None:
         promise.share, promise.kept = 1.0, True
         return promise
@@ -59,7 +59,7 @@ def _promise(p: ClientPromise | None, settings: Settings) -> delivery_pb2.Promis
     promise.within_target = p.within
     promise.misses = p.misses
     promise.share = 1.0 if share is None else share
-    promise.kept = not p.broken(settings.delivery_promise_share)
+    promise.kept = not p.broken(settings.delivery.promise_share)
     promise.p50_seconds = p.p50 or 0.0
     promise.p95_seconds = p.p95 or 0.0
     promise.last_error = p.last_error or ""

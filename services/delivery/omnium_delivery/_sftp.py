@@ -72,7 +72,7 @@ class SftpTransport:
             known_hosts=([self.trusted], [], []),
             agent_path=None,
             config=[],
-            connect_timeout=self.settings.sftp_connect_timeout_seconds,
+            connect_timeout=self.settings.delivery.sftp_connect_timeout_seconds,
             # The connection is kept between files: keepalives find a dead one early.
             keepalive_interval=30,
             keepalive_count_max=3,
@@ -100,7 +100,7 @@ class SftpTransport:
     async def _try(self, item: Outgoing, attempt: int) -> SendResult | str:
         """One try: its result, or what went wrong (worth another try)."""
         try:
-            async with asyncio.timeout(self.settings.sftp_timeout_seconds):
+            async with asyncio.timeout(self.settings.delivery.sftp_timeout_seconds):
                 await self._upload(item)
             return SendResult("delivered", attempt, None, datetime.now(UTC))
         except asyncssh.HostKeyNotVerifiable as exc:
@@ -124,7 +124,7 @@ class SftpTransport:
             return f"upload to {self.host}:{self.port} failed: {str(exc) or type(exc).__name__}"
 
     async def send(self, item: Outgoing) -> SendResult:
-        tries = max(1, self.settings.sftp_tries)
+        tries = max(1, self.settings.delivery.sftp_tries)
         error = ""
         for attempt in range(1, tries + 1):
             kept = self.sftp is not None
@@ -138,7 +138,9 @@ class SftpTransport:
             error = outcome
             log.warning("sftp %s: try %s of %s: %s", self.client_code, attempt, tries, error)
             if attempt < tries:
-                await asyncio.sleep(backoff(self.settings.sftp_retry_base_seconds, attempt))
+                await asyncio.sleep(
+                    backoff(self.settings.delivery.sftp_retry_base_seconds, attempt)
+                )
         return SendResult("failed", tries, error, alert="send_failed")
 
     async def close(self) -> None:

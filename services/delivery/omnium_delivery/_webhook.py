@@ -92,7 +92,7 @@ class WebhookTransport:
         message_id = f"msg_{item.client_code}_{item.feed_id}_v{item.version}_{item.sha256[:12]}"
         if item.resend:
             message_id += "_" + uuid.uuid4().hex[:8]
-        tries = max(1, self.settings.webhook_tries)
+        tries = max(1, self.settings.delivery.webhook_tries)
         error = ""
         for attempt in range(1, tries + 1):
             stamp = int(time.time())
@@ -107,7 +107,7 @@ class WebhookTransport:
                     self.url,
                     content=body,
                     headers=headers,
-                    timeout=self.settings.webhook_timeout_seconds,
+                    timeout=self.settings.delivery.webhook_timeout_seconds,
                 )
                 if 200 <= response.status_code < 300:
                     return SendResult("delivered", attempt, None, datetime.now(UTC))
@@ -116,12 +116,15 @@ class WebhookTransport:
                     # The receiver refuses this message itself: trying again would not help.
                     return SendResult("refused", attempt, error, alert="send_failed")
             except httpx.TimeoutException:
-                error = f"{self.url} did not answer within {self.settings.webhook_timeout_seconds}s"
+                limit = self.settings.delivery.webhook_timeout_seconds
+                error = f"{self.url} did not answer within {limit}s"
             except httpx.HTTPError as exc:
                 error = f"{self.url} could not be reached: {str(exc) or type(exc).__name__}"
             log.warning("webhook %s: try %s of %s: %s", self.client_code, attempt, tries, error)
             if attempt < tries:
-                await asyncio.sleep(backoff(self.settings.webhook_retry_base_seconds, attempt))
+                await asyncio.sleep(
+                    backoff(self.settings.delivery.webhook_retry_base_seconds, attempt)
+                )
         return SendResult("failed", tries, error, alert="send_failed")
 
     async def close(self) -> None:

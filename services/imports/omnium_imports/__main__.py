@@ -30,8 +30,8 @@ if __name__ == "__main__":
         run_process(
             "imports",
             main,
-            nice=lambda settings: settings.imports_nice,
-            metrics_port=lambda settings: settings.imports_metrics_port,
+            nice=lambda settings: settings.imports.nice,
+            metrics_port=lambda settings: settings.imports.metrics_port,
         )
     else:
         from omnium_imports._cli import main as command_line

@@ -42,7 +42,7 @@ class ImportsApp:
         self.runner: web.AppRunner | None = None
         self.scout: ScoutClient | None = None
         self.http: httpx.AsyncClient | None = None
-        self.channel = open_channel(settings.command_address, settings)
+        self.channel = open_channel(settings.command.address, settings)
         self.doorbell_port = 0
         self.grpc: GrpcServer | None = None
         self.grpc_port = 0
@@ -69,7 +69,7 @@ class ImportsApp:
             self.http,
             stopping=self.stopping,
         )
-        count = settings.imports_workers if workers is None else workers
+        count = settings.imports.workers if workers is None else workers
         self.workers = [Worker(settings, self.pool, pipeline, n) for n in range(count)]
         if self.workers:
             # Back from an outage the workers look at the queue at once: a job queued while
@@ -103,25 +103,25 @@ class ImportsApp:
             IMPORTS_SERVICE,
         )
         self.grpc_port = await self.grpc.start(
-            settings.imports_port if grpc_port is None else grpc_port
+            settings.imports.port if grpc_port is None else grpc_port
         )
         # aiohttp waits this long for the rings in flight, then as long again for those it had
         # to cancel: both inside OMNIUM_HTTP_GRACE_SECONDS.
         self.runner = web.AppRunner(
             doorbell_app(settings, self.pool, self.stopping),
             access_log=None,
-            shutdown_timeout=settings.http_grace_seconds / 2,
+            shutdown_timeout=settings.server.http_grace_seconds / 2,
         )
         await self.runner.setup()
-        port = settings.doorbell_port if doorbell_port is None else doorbell_port
-        site = web.TCPSite(self.runner, settings.bind_host, port)
+        port = settings.imports.doorbell_port if doorbell_port is None else doorbell_port
+        site = web.TCPSite(self.runner, settings.server.bind_host, port)
         await site.start()
         server = site._server
         sockets = getattr(server, "sockets", None) or []
         self.doorbell_port = sockets[0].getsockname()[1] if sockets else port
         log.info(
             "imports: doorbell on http://%s:%s, %s workers",
-            settings.bind_host,
+            settings.server.bind_host,
             self.doorbell_port,
             count,
         )
@@ -143,7 +143,7 @@ class ImportsApp:
         self.stopping.set()  # from here the doorbell's /readyz answers 503
         # Drained beside the hand-over, not before it: a slow call must not hold a run back.
         drain = asyncio.create_task(self.grpc.stop()) if self.grpc is not None else None
-        grace = self.settings.imports_stop_grace_seconds if grace is None else grace
+        grace = self.settings.imports.stop_grace_seconds if grace is None else grace
         if self.tasks:
             _, pending = await asyncio.wait(self.tasks, timeout=grace)
             for task in pending:

@@ -140,12 +140,12 @@ async def _scout_run(
 
 
 async def _command_reachable(settings: Settings) -> tuple[bool, str]:
-    channel = open_channel(settings.command_address, settings)
+    channel = open_channel(settings.command.address, settings)
     try:
         await asyncio.wait_for(channel.channel_ready(), _REACH_SECONDS)
     except TimeoutError:
         return False, (
-            f"the command service at {settings.command_address} did not answer within "
+            f"the command service at {settings.command.address} did not answer within "
             f"{_REACH_SECONDS:g} s (OMNIUM_COMMAND_ADDRESS says where it is)"
         )
     finally:
@@ -165,8 +165,8 @@ async def _dry_run(
 ) -> None:
     # A check is asked by a person at a terminal: a command service that keeps answering
     # "try again" is said after seconds, not after a failover's minute and a half.
-    quick = settings.replace(batch_retry_seconds=min(settings.batch_retry_seconds, 5.0))
-    channel = open_channel(settings.command_address, settings)
+    quick = settings.replace(batch_retry_seconds=min(settings.imports.batch_retry_seconds, 5.0))
+    channel = open_channel(settings.command.address, settings)
     try:
         pipeline = Pipeline(quick, pool, scout, command_pb2_grpc.CommandServiceStub(channel))
         answers, outcomes = await pipeline.dry_run(
@@ -180,7 +180,7 @@ async def _dry_run(
         ) from None
     finally:
         await channel.close()
-    report.compared = f"the command service at {settings.command_address}, as a dry run"
+    report.compared = f"the command service at {settings.command.address}, as a dry run"
     report.counts.update(outcomes)
     report.rows = [
         CheckedRow(

@@ -183,7 +183,7 @@ def _act(args: argparse.Namespace, settings: Settings, prepared: object, out: Te
         from omnium_devstack.local import dev_database, dev_grpc_token
 
         with dev_database(settings) as url:
-            if not settings.database_url:
+            if not settings.server.database_url:
                 settings = settings.replace(grpc_token=dev_grpc_token(settings))
             return asyncio.run(_run(args, settings.replace(database_url=url), prepared, out))
     except SetupError as exc:

@@ -69,7 +69,7 @@ async def ring(request: web.Request) -> web.Response:
         )
     settings = request.app[SETTINGS]
     try:
-        async with asyncio.timeout(settings.doorbell_database_timeout_seconds):
+        async with asyncio.timeout(settings.imports.doorbell_database_timeout_seconds):
             return await _queue_ring(request.app[POOL], code, body, request.headers.get(HEADER))
     except Exception as exc:
         if not (isinstance(exc, _DATABASE_DOWN) or is_outage(exc)):
@@ -89,7 +89,7 @@ async def ring(request: web.Request) -> web.Response:
                 "up once the database is back.",
             },
             status=503,
-            headers={"Retry-After": str(settings.doorbell_retry_after_seconds)},
+            headers={"Retry-After": str(settings.imports.doorbell_retry_after_seconds)},
         )
 
 
@@ -136,11 +136,11 @@ def doorbell_app(
 ) -> web.Application:
     """`stopping` is the process's: set, the doorbell says it is not ready."""
     app = web.Application(
-        client_max_size=settings.doorbell_max_bytes,
+        client_max_size=settings.imports.doorbell_max_bytes,
         middlewares=[http_metrics("imports"), *aiohttp_middlewares(settings)],
     )
     app[POOL] = pool
-    app[MAX_BYTES] = settings.doorbell_max_bytes
+    app[MAX_BYTES] = settings.imports.doorbell_max_bytes
     app[SETTINGS] = settings
     app[STOPPING] = stopping
     app.router.add_post("/doorbell/{integration_code}", ring)

@@ -56,7 +56,7 @@ async def dry_run(
     pretend = str(uuid.uuid4())
     settings = pipeline.settings
     groups = _batches.chunks(
-        _batches.ordered(ready, integration.target, unit_ids), settings.batch_max_units
+        _batches.ordered(ready, integration.target, unit_ids), settings.database.batch_max_units
     )
     clearing = _batches.Clearing.of(version)
     for batch_no, group in enumerate(groups):

@@ -45,7 +45,7 @@ class FollowUps:
 
     async def run(self, stop: asyncio.Event) -> None:
         """A pass every `followup_seconds` until `stop`; a database outage skips a pass."""
-        wait = self.settings.followup_seconds
+        wait = self.settings.imports.followup_seconds
         while not stop.is_set():
             try:
                 await self.ask_due(stop)
@@ -100,7 +100,7 @@ class FollowUps:
                 code,
                 len(keys),
                 exc,
-                self.settings.followup_seconds,
+                self.settings.imports.followup_seconds,
             )
             await self._give_back(code, integration["id"], due)
             return None
@@ -118,9 +118,9 @@ class FollowUps:
             claimed: list[asyncpg.Record] = await conn.fetch(
                 QUERIES["claim_due_reads"],
                 integration_id,
-                settings.followup_keys_per_run,
-                settings.followup_asked_wait_seconds,
-                settings.settle_until_hours * 3600,
+                settings.imports.followup_keys_per_run,
+                settings.imports.followup_asked_wait_seconds,
+                settings.imports.settle_until_hours * 3600,
             )
         return claimed
 
@@ -143,5 +143,5 @@ class FollowUps:
                 code,
                 len(due),
                 exc,
-                self.settings.followup_asked_wait_seconds,
+                self.settings.imports.followup_asked_wait_seconds,
             )

@@ -35,12 +35,14 @@ class Limits:
     @classmethod
     def of(cls, settings: Settings, overrides: IntegrationSettings) -> Limits:
         return cls(
-            min_share=float(overrides.get("min_share", settings.guard_min_share)),
-            usual_runs=int(overrides.get("usual_runs", settings.guard_usual_runs)),
-            max_not_placed=float(overrides.get("max_not_placed", settings.guard_max_not_placed)),
-            max_refused=float(overrides.get("max_refused", settings.guard_max_refused)),
-            max_cleared=int(overrides.get("max_cleared", settings.guard_max_cleared)),
-            max_reopened=int(overrides.get("max_reopened", settings.guard_max_reopened)),
+            min_share=float(overrides.get("min_share", settings.imports.guard_min_share)),
+            usual_runs=int(overrides.get("usual_runs", settings.imports.guard_usual_runs)),
+            max_not_placed=float(
+                overrides.get("max_not_placed", settings.imports.guard_max_not_placed)
+            ),
+            max_refused=float(overrides.get("max_refused", settings.imports.guard_max_refused)),
+            max_cleared=int(overrides.get("max_cleared", settings.imports.guard_max_cleared)),
+            max_reopened=int(overrides.get("max_reopened", settings.imports.guard_max_reopened)),
         )
 
 

@@ -140,8 +140,8 @@ async def up_to_date(
         cache = KeyStateCache(
             integration.id,
             integration.target,
-            settings.fastpath_lag_seconds,
-            settings.fastpath_blind_seconds,
+            settings.imports.fastpath_lag_seconds,
+            settings.imports.fastpath_blind_seconds,
         )
         await cache.load(conn)
         cache.loaded_for_run = last

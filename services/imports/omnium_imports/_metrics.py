@@ -48,4 +48,4 @@ async def sample_queue(pool: asyncpg.Pool, settings: Settings, stop: asyncio.Eve
         except DATABASE_ERRORS as exc:
             log.debug("imports: the queue could not be read for /metrics (%s)", exc)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), settings.metrics_sample_seconds)
+            await asyncio.wait_for(stop.wait(), settings.telemetry.metrics_sample_seconds)

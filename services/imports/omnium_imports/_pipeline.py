@@ -262,7 +262,7 @@ async def cut_batches(run: Run) -> RunResult | None:
             run.mapped,
             run.ready,
             run.unit_ids,
-            run.settings.batch_max_units,
+            run.settings.database.batch_max_units,
         ),
     )
     return None
@@ -301,7 +301,7 @@ async def send(run: Run) -> RunResult | None:
                     span.set_attribute("omnium.batch.problem", problem)
             _count(run, batch_no, rows, answer, problem)
 
-    await asyncio.gather(*(sender() for _ in range(run.settings.import_batches_in_flight)))
+    await asyncio.gather(*(sender() for _ in range(run.settings.imports.batches_in_flight)))
     if handed_over:
         raise HandedOver(run.id)
     run.key_state.loaded_for_run = run.id
@@ -377,10 +377,10 @@ async def missing(run: Run) -> RunResult | None:
         return None
     integration, settings = run.integration, run.settings
     needed = int(
-        integration.settings.get("missing_runs_to_review", settings.missing_runs_to_review)
+        integration.settings.get("missing_runs_to_review", settings.imports.missing_runs_to_review)
     )
     auto_cancel = bool(
-        integration.settings.get("auto_cancel_missing", settings.auto_cancel_missing)
+        integration.settings.get("auto_cancel_missing", settings.imports.auto_cancel_missing)
     )
     cancel = (
         functools.partial(_send.cancel, run.pipeline.command, settings, integration)
@@ -456,9 +456,9 @@ class Pipeline:
         return await outlast(
             work,
             what=what,
-            seconds=settings.imports_database_retry_seconds,
-            first_wait=settings.imports_database_retry_first_seconds,
-            max_wait=settings.imports_database_retry_max_seconds,
+            seconds=settings.imports.database_retry_seconds,
+            first_wait=settings.imports.database_retry_first_seconds,
+            max_wait=settings.imports.database_retry_max_seconds,
             log=log,
         )
 

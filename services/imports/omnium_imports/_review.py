@@ -136,7 +136,7 @@ async def tell_of_run(
         kind, words = _ALERTS[status]
         await alerts.raise_(conn, integration_id, kind, f"{words}: {reason}", run_id)
     elif status == "scout_failed":
-        needed = alerts.settings.alert_scout_failed_in_row
+        needed = alerts.settings.imports.alert_scout_failed_in_row
         recent = await conn.fetch(QUERIES["recent_scout_statuses"], integration_id, needed)
         if len(recent) == needed and all(r["scout_status"] == "failed" for r in recent):
             await alerts.raise_(

@@ -102,7 +102,8 @@ class ScoutClient:
     def __init__(self, settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None):
         self.settings = settings
         timeout = httpx.Timeout(
-            settings.scout_timeout_seconds, connect=settings.scout_connect_timeout_seconds
+            settings.imports.scout_timeout_seconds,
+            connect=settings.imports.scout_connect_timeout_seconds,
         )
         self._http = httpx.AsyncClient(timeout=timeout, transport=transport)
 
@@ -135,7 +136,7 @@ class ScoutClient:
         what lets the fast path skip a page before mapping (see _pages.py). Every other page
         is decoded and checked here, so a run with a bad page fails before anything is written.
         """
-        page, limit = self.settings.scout_page_size, self.settings.scout_max_rows
+        page, limit = self.settings.imports.scout_page_size, self.settings.imports.scout_max_rows
         if run.row_count is not None and run.row_count > limit:
             raise ScoutError(
                 f"Scout's run {run.id} has {run.row_count:,} rows; at most {limit:,} are read. "
@@ -212,8 +213,8 @@ class ScoutClient:
 
     async def _get(self, url: str, params: dict[str, str] | None = None) -> bytes:
         """The body of a 200 answer, asking again on a failure that may pass."""
-        tries = self.settings.scout_tries
-        wait = self.settings.scout_retry_base_seconds
+        tries = self.settings.imports.scout_tries
+        wait = self.settings.imports.scout_retry_base_seconds
         for attempt in range(1, tries + 1):
             try:
                 response = await self._http.get(url, params=params)

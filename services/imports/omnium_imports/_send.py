@@ -54,15 +54,15 @@ async def batch(
     # Tried again for as long as a failover takes: a batch command id is its run and number,
     # so a batch saved before a lost answer answers duplicate and nothing is written twice.
     started = time.monotonic()
-    deadline = started + settings.batch_retry_seconds
-    wait = settings.batch_retry_first_seconds
+    deadline = started + settings.imports.batch_retry_seconds
+    wait = settings.imports.batch_retry_first_seconds
     problem = ""
     tries = 0
     while True:
         tries += 1
         try:
             answer: command_pb2.BatchAnswer = await command.ApplyImportBatch(
-                message, timeout=settings.grpc_deadline_seconds
+                message, timeout=settings.grpc.deadline_seconds
             )
         except grpc.aio.AioRpcError as exc:
             problem = f"the command service answered {exc.code().name}: {exc.details()}"
@@ -81,7 +81,7 @@ async def batch(
         log.info("run %s batch %s: %s; trying again in %.1f s", run_id, batch_no, problem, wait)
         BATCH_RETRIES.inc()
         await asyncio.sleep(wait)
-        wait = min(wait * 2, settings.batch_retry_max_seconds)
+        wait = min(wait * 2, settings.imports.batch_retry_max_seconds)
     BATCHES.labels("not_saved").inc()
     return None, f"{problem} ({tries} tries in {time.monotonic() - started:.0f} s)"
 
@@ -102,7 +102,7 @@ async def cancel(
             source_actor("integration", integration.code, "imports:missing"),
             unit_id=unit_id,
         ),
-        timeout=settings.grpc_deadline_seconds,
+        timeout=settings.grpc.deadline_seconds,
     )
     log.info(
         "missing %s: cancel answered %s %s",

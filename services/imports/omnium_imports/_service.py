@@ -347,7 +347,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                     person,
                     unit_id=item["subject_id"],
                 ),
-                timeout=self.settings.grpc_deadline_seconds,
+                timeout=self.settings.grpc.deadline_seconds,
             )
             if answer.outcome not in (command_pb2.OUTCOME_ACCEPTED, command_pb2.OUTCOME_DUPLICATE):
                 return imports_pb2.ActionAnswer(done=False, message=answer.reason)

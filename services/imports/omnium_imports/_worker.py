@@ -46,14 +46,16 @@ class Worker:
         while not stop.is_set():
             try:
                 async with self.pool.acquire() as conn:
-                    job = await _queue.claim(conn, self.name, self.settings.lease_expire_seconds)
+                    job = await _queue.claim(
+                        conn, self.name, self.settings.imports.lease_expire_seconds
+                    )
             except DATABASE_ERRORS as exc:
                 log.warning("%s: cannot read the queue (%s); trying again", self.name, exc)
                 job = None
             if job is None:
                 self.wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.settings.imports_poll_seconds):
+                    async with asyncio.timeout(self.settings.imports.poll_seconds):
                         await _first(self.wake.wait(), stop.wait())
                 continue
             try:
@@ -103,9 +105,9 @@ class Worker:
         resumed = await outlast(
             lambda: self._finish(job, result),
             what=f"{self.name}: job {job.id}",
-            seconds=self.settings.imports_database_retry_seconds,
-            first_wait=self.settings.imports_database_retry_first_seconds,
-            max_wait=self.settings.imports_database_retry_max_seconds,
+            seconds=self.settings.imports.database_retry_seconds,
+            first_wait=self.settings.imports.database_retry_first_seconds,
+            max_wait=self.settings.imports.database_retry_max_seconds,
             log=log,
         )
         log.info(
@@ -145,9 +147,9 @@ class Worker:
             resumed = await _queue.enqueue_resume(
                 conn,
                 result.run_id,
-                first_seconds=settings.resume_first_seconds,
-                max_seconds=settings.resume_max_seconds,
-                tries=settings.resume_tries,
+                first_seconds=settings.imports.resume_first_seconds,
+                max_seconds=settings.imports.resume_max_seconds,
+                tries=settings.imports.resume_tries,
                 past_guards=job.past_guards,
             )
             if resumed is None:
@@ -160,7 +162,7 @@ class Worker:
         """A run that has resumed by itself `resume_tries` times waits for a person: its reason
         says so, and its alert is raised again with those words (so the webhook hears it)."""
         resumes = await _queue.resumes_of_run(conn, run_id)
-        if resumes < self.settings.resume_tries:
+        if resumes < self.settings.imports.resume_tries:
             return  # not given up: a resume of it is queued already
         waiting = _waiting_reason(reason, resumes)
         await conn.execute(QUERIES["stop_resuming"], run_id, waiting)
@@ -193,11 +195,11 @@ class Worker:
 
     async def _renew(self, job: _queue.Job, task: asyncio.Future[RunResult]) -> None:
         while True:
-            await asyncio.sleep(self.settings.lease_renew_seconds)
+            await asyncio.sleep(self.settings.imports.lease_renew_seconds)
             try:
                 async with self.pool.acquire() as conn:
                     held = await _queue.renew(
-                        conn, job, self.name, self.settings.lease_expire_seconds
+                        conn, job, self.name, self.settings.imports.lease_expire_seconds
                     )
             except DATABASE_ERRORS as exc:
                 log.warning("%s: could not renew job %s (%s)", self.name, job.id, exc)
@@ -242,23 +244,25 @@ async def run_scheduler(
             async with pool.acquire() as conn:
                 queued = await _queue.queue_quiet_integrations(conn)
                 for row in await conn.fetch(
-                    QUERIES["quiet_for_long"], settings.alert_quiet_intervals
+                    QUERIES["quiet_for_long"], settings.imports.alert_quiet_intervals
                 ):
                     await alerts.raise_(
                         conn,
                         row["id"],
                         "quiet",
-                        f"No new run from Scout for {settings.alert_quiet_intervals} check "
+                        f"No new run from Scout for {settings.imports.alert_quiet_intervals} check "
                         f"intervals ({row['check_seconds']} s each).",
                     )
                 if trimmed_at is None or time.monotonic() - trimmed_at > 3600:
                     trimmed_at = time.monotonic()
-                    result = await conn.execute(QUERIES["trim_row_log"], settings.row_log_days)
+                    result = await conn.execute(
+                        QUERIES["trim_row_log"], settings.imports.row_log_days
+                    )
                     log.info("scheduler: row log trimmed (%s)", result)
             if queued:
                 log.info("scheduler: queued checks %s", queued)
         except DATABASE_ERRORS as exc:
             log.warning("scheduler: cannot reach the database (%s)", exc)
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(settings.scheduler_seconds):
+            async with asyncio.timeout(settings.imports.scheduler_seconds):
                 await stop.wait()

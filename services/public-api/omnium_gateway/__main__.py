@@ -19,7 +19,7 @@ def main() -> None:
     except SettingsError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
         sys.exit(2)
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(name)s %(message)s")
+    logging.basicConfig(level=settings.server.log_level, format="%(asctime)s %(name)s %(message)s")
     serve(settings, route_sets=default_route_sets(settings))
 
 

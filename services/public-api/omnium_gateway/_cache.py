@@ -169,12 +169,12 @@ class Cache:
         self.metrics = metrics
         self.pool = pool
         self.ttl = {
-            LIVE: settings.cache_ttl_live,
-            SCHEDULED: settings.cache_ttl_scheduled,
-            FINAL: settings.cache_ttl_final,
-            REFERENCE: settings.cache_ttl_reference,
-            LEADERBOARD: settings.cache_ttl_leaderboard,
-            NEGATIVE: settings.cache_ttl_negative,
+            LIVE: settings.gateway.cache_ttl_live,
+            SCHEDULED: settings.gateway.cache_ttl_scheduled,
+            FINAL: settings.gateway.cache_ttl_final,
+            REFERENCE: settings.gateway.cache_ttl_reference,
+            LEADERBOARD: settings.gateway.cache_ttl_leaderboard,
+            NEGATIVE: settings.gateway.cache_ttl_negative,
         }
         self.local: dict[str, Entry] = {}
         self.groups: dict[str, set[str]] = {}
@@ -190,7 +190,7 @@ class Cache:
         self.redis_failures = 0
         # True while this worker hears invalidations; without them a copy is kept only briefly.
         self.listening = False
-        self.prefix = settings.gateway_redis_prefix
+        self.prefix = settings.gateway.redis_prefix
         self.channel = self.prefix + "invalidate"
         self._fill = redis.register_script(_FILL) if redis is not None else None
         self._release = redis.register_script(_RELEASE) if redis is not None else None
@@ -234,7 +234,7 @@ class Cache:
     def distrust_local(self) -> None:
         """Invalidations may have been missed: keep copies only for the short no-Redis time."""
         self.clears += 1
-        cap = time.time() + self.settings.gateway_local_seconds_without_redis
+        cap = time.time() + self.settings.gateway.local_seconds_without_redis
         for entry in self.local.values():
             if entry.fresh_until > cap:
                 entry.fresh_until = cap
@@ -245,12 +245,12 @@ class Cache:
         stopped Redis refuses at once, so they come fast) mean Redis is down for a while."""
         self.metrics.add("omnium_gateway_redis_errors")
         self.redis_failures += 1
-        if self.redis_failures < self.settings.gateway_redis_failures_to_trip:
+        if self.redis_failures < self.settings.gateway.redis_failures_to_trip:
             return
         if self.redis_up:
             log.warning("Redis did not answer (%s); reading PostgreSQL directly for now", exc)
             self.distrust_local()
-        self.redis_down_until = time.time() + self.settings.gateway_redis_retry_seconds
+        self.redis_down_until = time.time() + self.settings.gateway.redis_retry_seconds
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -262,13 +262,13 @@ class Cache:
             return
         if (
             key.name not in self.local
-            and len(self.local) >= self.settings.gateway_local_max_entries
+            and len(self.local) >= self.settings.gateway.local_max_entries
         ):
             # The least recently used out (hits move their key to the back).
             oldest = next(iter(self.local))
             self.local.pop(oldest)
             self.groups.get(self.group_of.pop(oldest, ""), set()).discard(oldest)
-        cap = time.time() + self.settings.gateway_local_seconds_without_redis
+        cap = time.time() + self.settings.gateway.local_seconds_without_redis
         if not self.listening and entry.fresh_until > cap:
             entry = dataclasses.replace(
                 entry, fresh_until=cap, stale_until=min(entry.stale_until, cap)
@@ -314,7 +314,7 @@ class Cache:
         loaded = await self._read(key, known)
         if isinstance(loaded, Entry):
             return loaded, STALE
-        entry = self._entry(loaded, 0, cap=self.settings.gateway_local_seconds_without_redis)
+        entry = self._entry(loaded, 0, cap=self.settings.gateway.local_seconds_without_redis)
         await entry.compress()
         self._keep(key, entry, snapshot)
         return entry, MISS
@@ -325,7 +325,7 @@ class Cache:
         assert self.redis is not None
         redis = self.redis
         entry_key, gen_key, lock_key, variants_key = self._keys(key)
-        deadline = time.monotonic() + self.settings.gateway_fill_lock_seconds
+        deadline = time.monotonic() + self.settings.gateway.fill_lock_seconds
         waited = False
         delay = 0.002
         while True:
@@ -349,7 +349,7 @@ class Cache:
                     return found, STALE
             best = found if found is not None else known
             token = secrets.token_hex(8)
-            lock_ms = int(self.settings.gateway_fill_lock_seconds * 1000)
+            lock_ms = int(self.settings.gateway.fill_lock_seconds * 1000)
             if await redis.set(lock_key, token, nx=True, px=lock_ms):
                 return await self._fill_under_lock(key, best, gen, snapshot, token)
             # Another worker or copy is reading this key.
@@ -395,8 +395,8 @@ class Cache:
         """Nobody waits on a refresh (the stale copy is served), so do not poll for the other
         read: look again on a request a little later. When many keys go stale at once, polling
         them all would flood Redis just when it is busiest."""
-        self.recheck_at[key.name] = time.monotonic() + self.settings.gateway_refresh_recheck_seconds
-        if len(self.recheck_at) > self.settings.gateway_local_max_entries:
+        self.recheck_at[key.name] = time.monotonic() + self.settings.gateway.refresh_recheck_seconds
+        if len(self.recheck_at) > self.settings.gateway.local_max_entries:
             self.recheck_at.clear()
         return known, STALE
 
@@ -417,7 +417,7 @@ class Cache:
         try:
             if pool is None:
                 raise OSError("no connection to PostgreSQL yet")
-            async with asyncio.timeout(self.settings.gateway_database_timeout_seconds):
+            async with asyncio.timeout(self.settings.gateway.database_timeout_seconds):
                 async with pool.acquire() as conn:
                     loaded = await key.read(conn)
         except DATABASE_ERRORS as exc:
@@ -435,10 +435,10 @@ class Cache:
         if cap is not None:
             ttl = min(ttl, cap)
         fresh = now + ttl
-        stale = fresh + self.settings.cache_stale_window
+        stale = fresh + self.settings.gateway.cache_stale_window
         keep = stale
         if loaded.ttl_class != NEGATIVE:
-            keep = max(stale, now + self.settings.cache_stale_if_error_seconds)
+            keep = max(stale, now + self.settings.gateway.cache_stale_if_error_seconds)
         return Entry(
             loaded.status,
             loaded.body,

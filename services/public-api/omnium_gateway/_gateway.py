@@ -95,28 +95,28 @@ class Gateway:
         self.settings = settings
         # Disciplines the checker holds for everyone by setting; clients' checkers are read
         # from the database with each unit (see results_held in migration 0014).
-        self.held = tuple(d.upper() for d in settings.checker_disciplines)
+        self.held = tuple(d.upper() for d in settings.delivery.checker_disciplines)
         self.metrics = metrics
         self.route_sets = list(route_sets)
         self.pool: asyncpg.Pool | None = None
         self.redis: aioredis.Redis | None = None
         self.subscriber: aioredis.Redis | None = None
-        if settings.redis_url:
-            timeout = settings.gateway_redis_timeout_seconds
+        if settings.server.redis_url:
+            timeout = settings.gateway.redis_timeout_seconds
             # No retries inside redis-py: a Redis that is down must cost one short timeout,
             # after which the cache reads PostgreSQL and leaves Redis alone for a while.
             # A bounded pool that queues: a burst of refreshes waits for a connection instead
             # of failing as if Redis were down.
             pool = aioredis.BlockingConnectionPool.from_url(
-                settings.redis_url,
-                max_connections=settings.gateway_redis_connections,
+                settings.server.redis_url,
+                max_connections=settings.gateway.redis_connections,
                 timeout=timeout,
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
             )
             self.redis = aioredis.Redis(connection_pool=pool, retry=Retry(NoBackoff(), 0))
             self.subscriber = aioredis.Redis.from_url(
-                settings.redis_url,
+                settings.server.redis_url,
                 socket_connect_timeout=timeout,
                 retry=Retry(NoBackoff(), 0),
                 health_check_interval=5,
@@ -124,7 +124,7 @@ class Gateway:
         self.cache = Cache(settings, self.redis, metrics, lambda: self.pool)
         self.limiter = RateLimiter(settings, self.redis, self.cache)
         # Only the worker leading the relay sends purges; the others' stays idle.
-        self.purge = SharedCachePurge(settings, metrics) if settings.gateway_purge_urls else None
+        self.purge = SharedCachePurge(settings, metrics) if settings.gateway.purge_urls else None
         self.relay = (
             OutboxRelay(settings, self.redis, self.cache, self.purge) if self.redis else None
         )
@@ -138,14 +138,14 @@ class Gateway:
         # Set on SIGTERM: /readyz says not ready, so balancers send this copy nothing new.
         self.stopping = False
         self.openapi_body = json.dumps(
-            document([rs.openapi() for rs in self.route_sets], settings.gateway_anonymous_reads)
+            document([rs.openapi() for rs in self.route_sets], settings.gateway.anonymous_reads)
         ).encode()
         # A shared cache (Varnish, a CDN) may keep a copy as long as the gateway does: the
         # relay purges it when its data changes. Reads behind API keys are not for sharing.
-        self._cache_scope = "public" if settings.gateway_anonymous_reads else "private"
+        self._cache_scope = "public" if settings.gateway.anonymous_reads else "private"
         self._cache_control = (
-            f", stale-while-revalidate={settings.cache_stale_window}"
-            f", stale-if-error={settings.cache_stale_if_error_seconds}"
+            f", stale-while-revalidate={settings.gateway.cache_stale_window}"
+            f", stale-if-error={settings.gateway.cache_stale_if_error_seconds}"
         )
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -179,7 +179,7 @@ class Gateway:
             metrics.pool["waiting"].set(waiting(pool))
 
     async def _sample_gauges(self) -> None:
-        every = min(FLUSH_SECONDS, self.settings.metrics_sample_seconds)
+        every = min(FLUSH_SECONDS, self.settings.telemetry.metrics_sample_seconds)
         while True:
             self.metrics.flush()
             self.sample_gauges()
@@ -216,7 +216,7 @@ class Gateway:
 
     async def _keep_connecting(self) -> None:
         while self.pool is None:
-            await asyncio.sleep(self.settings.gateway_redis_retry_seconds)
+            await asyncio.sleep(self.settings.gateway.redis_retry_seconds)
             await self._connect_database()
 
     async def load_keys(self) -> None:
@@ -240,7 +240,7 @@ class Gateway:
 
     async def _reload_keys(self, failing: bool) -> None:
         while True:
-            await asyncio.sleep(self.settings.gateway_keys_reload_seconds)
+            await asyncio.sleep(self.settings.gateway.keys_reload_seconds)
             failing = not await self._try_load_keys(failing=failing)
 
     async def _listen(self) -> None:
@@ -263,7 +263,7 @@ class Gateway:
                     log.warning("invalidations stopped (%s); trusting local copies briefly", exc)
                 cache.listening = False
                 cache.distrust_local()
-                await asyncio.sleep(self.settings.gateway_redis_retry_seconds)
+                await asyncio.sleep(self.settings.gateway.redis_retry_seconds)
 
     def _invalidate(self, data: bytes) -> None:
         try:
@@ -284,7 +284,7 @@ class Gateway:
         """None when the request may go on; else the 401 or 429 to answer."""
         key = request.headers.get("X-API-Key")
         if key is None:
-            if not self.settings.gateway_anonymous_reads:
+            if not self.settings.gateway.anonymous_reads:
                 return error_answer(401, "Send your API key in the X-API-Key header.")
             address = request.remote or "unknown"
             client = self.anonymous.get(address)
@@ -294,8 +294,8 @@ class Gateway:
                 client = Client(
                     "anonymous",
                     f"ip:{address}",
-                    self.settings.gateway_anonymous_rate_per_second,
-                    self.settings.gateway_anonymous_burst,
+                    self.settings.gateway.anonymous_rate_per_second,
+                    self.settings.gateway.anonymous_burst,
                 )
                 self.anonymous[address] = client
         else:
@@ -341,7 +341,7 @@ class Gateway:
                     "Try again in a few seconds.",
                 )
                 answer.headers["Retry-After"] = retry_after(
-                    self.settings.gateway_database_timeout_seconds
+                    self.settings.gateway.database_timeout_seconds
                 )
                 return answer
             now = time.time()
@@ -423,7 +423,7 @@ class Gateway:
                 "be checked. Try again after Retry-After seconds.",
             )
             answer.headers["Retry-After"] = retry_after(
-                self.settings.gateway_database_timeout_seconds
+                self.settings.gateway.database_timeout_seconds
             )
             return answer
         return None

@@ -57,8 +57,8 @@ def database_keys(keys: list[LiveKey], settings: Settings) -> dict[str, Client]:
         key.key_hash: Client(
             key.name,
             f"key:{key.name}",
-            key.rate_per_second or settings.gateway_key_rate_per_second,
-            key.burst or settings.gateway_key_burst,
+            key.rate_per_second or settings.gateway.key_rate_per_second,
+            key.burst or settings.gateway.key_burst,
         )
         for key in keys
     }
@@ -67,7 +67,7 @@ def database_keys(keys: list[LiveKey], settings: Settings) -> dict[str, Client]:
 def parse_api_keys(settings: Settings) -> dict[str, Client]:
     """OMNIUM_GATEWAY_API_KEYS, by the sha256 of each key (the key itself is never kept)."""
     clients: dict[str, Client] = {}
-    for item in settings.gateway_api_keys:
+    for item in settings.gateway.api_keys:
         parts = item.split(":")
         if len(parts) < 2 or len(parts) > 4 or not parts[0] or len(parts[1]) < 8:
             raise SettingsError(
@@ -75,8 +75,8 @@ def parse_api_keys(settings: Settings) -> dict[str, Client]:
                 "with a key of at least 8 characters."
             )
         try:
-            rate = float(parts[2]) if len(parts) > 2 else settings.gateway_key_rate_per_second
-            burst = int(parts[3]) if len(parts) > 3 else settings.gateway_key_burst
+            rate = float(parts[2]) if len(parts) > 2 else settings.gateway.key_rate_per_second
+            burst = int(parts[3]) if len(parts) > 3 else settings.gateway.key_burst
         except ValueError:
             raise SettingsError(
                 f"OMNIUM_GATEWAY_API_KEYS: the rate and burst of {parts[0]!r} must be numbers."
@@ -148,7 +148,7 @@ class RateLimiter:
 
     async def _fetch(self, client: Client, lease: _Lease) -> bool:
         assert self._take is not None and lease.fetching is not None
-        want = max(1, int(client.burst * self.settings.gateway_rate_lease_share))
+        want = max(1, int(client.burst * self.settings.gateway.rate_lease_share))
         try:
             granted, retry_ms = await self._take(
                 keys=[self.cache.prefix + "rate:" + client.bucket],

@@ -111,7 +111,7 @@ class OutboxRelay:
                     exc,
                 )
                 self.failing = True
-                await asyncio.sleep(self.settings.gateway_redis_retry_seconds)
+                await asyncio.sleep(self.settings.gateway.redis_retry_seconds)
             finally:
                 self.leading = False
                 self.watermark = None
@@ -164,7 +164,7 @@ class OutboxRelay:
                         reader.terminate()
                         reader = None
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(settings.gateway_outbox_poll_seconds):
+                    async with asyncio.timeout(settings.gateway.outbox_poll_seconds):
                         await self._wake.wait()
             renewer.result()
         finally:
@@ -184,7 +184,7 @@ class OutboxRelay:
         # Every read is bounded: a machine that went away must not hold the relay forever.
         return await connect_primary(
             settings,
-            command_timeout=settings.gateway_database_timeout_seconds,
+            command_timeout=settings.gateway.database_timeout_seconds,
             server_settings={"application_name": "gateway relay"},
         )
 
@@ -218,7 +218,7 @@ class OutboxRelay:
             self.cache.metrics.add("omnium_gateway_outbox_rows", len(rows))
             if len(rows) < BATCH_ROWS:
                 break
-        horizon = time.monotonic() - 3 * self.settings.people_transaction_seconds
+        horizon = time.monotonic() - 3 * self.settings.database.people_transaction_seconds
         for gap in [g for g, at in gaps.items() if at < horizon]:
             del gaps[gap]
         return watermark

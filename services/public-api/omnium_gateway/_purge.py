@@ -31,9 +31,9 @@ class SharedCachePurge:
     """Runs in the worker that holds the relay lease; `request` never waits on the network."""
 
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
-        self.urls = settings.gateway_purge_urls
-        self.timeout = settings.gateway_purge_timeout_seconds
-        self.repeat = settings.gateway_purge_repeat_seconds
+        self.urls = settings.gateway.purge_urls
+        self.timeout = settings.gateway.purge_timeout_seconds
+        self.repeat = settings.gateway.purge_repeat_seconds
         self.metrics = metrics
         # Per cache, group -> (when to send it, whether that is the repeat).
         self.due: dict[str, dict[str, tuple[float, bool]]] = {url: {} for url in self.urls}

@@ -113,27 +113,27 @@ class LiveRoutes:
         self.settings = settings
 
     def add_routes(self, app: web.Application, gateway: Gateway) -> None:
-        if not self.settings.redis_url:
+        if not self.settings.server.redis_url:
             log.warning("no OMNIUM_REDIS_URL: the live routes are off")
             return
         # Its own client: a stream reader blocks a connection, which the cache must not wait on.
         redis = live_redis(
-            self.settings.redis_url,
-            heartbeat_seconds=self.settings.live_heartbeat_seconds,
-            grace_seconds=self.settings.live_read_grace_seconds,
-            max_connections=self.settings.live_redis_connections,
+            self.settings.server.redis_url,
+            heartbeat_seconds=self.settings.live.heartbeat_seconds,
+            grace_seconds=self.settings.live.read_grace_seconds,
+            max_connections=self.settings.live.redis_connections,
         )
         add_live_routes(
             app,
             redis,
-            heartbeat_seconds=self.settings.live_heartbeat_seconds,
-            retry_seconds=self.settings.live_retry_seconds,
+            heartbeat_seconds=self.settings.live.heartbeat_seconds,
+            retry_seconds=self.settings.live.retry_seconds,
             admit=gateway.admit,
             known=gateway.live_subject,
-            max_streams=self.settings.live_max_streams,
-            listener_queue=self.settings.live_listener_queue,
+            max_streams=self.settings.live.max_streams,
+            listener_queue=self.settings.live.listener_queue,
             counters=gateway.metrics,
-            max_seconds=self.settings.live_stream_max_seconds,
+            max_seconds=self.settings.live.stream_max_seconds,
         )
 
         async def close(app: web.Application) -> None:
@@ -165,7 +165,9 @@ class ScorerRoutes:
 
     def add_routes(self, app: web.Application, gateway: Gateway) -> None:
         settings = self.settings
-        accounts = Accounts(None, settings, cache_seconds=settings.scorer_session_cache_seconds)
+        accounts = Accounts(
+            None, settings, cache_seconds=settings.scoring.scorer_session_cache_seconds
+        )
         add_scorer_routes(app, settings, accounts)
 
         async def connect(app: web.Application) -> None:
@@ -175,7 +177,7 @@ class ScorerRoutes:
                 settings,
                 PoolRoad.PEOPLE,
                 application_name="gateway-scorers",
-                size=settings.gateway_scorer_pool_size,
+                size=settings.gateway.scorer_pool_size,
                 min_size=0,
             )
             accounts.attach(pool)

@@ -52,7 +52,7 @@ async def run_worker(
     ready: Callable[[], None] | None = None,
 ) -> None:
     """One worker: its own socket on the shared port, its own pool and cache."""
-    sock = reuse_port_socket(settings.bind_host, port)
+    sock = reuse_port_socket(settings.server.bind_host, port)
     sock.listen(1024)
     app = make_app(settings, route_sets=route_sets)
     # aiohttp waits this long for the requests in flight, then as long again for those it had
@@ -62,7 +62,7 @@ async def run_worker(
         app,
         access_log=None,
         handle_signals=False,
-        shutdown_timeout=settings.gateway_stop_grace_seconds / 2,
+        shutdown_timeout=settings.gateway.stop_grace_seconds / 2,
     )
     await runner.setup()
     site = web.SockSite(runner, sock)
@@ -106,10 +106,12 @@ def _worker_main(
 
 def serve(settings: Settings, port: int | None = None, route_sets: Sequence[RouteSet] = ()) -> None:
     """Start `gateway_workers` processes on one port, restart any that dies, stop on SIGTERM."""
-    workers = max(1, settings.gateway_workers)
+    workers = max(1, settings.gateway.workers)
     # Held (bound, not listening) for the whole run: it keeps the port ours between restarts
     # and tells us the port when 0 was asked for.
-    holder = reuse_port_socket(settings.bind_host, settings.gateway_port if port is None else port)
+    holder = reuse_port_socket(
+        settings.server.bind_host, settings.gateway.port if port is None else port
+    )
     chosen = holder.getsockname()[1]
     # Each worker writes its metrics to files here; the metrics port and every worker's
     # /metrics sum them. A worker that dies keeps its counts (its live gauges are dropped).
@@ -117,7 +119,10 @@ def serve(settings: Settings, port: int | None = None, route_sets: Sequence[Rout
     # Its thread only waits on its socket and reads the files, holding no lock a worker needs,
     # so forking the workers beside it is safe; the workers never serve that socket.
     metrics_server = serve_metrics(
-        "gateway", settings.bind_host, settings.gateway_metrics_port, render_registry(metrics_dir)
+        "gateway",
+        settings.server.bind_host,
+        settings.gateway.metrics_port,
+        render_registry(metrics_dir),
     )
     context = multiprocessing.get_context("fork")
     started: Queue[int] = context.Queue()
@@ -154,7 +159,9 @@ def serve(settings: Settings, port: int | None = None, route_sets: Sequence[Rout
                 print(f"gateway: a worker exited while starting ({dead[0]})", file=sys.stderr)
     if not stopping:
         # One plain line on stdout: the dev stack, the tests and the bench read the port from it.
-        print(f"gateway listening on http://{settings.bind_host}:{chosen} ({workers} workers)")
+        print(
+            f"gateway listening on http://{settings.server.bind_host}:{chosen} ({workers} workers)"
+        )
         sys.stdout.flush()
     try:
         while not stopping:
@@ -169,17 +176,17 @@ def serve(settings: Settings, port: int | None = None, route_sets: Sequence[Rout
                     mark_process_dead(process.pid, metrics_dir)  # type: ignore[no-untyped-call]
                     processes[index] = start(index)
     finally:
-        _stop_workers(processes, settings.gateway_stop_grace_seconds + CLOSE_SECONDS)
+        _stop_workers(processes, settings.gateway.stop_grace_seconds + CLOSE_SECONDS)
         holder.close()
         if metrics_server is not None:
             metrics_server.close()
-        if not settings.gateway_metrics_dir:
+        if not settings.gateway.metrics_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 def _fresh_metrics_dir(settings: Settings) -> str:
     """The folder the workers' metrics files go to, emptied of an earlier gateway's."""
-    metrics_dir = settings.gateway_metrics_dir or tempfile.mkdtemp(prefix="omnium-gateway-")
+    metrics_dir = settings.gateway.metrics_dir or tempfile.mkdtemp(prefix="omnium-gateway-")
     os.makedirs(metrics_dir, exist_ok=True)
     for stale in glob.glob(os.path.join(metrics_dir, "*.db")):
         os.remove(stale)

@@ -34,11 +34,11 @@ async def pull(settings: Settings) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["pull"]:
-        run_process("scoring-pull", pull, nice=lambda s: s.provider_nice)
+        run_process("scoring-pull", pull, nice=lambda s: s.scoring.provider_nice)
     else:
         run_process(
             "scoring",
             main,
-            nice=lambda s: s.scoring_nice,
-            metrics_port=lambda s: s.scoring_metrics_port,
+            nice=lambda s: s.scoring.nice,
+            metrics_port=lambda s: s.scoring.metrics_port,
         )

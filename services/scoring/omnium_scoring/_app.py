@@ -41,13 +41,13 @@ class ScoringApp:
         """Sports, pools, the command client and the providers: all but the gRPC server."""
         settings = self.settings
         # A bad sport file stops the start, with the file, line and field in the message.
-        sports = load_sports(Path(settings.scoring_sports_dir or SPORTS_DIR))
+        sports = load_sports(Path(settings.scoring.sports_dir or SPORTS_DIR))
         log.info("sports: %s", ", ".join(sorted(sports)))
         reader = await create_pool(settings, PoolRoad.READER, application_name="scoring")
         self.pools.append(reader)
         writer = await create_pool(settings, PoolRoad.PEOPLE, application_name="scoring", size=4)
         self.pools.append(writer)
-        self.channel = open_channel(settings.command_address, settings)
+        self.channel = open_channel(settings.command.address, settings)
         self.assigned = Assigned(settings, reader, writer)
         self.scorer = Scorer(
             settings,
@@ -58,7 +58,7 @@ class ScoringApp:
         )
         self.providers = Providers(settings, writer, self.scorer)
         registered = await self.providers.register_folder(
-            Path(settings.scoring_providers_dir or PROVIDERS_DIR)
+            Path(settings.scoring.providers_dir or PROVIDERS_DIR)
         )
         if registered:
             log.info("providers: %s", ", ".join(registered))
@@ -75,7 +75,7 @@ class ScoringApp:
             ScoringService(settings, self.scorer, providers, self.watchers),
             SERVICE_NAME,
         )
-        return await self.server.start(settings.scoring_port if port is None else port)
+        return await self.server.start(settings.scoring.port if port is None else port)
 
     async def stop(self, grace: float | None = None) -> None:
         if self.server is not None:

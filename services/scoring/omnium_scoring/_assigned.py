@@ -50,7 +50,7 @@ class Assigned:
 
     @property
     def required(self) -> bool:
-        return self.settings.scorer_assignment_required
+        return self.settings.scoring.scorer_assignment_required
 
     def forget(self) -> None:
         self._known.clear()
@@ -74,7 +74,7 @@ class Assigned:
             return hit[1]
         row = await self.reader.fetchrow(QUERIES["may_score"], account_id, unit_id)
         reason = _reason(row)
-        seconds = self.settings.scoring_match_cache_seconds
+        seconds = self.settings.scoring.match_cache_seconds
         if self.listening and seconds > 0 and row is not None:
             if len(self._known) > 10_000:
                 self._known.clear()

@@ -252,11 +252,11 @@ class Providers:
                 return scoring_pb2.ProviderAnswer(
                     outcome="refused", reason="the API key is not this provider's"
                 )
-        if len(body) > self.settings.provider_max_bytes:
+        if len(body) > self.settings.scoring.provider_max_bytes:
             return scoring_pb2.ProviderAnswer(
                 outcome="refused",
                 reason=f"the message is {len(body)} bytes; at most "
-                f"{self.settings.provider_max_bytes} are taken",
+                f"{self.settings.scoring.provider_max_bytes} are taken",
             )
         async with self.pool.acquire() as conn:
             message_id = await conn.fetchval(QUERIES["keep_message"], code, content_type, body)
@@ -336,7 +336,7 @@ class Providers:
         pulled = [s for s in self.specs.values() if s.mode == "pull" and s.enabled]
         if not pulled:
             log.info("no pull providers registered")
-        async with httpx.AsyncClient(timeout=self.settings.grpc_deadline_seconds) as http:
+        async with httpx.AsyncClient(timeout=self.settings.grpc.deadline_seconds) as http:
             await asyncio.gather(*(self._pull_loop(spec, http) for spec in pulled))
 
     async def _pull_loop(self, spec: ProviderSpec, http: httpx.AsyncClient) -> None:

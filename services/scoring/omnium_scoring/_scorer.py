@@ -112,7 +112,7 @@ class Scorer:
         """The actor to record, or the reason the action cannot be taken from this sender."""
         out = actor_as_sent(actor, "scorer")
         if out.kind == actor_pb2.Actor.KIND_SCORER and not out.source_code:
-            if self.settings.scorer_sign_in_required:
+            if self.settings.scoring.scorer_sign_in_required:
                 return out, "sign in first: every action records the account that sent it"
             out.name = out.name or "scorer (not signed in)"
         if not out.name:
@@ -139,7 +139,7 @@ class Scorer:
             not_yours = await self.assigned.problem(actor, action.unit_id)
             if not_yours is not None:
                 return await self._not_yours(action, actor, not_yours)
-            for attempt in range(max(1, self.settings.scoring_attempts)):
+            for attempt in range(max(1, self.settings.scoring.attempts)):
                 answer, again = await self._attempt(action, actor, known=attempt == 0)
                 if not again:
                     break
@@ -196,7 +196,7 @@ class Scorer:
 
     def _remember(self, unit: Mapping[str, Any]) -> None:
         """Keep a match as read or saved; an older copy (a slower reader) never replaces a newer."""
-        seconds = self.settings.scoring_match_cache_seconds
+        seconds = self.settings.scoring.match_cache_seconds
         if seconds <= 0:
             return
         now = time.monotonic()
@@ -294,7 +294,7 @@ class Scorer:
     ) -> scoring_pb2.ActAnswer | command_pb2.Answer:
         """Send the checked action down the road: SAVED, or the road's answer when it was not."""
         expected = unit["match_seq"]
-        status = self.settings.scoring_finished_status if state["finished"] else "RUNNING"
+        status = self.settings.scoring.finished_status if state["finished"] else "RUNNING"
         values = sport.side_values(state)
         sides = [{"result": None, "rank": None, **side} for side in values]
         # As text: a Struct of a whole match state costs more than the rest of the action.
@@ -311,7 +311,7 @@ class Scorer:
         )
         try:
             answer: command_pb2.Answer = await self.command.Submit(
-                command, timeout=self.settings.grpc_deadline_seconds
+                command, timeout=self.settings.grpc.deadline_seconds
             )
         except aio.AioRpcError as exc:
             if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
@@ -423,10 +423,10 @@ class Scorer:
         self, actions: list[scoring_pb2.Action], actor: actor_pb2.Actor
     ) -> scoring_pb2.SyncAnswer:
         out = scoring_pb2.SyncAnswer()
-        if len(actions) > self.settings.scoring_sync_max_actions:
+        if len(actions) > self.settings.scoring.sync_max_actions:
             reason = (
                 f"{len(actions)} actions in one sync; at most "
-                f"{self.settings.scoring_sync_max_actions} are taken. Send the first ones."
+                f"{self.settings.scoring.sync_max_actions} are taken. Send the first ones."
             )
             out.answers.extend(_answer(a, Outcome.OUTCOME_TRY_AGAIN, reason) for a in actions[:1])
             return out
@@ -569,7 +569,7 @@ class Scorer:
     async def list_matches(
         self, event_code: str, limit: int, actor: actor_pb2.Actor | None = None
     ) -> scoring_pb2.ListMatchesResponse:
-        limit = min(limit or self.settings.scoring_list_limit, self.settings.scoring_list_limit)
+        limit = min(limit or self.settings.scoring.list_limit, self.settings.scoring.list_limit)
         out = scoring_pb2.ListMatchesResponse()
         # No actor: every match (a caller that is not a scorer, as before).
         whose = self.assigned.listing(actor or actor_pb2.Actor())

@@ -114,7 +114,7 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
                 after = state.seq
                 yield state
             first = False
-            await self.watchers.wait(self.settings.scoring_watch_poll_seconds)
+            await self.watchers.wait(self.settings.scoring.watch_poll_seconds)
 
     async def ListMatches(
         self, request: scoring_pb2.ListMatchesRequest, context: aio.ServicerContext

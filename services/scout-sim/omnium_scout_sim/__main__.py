@@ -29,8 +29,10 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
         prog="python -m omnium_scout_sim",
         description="A Scout simulator for omnium's demo and tests (not part of production).",
     )
-    p.add_argument("--host", default=settings.bind_host, help="address to listen on")
-    p.add_argument("--port", type=int, default=settings.scout_simulator_port, help="0: any free")
+    p.add_argument("--host", default=settings.server.bind_host, help="address to listen on")
+    p.add_argument(
+        "--port", type=int, default=settings.dev.scout_simulator_port, help="0: any free"
+    )
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="the Games' seed")
     p.add_argument("--schedule-job", default="schedule", help="id of the unit rows' job")
     p.add_argument("--medals-job", default="medals", help="id of the medal table's job")
@@ -65,7 +67,7 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
         default=defaults.start_local,
         help="local time the replay starts from, e.g. 2026-09-25T08:00",
     )
-    p.add_argument("--log-level", default=settings.log_level)
+    p.add_argument("--log-level", default=settings.server.log_level)
     return p
 
 

@@ -1,0 +1,198 @@
+"""The shared sections of the settings: servers, database roads, gRPC, telemetry, sign-in and
+the dev stack. Every number from the design documents is a field with that default."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+def setting(default: Any, doc: str, env: str | None = None) -> Any:
+    """A field with its default, its one-line doc and, when it differs from the field's name,
+    the flat name its variable is read from."""
+    return field(default=default, metadata={"doc": doc, "env": env})
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """Servers."""
+
+    database_url: str | None = setting(
+        None, "PostgreSQL to use. Unset: the dev stack starts a private one."
+    )
+    redis_url: str | None = setting(
+        None, "Redis to use. Unset: the dev stack starts a private one."
+    )
+    bind_host: str = setting("127.0.0.1", "Address every server listens on.")
+    log_level: str = setting("INFO", "Python log level.")
+    http_grace_seconds: float = setting(
+        10.0, "On SIGTERM, time the doorbell's and the console's requests in flight get."
+    )
+    alert_webhook_url: str | None = setting(None, "Where new alerts are POSTed as JSON.")
+    alert_webhook_timeout_seconds: float = setting(
+        5.0, "Longest wait for the alert webhook to answer."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseSettings:
+    """Database roads (DESIGN §4)."""
+
+    people_pool_size: int = setting(10, "Connections for people's and scorers' commands.")
+    people_transaction_seconds: float = setting(10.0, "Longest a person's command may take.")
+    import_pool_size: int = setting(4, "Connections for import batches.")
+    import_lock_timeout_seconds: float = setting(5.0, "Import batch: longest wait for a lock.")
+    import_statement_timeout_seconds: float = setting(30.0, "Import batch: longest statement.")
+    import_idle_seconds: float = setting(30.0, "Import batch: longest idle in a transaction.")
+    batch_max_units: int = setting(25, "Most units (matches) in one import batch.")
+    reader_pool_size: int = setting(10, "Connections for reads (timeline, public API).")
+    connect_timeout_seconds: float = setting(
+        2.0,
+        "Pools and LISTENs: longest wait for one host of the DSN before the next is tried.",
+        env="database_connect_timeout_seconds",
+    )
+    listen_retry_first_seconds: float = setting(
+        0.1, "LISTEN connection lost: first wait before connecting again (then doubled)."
+    )
+    # Short, so every listener is back within about a second of the primary answering (the
+    # failover drill's restart_listeners_back_s): one connect a try per process is cheap.
+    listen_retry_max_seconds: float = setting(
+        0.5, "LISTEN connection lost: longest wait between tries to connect again."
+    )
+    listen_probe_seconds: float = setting(
+        5.0, "LISTEN connections are probed this often: a lost machine may never close one."
+    )
+    listen_probe_timeout_seconds: float = setting(
+        2.0, "A LISTEN connection's probe unanswered this long counts as a lost connection."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcSettings:
+    """gRPC."""
+
+    auth_required: bool = setting(
+        True, "Callers must send a bearer token.", env="grpc_auth_required"
+    )
+    callers: tuple[str, ...] = setting(
+        (),
+        "Who may call a gRPC server: name:role:token items (comma list). List a caller twice, "
+        "with its old and new token, to rotate it. Roles: docs/callers.md.",
+        env="grpc_callers",
+    )
+    tokens: tuple[str, ...] = setting(
+        (),
+        "No longer read: tokens now belong to named callers (OMNIUM_GRPC_CALLERS). Set, the "
+        "process stops at start-up and says what to write instead.",
+        env="grpc_tokens",
+    )
+    token: str | None = setting(
+        None,
+        "Bearer token this process sends to other services: its own caller's token.",
+        env="grpc_token",
+    )
+    max_message_bytes: int = setting(
+        4 * 1024 * 1024, "Largest gRPC message, each way.", env="grpc_max_message_bytes"
+    )
+    grace_seconds: float = setting(
+        10.0, "On SIGTERM, time given to calls in flight.", env="grpc_grace_seconds"
+    )
+    deadline_seconds: float = setting(
+        10.0, "Deadline on calls to another service.", env="grpc_deadline_seconds"
+    )
+    reconnect_max_seconds: float = setting(
+        1.0,
+        "Longest wait before a channel tries a copy that was gone again.",
+        env="grpc_reconnect_max_seconds",
+    )
+    retry_attempts: int = setting(
+        3,
+        "Tries of an idempotent call when a copy is gone or stopping (1: none; at most 5).",
+        env="grpc_retry_attempts",
+    )
+    retry_first_backoff_seconds: float = setting(
+        0.1,
+        "Longest wait before the first try again (gRPC waits a random part of it).",
+        env="grpc_retry_first_backoff_seconds",
+    )
+    retry_max_backoff_seconds: float = setting(
+        1.0,
+        "Longest wait before any later try; the call's deadline bounds all tries.",
+        env="grpc_retry_max_backoff_seconds",
+    )
+    retry_backoff_multiplier: float = setting(
+        2.0,
+        "Each try's longest wait is the one before times this.",
+        env="grpc_retry_backoff_multiplier",
+    )
+    tls_cert_file: str | None = setting(
+        None,
+        "PEM certificate; set with the key for TLS. The server serves it; with client auth, "
+        "this process's channels present it too.",
+        env="grpc_tls_cert_file",
+    )
+    tls_key_file: str | None = setting(None, "PEM private key for TLS.", env="grpc_tls_key_file")
+    tls_ca_file: str | None = setting(
+        None,
+        "PEM CA bundle. Set, every gRPC channel this process opens uses TLS and trusts only "
+        "these; with client auth, the server takes only callers whose certificate they signed.",
+        env="grpc_tls_ca_file",
+    )
+    tls_client_auth: bool = setting(
+        False,
+        "Mutual TLS: the server refuses callers without a certificate from "
+        "OMNIUM_GRPC_TLS_CA_FILE, and channels present OMNIUM_GRPC_TLS_CERT_FILE.",
+        env="grpc_tls_client_auth",
+    )
+    tls_server_name: str | None = setting(
+        None,
+        "The name channels expect in a server's certificate, when the address is not that "
+        "name (an IP address, say). Unset: the address's host.",
+        env="grpc_tls_server_name",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetrySettings:
+    """Telemetry and metrics."""
+
+    exporter: Literal["none", "console", "otlp"] = setting(
+        "none", "Where traces go: none, console or otlp.", env="telemetry_exporter"
+    )
+    otlp_endpoint: str = setting("http://127.0.0.1:4317", "OTLP/gRPC collector for traces.")
+    sample_ratio: float = setting(
+        1.0,
+        "Share of new traces kept, 0 to 1 (0.01: one in a hundred). A trace is started at a "
+        "request or a ring, and every hop after follows the first one's choice.",
+        env="telemetry_sample_ratio",
+    )
+    metrics_sample_seconds: float = setting(
+        5.0, "How often gauges that take a query (queue depth and age, outbox lag) are read."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SignInSettings:
+    """Sign-in (accounts of the admin console and the scorer console)."""
+
+    session_hours: float = setting(12.0, "A session ends after this long without use.")
+    session_cookie_secure: bool = setting(False, "Send the session cookie over HTTPS only.")
+    password_min_length: int = setting(10, "Shortest password an account may have.")
+    free_failures: int = setting(
+        5, "Failed sign-ins before a login is slowed down.", env="sign_in_free_failures"
+    )
+    lock_seconds: float = setting(
+        2.0, "First wait after too many failures; doubles.", env="sign_in_lock_seconds"
+    )
+    lock_max_seconds: float = setting(
+        300.0, "Longest wait after failed sign-ins.", env="sign_in_lock_max_seconds"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DevSettings:
+    """Dev stack (local stand-ins for the outside world)."""
+
+    scout_simulator_port: int = setting(8090, "Scout simulator (HTTP, dev and tests).")
+    sftp_sink_port: int = setting(8022, "Dev stack: the local SFTP server clients' files go to.")
+    webhook_sink_port: int = setting(8092, "Dev stack: the local webhook receiver.")
