@@ -559,10 +559,11 @@ def report(args: argparse.Namespace, results: Results) -> list[str]:
     for name, value in figures.items():
         met = "met" if value <= TARGETS[name] else "MISSED"
         lines.append(f"# {name} target <= {TARGETS[name]:.0f} ms: {met}")
-    lines += [f"{name} {value:.0f}" for name, value in figures.items()]
-    lines.append(f"push_p50_ms {percentile(results.push, 50):.0f}")
-    lines.append(f"webhook_p50_ms {percentile(results.webhook, 50):.0f}")
-    lines.append(f"sftp_p50_ms {percentile(results.sftp, 50):.0f}")
+    lines += [f"{name}: {value:.0f}" for name, value in figures.items()]
+    lines.append(f"push_p50_ms: {percentile(results.push, 50):.0f}")
+    lines.append(f"webhook_p50_ms: {percentile(results.webhook, 50):.0f}")
+    lines.append(f"sftp_p50_ms: {percentile(results.sftp, 50):.0f}")
+    lines.append(f"delivery_cpu_s: {results.delivery_cpu_s:.1f}")
     return lines
 
 

@@ -227,6 +227,20 @@ def test_releases_roll_one_copy_at_a_time() -> None:
         assert strategy["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}, name
 
 
+def test_each_copy_serves_metrics_on_the_port_its_pod_declares() -> None:
+    """The container's metrics port is the one its settings serve /metrics on, and the pod's
+    scrape annotations point at it."""
+    for name, container in _containers():
+        settings = Settings.from_env(_environment(container))
+        service = name.removeprefix("omnium-")
+        served = getattr(settings, f"{service}_metrics_port")
+        declared = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert declared.get("metrics") == served, name
+        annotations = DEPLOYMENTS[name]["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true", name
+        assert annotations["prometheus.io/port"] == str(served), name
+
+
 def test_copies_spread_across_zones_and_nodes() -> None:
     for name, deployment in DEPLOYMENTS.items():
         labels = deployment["spec"]["template"]["metadata"]["labels"]
