@@ -233,7 +233,7 @@ def test_each_copy_serves_metrics_on_the_port_its_pod_declares() -> None:
     for name, container in _containers():
         settings = Settings.from_env(_environment(container))
         service = name.removeprefix("omnium-")
-        served = getattr(settings, f"{service}_metrics_port")
+        served = settings.value(f"{service}_metrics_port")
         declared = {p["name"]: p["containerPort"] for p in container["ports"]}
         assert declared.get("metrics") == served, name
         annotations = DEPLOYMENTS[name]["spec"]["template"]["metadata"]["annotations"]
