@@ -16,25 +16,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from omnium_settings import _services as service
+from omnium_settings import _shared as shared
 from omnium_settings._errors import SettingsError
 from omnium_settings._parse import parse_value
-from omnium_settings._services import (
-    AdminSettings,
-    CommandSettings,
-    DeliverySettings,
-    GatewaySettings,
-    ImportsSettings,
-    LiveSettings,
-    ScoringSettings,
-)
-from omnium_settings._shared import (
-    DatabaseSettings,
-    DevSettings,
-    GrpcSettings,
-    ServerSettings,
-    SignInSettings,
-    TelemetrySettings,
-)
 
 PREFIX = "OMNIUM_"
 
@@ -43,19 +28,19 @@ PREFIX = "OMNIUM_"
 class Settings:
     """One process's settings. Build it once with `Settings.from_env()` and pass it down."""
 
-    server: ServerSettings = field(default_factory=ServerSettings)
-    database: DatabaseSettings = field(default_factory=DatabaseSettings)
-    grpc: GrpcSettings = field(default_factory=GrpcSettings)
-    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
-    command: CommandSettings = field(default_factory=CommandSettings)
-    imports: ImportsSettings = field(default_factory=ImportsSettings)
-    delivery: DeliverySettings = field(default_factory=DeliverySettings)
-    live: LiveSettings = field(default_factory=LiveSettings)
-    gateway: GatewaySettings = field(default_factory=GatewaySettings)
-    scoring: ScoringSettings = field(default_factory=ScoringSettings)
-    admin: AdminSettings = field(default_factory=AdminSettings)
-    sign_in: SignInSettings = field(default_factory=SignInSettings)
-    dev: DevSettings = field(default_factory=DevSettings)
+    server: shared.ServerSettings = field(default_factory=shared.ServerSettings)
+    database: shared.DatabaseSettings = field(default_factory=shared.DatabaseSettings)
+    grpc: shared.GrpcSettings = field(default_factory=shared.GrpcSettings)
+    telemetry: shared.TelemetrySettings = field(default_factory=shared.TelemetrySettings)
+    command: service.CommandSettings = field(default_factory=service.CommandSettings)
+    imports: service.ImportsSettings = field(default_factory=service.ImportsSettings)
+    delivery: service.DeliverySettings = field(default_factory=service.DeliverySettings)
+    live: service.LiveSettings = field(default_factory=service.LiveSettings)
+    gateway: service.GatewaySettings = field(default_factory=service.GatewaySettings)
+    scoring: service.ScoringSettings = field(default_factory=service.ScoringSettings)
+    admin: service.AdminSettings = field(default_factory=service.AdminSettings)
+    sign_in: shared.SignInSettings = field(default_factory=shared.SignInSettings)
+    dev: shared.DevSettings = field(default_factory=shared.DevSettings)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -124,7 +109,7 @@ class Settings:
         return self.server.database_url
 
 
-def _check_telemetry(telemetry: TelemetrySettings) -> None:
+def _check_telemetry(telemetry: shared.TelemetrySettings) -> None:
     if telemetry.exporter not in ("none", "console", "otlp"):
         raise SettingsError(
             f"OMNIUM_TELEMETRY_EXPORTER is {telemetry.exporter!r}; use none, console or otlp."
@@ -136,7 +121,7 @@ def _check_telemetry(telemetry: TelemetrySettings) -> None:
         )
 
 
-def _check_grpc(grpc: GrpcSettings) -> None:
+def _check_grpc(grpc: shared.GrpcSettings) -> None:
     if not 1 <= grpc.retry_attempts <= 5:
         raise SettingsError(
             f"OMNIUM_GRPC_RETRY_ATTEMPTS is {grpc.retry_attempts}; gRPC tries a call "
