@@ -8,6 +8,7 @@ import asyncpg
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from opentelemetry.instrumentation.utils import suppress_http_instrumentation
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
@@ -66,6 +67,81 @@ async def test_aiohttp_requests_are_traced(spans: InMemorySpanExporter) -> None:
     served = [s for s in spans.get_finished_spans() if s.kind == SpanKind.SERVER]
     assert served and served[0].attributes is not None
     assert "/hello" in str(served[0].name) + str(dict(served[0].attributes))
+
+
+@pytest.fixture
+def spans_at_none() -> Iterator[InMemorySpanExporter]:
+    """Tracing on with a ratio of 0: no new trace is kept, a caller's sampled one still is."""
+    exporter = InMemorySpanExporter()
+    setup_tracing(
+        "omnium-test", Settings.from_env({}, telemetry_sample_ratio=0.0), exporter=exporter
+    )
+    try:
+        yield exporter
+    finally:
+        shutdown_tracing()
+
+
+def _app_that_calls_on() -> web.Application:
+    """A handler that starts a span of its own, as a gRPC or httpx call inside it would."""
+
+    async def hello(request: web.Request) -> web.Response:
+        with tracer("test").start_as_current_span("inner call", kind=SpanKind.CLIENT):
+            pass
+        return web.Response(text="hi")
+
+    settings = Settings.from_env({}, telemetry_sample_ratio=0.0)
+    app = web.Application(middlewares=aiohttp_middlewares(settings))
+    app.router.add_get("/hello", hello)
+    return app
+
+
+async def test_a_request_not_kept_starts_no_trace_and_nothing_under_it_does(
+    spans_at_none: InMemorySpanExporter,
+) -> None:
+    # The requests come as from wrk or a browser: this process's own client instrumentation,
+    # which would start a trace and send its traceparent, is kept out of them.
+    async with TestClient(TestServer(_app_that_calls_on())) as http:
+        with suppress_http_instrumentation():
+            for _ in range(20):
+                assert (await http.get("/hello")).status == 200
+    assert spans_at_none.get_finished_spans() == ()
+
+
+async def test_a_caller_s_sampled_trace_is_continued_whatever_the_ratio(
+    spans_at_none: InMemorySpanExporter,
+) -> None:
+    trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    headers = {"traceparent": f"00-{trace_id}-{parent_id}-01"}
+    async with TestClient(TestServer(_app_that_calls_on())) as http:
+        with suppress_http_instrumentation():
+            response = await http.get("/hello", headers=headers)
+        assert response.status == 200
+    finished = {s.name: s for s in spans_at_none.get_finished_spans()}
+    server, inner = finished["GET /hello"], finished["inner call"]
+    assert server.context is not None and inner.context is not None
+    assert f"{server.context.trace_id:032x}" == trace_id
+    assert server.parent is not None and f"{server.parent.span_id:016x}" == parent_id
+    assert inner.parent is not None and inner.parent.span_id == server.context.span_id
+    assert server.attributes is not None and "omnium.sampled_at_the_door" not in server.attributes
+
+
+async def test_a_share_of_new_requests_is_kept(spans: InMemorySpanExporter) -> None:
+    async def hello(request: web.Request) -> web.Response:
+        return web.Response(text="hi")
+
+    app = web.Application(
+        middlewares=aiohttp_middlewares(Settings.from_env({}, telemetry_sample_ratio=0.5))
+    )
+    app.router.add_get("/hello", hello)
+    async with TestClient(TestServer(app)) as http:
+        with suppress_http_instrumentation():
+            for _ in range(400):
+                assert (await http.get("/hello")).status == 200
+    kept = [s for s in spans.get_finished_spans() if s.kind == SpanKind.SERVER]
+    # Binomial(400, 0.5): 200 give or take 10; outside 120..280 is eight deviations away.
+    assert 120 <= len(kept) <= 280
+    assert len({s.context.trace_id for s in kept if s.context is not None}) == len(kept)
 
 
 async def test_work_for_many_changes_continues_the_first_trace_and_links_the_others(
