@@ -15,6 +15,11 @@ def test_the_two_commands_are_there() -> None:
     assert "make run" in README and "make test" in README
 
 
+def test_the_readme_is_read_in_ten_minutes() -> None:
+    """Detail belongs in each service's README; the root one stays under 250 lines."""
+    assert len(README.splitlines()) < 250
+
+
 def test_the_readme_sends_readers_to_the_settings_page() -> None:
     assert "(docs/settings.md)" in README
 
