@@ -467,8 +467,10 @@ async def wait_ready_bare(url: str) -> None:
     raise BenchError("the bare aiohttp app did not start")
 
 
-# Target 10 of the seed (section 1): the public API holds peaks of 2,500 requests a second.
-API_RPS_TARGET = 2_500
+# Target 10 of the seed (section 1) is peaks of 2,500 requests a second; the gateway's own
+# targets, set when it was built, are well above it, on this 2-core machine.
+API_RPS_TARGET = 10_000
+API_P99_MS_TARGET = 50.0
 
 
 def report(args: argparse.Namespace, results: Results) -> list[str]:
@@ -476,9 +478,12 @@ def report(args: argparse.Namespace, results: Results) -> list[str]:
     bare_rps = statistics.median(r.rps for r in results.bare)
     ratios = [a.rps / b.rps for a, b in zip(results.api, results.bare, strict=True)]
     varnish_ratios = [v.rps / a.rps for v, a in zip(results.varnish, results.api, strict=True)]
+    api_p99 = statistics.median(r.p99_ms for r in results.api)
     return [
-        f"# api_rps target >= {API_RPS_TARGET:,} (the seed's peak, target 10): "
+        f"# api_rps target >= {API_RPS_TARGET:,} (the seed's peak is 2,500): "
         f"{'met' if api_rps >= API_RPS_TARGET else 'MISSED'}",
+        f"# api_p99_ms target <= {API_P99_MS_TARGET:.0f}: "
+        f"{'met' if api_p99 <= API_P99_MS_TARGET else 'MISSED'}",
         f"# {args.runs} run(s) of wrk -t{args.threads} -c{args.connections} -d{args.seconds}s, "
         f"{args.workers} workers each; medians (ratio: of each run's pair). "
         "Mix: 30% schedule, 55% unit, 15% medals; "
@@ -491,7 +496,7 @@ def report(args: argparse.Namespace, results: Results) -> list[str]:
         f"api_gzip_br_rps: {statistics.median(r.rps for r in results.api_compressed):.0f}",
         "api_gzip_br_bytes_per_response: "
         f"{statistics.median(r.bytes_per_response for r in results.api_compressed):.0f}",
-        f"api_p99_ms: {statistics.median(r.p99_ms for r in results.api):.2f}",
+        f"api_p99_ms: {api_p99:.2f}",
         f"bare_aiohttp_rps: {bare_rps:.0f}",
         # Each run against the bare app run right after it, so a busy machine moves both.
         f"api_vs_bare_ratio: {statistics.median(ratios):.2f}",
