@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import fields
 
-from omnium_settings._settings import PREFIX, describe_settings, sections
+from omnium_settings._settings import PREFIX, describe_settings, env_name, sections
 
 HOW_TO_REGENERATE = "make docs"
 
@@ -43,7 +43,7 @@ def _sections() -> list[tuple[str, str, list[tuple[str, str, str, str]]]]:
         title, _, rest = heading.partition(" (")
         rows = []
         for f in fields(cls):
-            name = PREFIX + str(f.metadata.get("env") or f.name).upper()
+            name = PREFIX + env_name(f).upper()
             default, doc = described[name]
             rows.append((name, default, f"{section}.{f.name}", doc))
         result.append((title, rest.removesuffix(")"), rows))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
@@ -66,14 +67,9 @@ class Settings:
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with settings changed, by flat name (`grpc_token=...`); checked again."""
-        known = _flat_fields()
         by_section: dict[str, dict[str, Any]] = {}
         for name, value in changes.items():
-            if name not in known:
-                guess = difflib.get_close_matches(name, known, n=1)
-                hint = f" Did you mean {guess[0]}?" if guess else ""
-                raise SettingsError(f"{name} is not a setting omnium knows.{hint}")
-            section, f = known[name]
+            section, f = _field(name)
             by_section.setdefault(section, {})[f.name] = value
         sections = {
             section: dataclasses.replace(getattr(self, section), **values)
@@ -85,10 +81,7 @@ class Settings:
 
     def value(self, name: str) -> Any:
         """One setting by its flat name (`gateway_port`), for code that picks settings by name."""
-        known = _flat_fields()
-        if name not in known:
-            raise SettingsError(f"{name} is not a setting omnium knows.")
-        section, f = known[name]
+        section, f = _field(name)
         return getattr(getattr(self, section), f.name)
 
     def check(self) -> None:
@@ -165,23 +158,32 @@ def sections() -> Iterator[tuple[str, type[Any]]]:
         yield f.name, f.default_factory  # type: ignore[misc]
 
 
-def _env_name(f: dataclasses.Field[Any]) -> str:
+def env_name(f: dataclasses.Field[Any]) -> str:
+    """A section field's flat name: its variable without OMNIUM_, in lower case."""
     return str(f.metadata.get("env") or f.name)
 
 
-_FLAT: dict[str, tuple[str, dataclasses.Field[Any]]] = {}
-
-
+@functools.cache
 def _flat_fields() -> dict[str, tuple[str, dataclasses.Field[Any]]]:
-    """flat name (the variable without OMNIUM_, lower case) -> (section, field)."""
-    if not _FLAT:
-        for section, cls in sections():
-            for f in fields(cls):
-                name = _env_name(f)
-                if name in _FLAT:
-                    raise RuntimeError(f"two settings read {PREFIX}{name.upper()}")
-                _FLAT[name] = (section, f)
-    return _FLAT
+    """flat name -> (section, field), for every field of every section."""
+    flat: dict[str, tuple[str, dataclasses.Field[Any]]] = {}
+    for section, cls in sections():
+        for f in fields(cls):
+            name = env_name(f)
+            if name in flat:
+                raise RuntimeError(f"two settings read {PREFIX}{name.upper()}")
+            flat[name] = (section, f)
+    return flat
+
+
+def _field(name: str) -> tuple[str, dataclasses.Field[Any]]:
+    """(section, field) of a flat name; a SettingsError with the nearest name when unknown."""
+    known = _flat_fields()
+    if name not in known:
+        guess = difflib.get_close_matches(name, known, n=1)
+        hint = f" Did you mean {guess[0]}?" if guess else ""
+        raise SettingsError(f"{name} is not a setting omnium knows.{hint}")
+    return known[name]
 
 
 def describe_settings() -> list[tuple[str, str, str]]:
