@@ -10,7 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from omnium_accounts import ROLES, AccountError, ApiKeys, Assignments
-from omnium_admin._auth import console, plain_page, session_of
+from omnium_admin._auth import a_role, console, refused_unless, session_of
 from omnium_admin._pages import back, page, who
 
 log = logging.getLogger(__name__)
@@ -20,14 +20,11 @@ log = logging.getLogger(__name__)
 
 
 def _operators_only(request: web.Request) -> web.Response | None:
-    account = session_of(request).account
-    if account.may("operator"):
-        return None
-    return plain_page(
+    return refused_unless(
         request,
-        403,
+        "operator",
         "Only for operators",
-        f"Your account is {_a(account.role)}: operators and admins give scorers their matches.",
+        "operators and admins give scorers their matches.",
     )
 
 
@@ -101,14 +98,11 @@ async def unassign_scorer(request: web.Request) -> web.Response:
 
 
 def _admins_only(request: web.Request) -> web.Response | None:
-    account = session_of(request).account
-    if account.role == "admin":
-        return None
-    return plain_page(
+    return refused_unless(
         request,
-        403,
+        "admin",
         "Only for admins",
-        f"Your account is {_a(account.role)}: accounts are made and changed by an admin. "
+        "accounts are made and changed by an admin. "
         "Ask one to make an account, set a new password or sign a lost device out.",
     )
 
@@ -174,10 +168,6 @@ def _changer(request: web.Request) -> tuple[str, str]:
     return account.name, f"account:{account.id}"
 
 
-def _a(role: str) -> str:
-    return ("an " if role[:1] in ("a", "e", "i", "o", "u") else "a ") + role
-
-
 async def change_account(request: web.Request) -> web.Response:
     """A new password, a role, off or on, or every session ended, for one account."""
     if (refused := _admins_only(request)) is not None:
@@ -200,7 +190,7 @@ async def change_account(request: web.Request) -> web.Response:
         elif action == "role":
             role = str(form.get("role", ""))
             await accounts.set_role(login, role, by=by)
-            said = f"{login} is now {_a(role)}."
+            said = f"{login} is now {a_role(role)}."
         elif action == "off":
             ended = await accounts.set_disabled(login, True, by=by)
             said = f"Turned {login} off: it cannot sign in; {_sessions(ended)} ended."

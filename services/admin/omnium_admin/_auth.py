@@ -13,7 +13,7 @@ from urllib.parse import quote
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from omnium_accounts import Account, Session, SignInRefused
+from omnium_accounts import Account, Role, Session, SignInRefused
 from omnium_accounts.web import (
     CSRF_FIELD,
     clear_session_cookie,
@@ -101,17 +101,27 @@ async def signed_in(request: web.Request, handler: Handler) -> web.StreamRespons
     return await handler(request)
 
 
+def refused_unless(request: web.Request, role: Role, title: str, why: str) -> web.Response | None:
+    """None when the signed-in account may act as `role` (admins may everything); else a 403
+    page that names the account's role and says `why`."""
+    account = session_of(request).account
+    if account.may(role):
+        return None
+    return plain_page(request, 403, title, f"Your account is {a_role(account.role)}: {why}")
+
+
+def a_role(role: str) -> str:
+    """ "a reader", "an operator": a role with its article, for sentences."""
+    return ("an " if role[:1] in ("a", "e", "i", "o", "u") else "a ") + role
+
+
 def may_act(request: web.Request) -> web.Response | None:
     """None when the account may act on integrations, runs, waiting and units; else a 403."""
-    account = session_of(request).account
-    if account.may("operator"):
-        return None
-    return plain_page(
+    return refused_unless(
         request,
-        403,
+        "operator",
         "Not allowed",
-        f"Your account is a {account.role}: it can read every screen but not act. "
-        "Ask an admin for an operator account.",
+        "it can read every screen but not act. Ask an admin for an operator account.",
     )
 
 
