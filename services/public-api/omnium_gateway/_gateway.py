@@ -63,12 +63,14 @@ class RouteSet(Protocol):
         ...
 
 
-def error_answer(status: int, message: str, **extra: str) -> web.Response:
-    return web.Response(
-        body=_reads.error_body(message, **extra),
-        status=status,
-        headers={"Content-Type": JSON_TYPE, "Cache-Control": "no-store"},
-    )
+def error_answer(
+    status: int, message: str, *, retry_after_seconds: float | None = None, **extra: str
+) -> web.Response:
+    """An error as JSON, never cached; with `retry_after_seconds`, a Retry-After header too."""
+    headers = {"Content-Type": JSON_TYPE, "Cache-Control": "no-store"}
+    if retry_after_seconds is not None:
+        headers["Retry-After"] = retry_after(retry_after_seconds)
+    return web.Response(body=_reads.error_body(message, **extra), status=status, headers=headers)
 
 
 def no_event(event: str) -> web.Response:
@@ -311,11 +313,11 @@ class Gateway:
         wait = await self.limiter.take(client)
         if wait is None:
             return None
-        answer = error_answer(
-            429, f"Too many requests for {client.name}; try again after Retry-After seconds."
+        return error_answer(
+            429,
+            f"Too many requests for {client.name}; try again after Retry-After seconds.",
+            retry_after_seconds=wait,
         )
-        answer.headers["Retry-After"] = retry_after(wait)
-        return answer
 
     async def cached(
         self,
@@ -335,15 +337,12 @@ class Gateway:
             try:
                 entry, how = await self.cache.get(key)
             except Unavailable:
-                answer = error_answer(
+                return error_answer(
                     503,
                     "The results database cannot answer right now and this page is not cached. "
                     "Try again in a few seconds.",
+                    retry_after_seconds=self.settings.gateway.database_timeout_seconds,
                 )
-                answer.headers["Retry-After"] = retry_after(
-                    self.settings.gateway.database_timeout_seconds
-                )
-                return answer
             now = time.time()
         self.metrics.cache(how)
         max_age = max(0, round(entry.fresh_until - now)) if how != STALE else 0
@@ -417,15 +416,12 @@ class Gateway:
                 if found.status == 404:
                     return error_answer(404, f"There is no unit {code} in event {event}.")
         except Unavailable:
-            answer = error_answer(
+            return error_answer(
                 503,
                 "The results database cannot answer right now, so this stream's event cannot "
                 "be checked. Try again after Retry-After seconds.",
+                retry_after_seconds=self.settings.gateway.database_timeout_seconds,
             )
-            answer.headers["Retry-After"] = retry_after(
-                self.settings.gateway.database_timeout_seconds
-            )
-            return answer
         return None
 
     # -- readiness ---------------------------------------------------------------------------
