@@ -6,7 +6,6 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from omnium.command.v1 import command_pb2
 from omnium_command._intent import Intent, Request
@@ -107,18 +106,11 @@ _UNIT_CODE = re.compile(r"^[A-Z0-9-]{34}$")
 
 
 def _units(units: Iterable[UnitRead], sides: Iterable[SideRead]) -> dict[str, Unit]:
-    """The read's units by id, each with its sides; start_at a datetime in UTC, as asyncpg
-    gives a timestamptz column (the read's JSON carries it as text)."""
-    by_id: dict[str, Unit] = {
-        u["id"]: {**u, "start_at": _moment(u["start_at"]), "sides": []} for u in units
-    }
+    """The read's units by id, each with its sides."""
+    by_id: dict[str, Unit] = {u["id"]: {**u, "sides": []} for u in units}
     for side in sides:
         by_id[side["unit_id"]]["sides"].append(side)
     return by_id
-
-
-def _moment(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value).astimezone(UTC)
 
 
 class Planner:

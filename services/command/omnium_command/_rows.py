@@ -1,7 +1,7 @@
 """The road's rows by their keys: what the read gives and what a plan writes.
 
-TypedDicts, so plain dicts at run time: the hot path builds and reads them as before, and a
-reader (and mypy) sees which keys each one has.
+TypedDicts, so a reader (and mypy) sees which keys each one has. What a plan writes is plain
+dicts; what the read gives is asyncpg records of the road_* row types, read by the same keys.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import NotRequired, TypedDict
 
 
 class SideRead(TypedDict):
-    """One side of a unit, as the read's JSON gives it."""
+    """One side of a unit, as the read gives it (a road_side record)."""
 
     unit_id: str
     id: str
@@ -25,14 +25,14 @@ class SideRead(TypedDict):
 
 
 class UnitRead(TypedDict):
-    """A unit as the read's JSON gives it (start_at as ISO 8601 text)."""
+    """A unit as the read gives it (a road_unit record)."""
 
     id: str
     code: str
     event_id: str
     name: str
     phase: str | None
-    start_at: str | None
+    start_at: datetime | None
     venue: str | None
     status: str
     pinned: list[str]

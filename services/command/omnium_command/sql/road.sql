@@ -9,8 +9,8 @@
 
 -- name: read
 -- The road leaves out the parts a command names nothing for (QUERIES.compose); the columns
--- of a part left out read as NULL. Records come as JSON objects, read by their keys (a
--- timestamp as ISO 8601 text: _plan.py makes it a datetime again).
+-- of a part left out read as NULL. Records come as arrays of the road_* row types (migration
+-- 0018), read by field name: binary on the wire, with no JSON to build or to parse.
 WITH
 one AS MATERIALIZED (SELECT nextval('change_seq') AS seq)
 -- part: units
@@ -52,28 +52,21 @@ SELECT
   c.request_hash AS previous_hash,
   one.seq,
 -- part: units
-  (SELECT json_agg(json_build_object(
-            'id', u.id::text, 'code', u.code, 'event_id', u.event_id::text, 'name', u.name,
-            'phase', u.phase, 'start_at', u.start_at, 'venue', u.venue, 'status', u.status,
-            'pinned', u.pinned, 'changed_seq', u.changed_seq, 'match_seq', u.match_seq))
+  (SELECT array_agg(ROW(u.id::text, u.code, u.event_id::text, u.name, u.phase, u.start_at,
+                        u.venue, u.status, u.pinned, u.changed_seq, u.match_seq)::road_unit)
      FROM units u) AS units,
-  (SELECT json_agg(json_build_object(
-            'unit_id', s.unit_id::text, 'id', s.id::text, 'order', s.sort_order,
-            'competitor_id', s.competitor_id::text, 'score', s.score, 'result', s.result,
-            'rank', s.rank, 'medal', s.medal, 'pinned', s.pinned))
+  (SELECT array_agg(ROW(s.unit_id::text, s.id::text, s.sort_order, s.competitor_id::text,
+                        s.score, s.result, s.rank, s.medal, s.pinned)::road_side)
      FROM unit_competitor s WHERE s.unit_id IN (SELECT u.id FROM units u)) AS sides,
 -- end part
 -- part: competitors
-  (SELECT json_agg(json_build_object(
-            'id', x.id::text, 'code', x.code, 'event_id', x.event_id::text, 'name', x.name,
-            'noc', x.noc, 'pinned', x.pinned, 'changed_seq', x.changed_seq))
+  (SELECT array_agg(ROW(x.id::text, x.code, x.event_id::text, x.name, x.noc, x.pinned,
+                        x.changed_seq)::road_competitor)
      FROM competitors x) AS competitors,
 -- end part
 -- part: medal_rows
-  (SELECT json_agg(json_build_object(
-            'id', m.id::text, 'ref', m.ref, 'event_id', m.event_id::text, 'gold', m.gold,
-            'silver', m.silver, 'bronze', m.bronze, 'total', m.total, 'rank', m.rank,
-            'pinned', m.pinned, 'changed_seq', m.changed_seq))
+  (SELECT array_agg(ROW(m.id::text, m.ref, m.event_id::text, m.gold, m.silver, m.bronze,
+                        m.total, m.rank, m.pinned, m.changed_seq)::road_medal_row)
      FROM medal_rows m) AS medal_rows,
 -- end part
 -- part: known_competitors
