@@ -5,14 +5,18 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from typing import Any
 
 import asyncpg
 import httpx
 import redis.asyncio as aioredis
 
+from omnium_gateway._cache import MISS, Cache, CacheKey
+from omnium_gateway._metrics import Metrics
+from omnium_gateway._reads import Loaded
 from tests.support.command import running_command
 from tests.support.games import EVENT, make_games
-from tests.support.gateway import gateway_process, running_gateway
+from tests.support.gateway import gateway_process, gateway_settings, running_gateway
 from tests.support.servers import Servers
 
 OPEN = {"gateway_anonymous_rate_per_second": 1e6, "gateway_anonymous_burst": 1_000_000}
@@ -81,6 +85,55 @@ async def test_stale_copy_served_while_one_refresh_runs(
             await refresh
         assert gw.gateway.metrics.db_reads() == reads + 1
         assert (await gw.get(path)).headers["X-Cache"] == "HIT"
+
+
+class FillsAfterFirstLook:
+    """A Redis client for one worker that, just after that worker's first look at the cache
+    finds nothing, lets another worker fill the key and let go of its lock: the interleaving a
+    busy machine makes now and then, made every time. Every call goes to the real Redis."""
+
+    def __init__(self, redis: aioredis.Redis, other: Cache, key: CacheKey) -> None:
+        self.redis, self.other, self.key = redis, other, key
+        self.looked = False
+
+    async def mget(self, *keys: str) -> Any:
+        found = await self.redis.mget(*keys)
+        if not self.looked:
+            self.looked = True
+            assert found[0] is None
+            await self.other.get(self.key)
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.redis, name)
+
+
+async def test_a_key_filled_between_a_look_and_the_lock_is_not_read_again(
+    database_url: str, servers: Servers
+) -> None:
+    settings = gateway_settings(database_url, servers.redis_url)
+    redis = aioredis.Redis.from_url(servers.redis_url)
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
+    reads = 0
+
+    async def read(conn: asyncpg.Connection) -> Loaded:
+        nonlocal reads
+        reads += 1
+        return Loaded(200, str(await conn.fetchval("SELECT now()")).encode(), "scheduled")
+
+    key = CacheKey("unit:cold", "g", read)
+    try:
+        first = Cache(settings, redis, Metrics(), lambda: pool)
+        second = Cache(settings, redis, Metrics(), lambda: pool)
+        second.redis = FillsAfterFirstLook(redis, first, key)  # type: ignore[assignment]
+        entry, served = await second.get(key)
+        assert served == MISS
+        assert reads == 1, "the second worker read the database for a key already filled"
+        assert entry.body == (await first.get(key))[0].body
+        assert await redis.exists(second._keys(key)[2]) == 0, "the fill lock was not let go"
+    finally:
+        await pool.close()
+        await redis.aclose()
 
 
 async def test_500_requests_for_one_cold_key_cause_one_read(

@@ -351,7 +351,7 @@ class Cache:
             token = secrets.token_hex(8)
             lock_ms = int(self.settings.gateway.fill_lock_seconds * 1000)
             if await redis.set(lock_key, token, nx=True, px=lock_ms):
-                return await self._fill_under_lock(key, best, gen, snapshot, token)
+                return await self._fill_under_lock(key, known, snapshot, token, refresh=refresh)
             # Another worker or copy is reading this key.
             if refresh:
                 assert known is not None
@@ -368,12 +368,33 @@ class Cache:
                     break
 
     async def _fill_under_lock(
-        self, key: CacheKey, best: Entry | None, gen: int, snapshot: tuple[int, int], token: str
+        self,
+        key: CacheKey,
+        known: Entry | None,
+        snapshot: tuple[int, int],
+        token: str,
+        *,
+        refresh: bool,
     ) -> tuple[Entry, str]:
         """This worker holds the fill lock: read the database, store the entry for everyone."""
-        assert self._fill is not None and self._release is not None
+        assert self.redis is not None and self._fill is not None and self._release is not None
         entry_key, gen_key, lock_key, variants_key = self._keys(key)
         try:
+            # Another reader may have filled the key and let go of the lock between this
+            # worker's look and its taking the lock: look once more, holding it, so that one
+            # cold key costs one database read however the workers interleave.
+            raw, gen_raw, variants = await self.redis.mget(entry_key, gen_key, variants_key)
+            gen = int(gen_raw or 0)
+            found = Entry.unpack(raw) if isinstance(raw, bytes) else None
+            newer = found is not None and (
+                not refresh or known is None or found.fresh_until > known.fresh_until
+            )
+            if found is not None and newer and found.gen == gen and time.time() < found.fresh_until:
+                if not found.unpack_variants(variants):
+                    await found.compress()
+                self._keep(key, found, snapshot)
+                return found, MISS
+            best = found if found is not None else known
             loaded = await self._read(key, best)
             if isinstance(loaded, Entry):
                 return loaded, STALE
