@@ -82,7 +82,6 @@ async def test_a_slow_client_raises_the_promise_alert_and_it_clears_when_it_reco
     metrics = serve_metrics("test", "127.0.0.1", _free_port())
     assert metrics is not None
     async with webhook_receiver() as on_duty, webhook_receiver() as client:
-        client.delay = SLOW
         await load_clients(db, [_results_hook(client.url, client.secret)])
         async with (
             running_command(database_url) as cmd,
@@ -96,7 +95,12 @@ async def test_a_slow_client_raises_the_promise_alert_and_it_clears_when_it_reco
                 webhook_timeout_seconds=10.0,
             ) as delivery,
         ):
+            # A new client's feed is sent once when delivery starts, carrying no change. Let it
+            # go first: begun after the save below (a busy machine), it would carry the change
+            # but be measured from no save, and the promise would have nothing to judge.
+            await eventually(lambda: sends(db, "dailyhunt"), what="the first send")
             # Slow: the change reaches the client 3 s after the save, over its 2 s target.
+            client.delay = SLOW
             await _score(cmd, unit_id, 1)
             await eventually(lambda: _open_alert(db), within=30, what="the promise alert")
             raised = await eventually(
