@@ -14,8 +14,14 @@ import pytest
 
 from omnium_db import apply_migrations, init_connection
 from tests.support.servers import Servers
+from tests.support.streams import name_stream_origins
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A stream left unclosed fails a later test: its warning must say which code opened it.
+    name_stream_origins()
 
 
 @pytest.fixture(scope="session")
