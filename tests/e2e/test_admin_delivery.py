@@ -20,7 +20,7 @@ from omnium_db import PoolRoad, create_pool
 from omnium_delivery import load_clients
 from tests.conftest import REPO
 from tests.support.command import running_command, settings_for
-from tests.support.delivery import eventually, running_delivery, sends
+from tests.support.delivery import eventually, first_send, running_delivery, sends
 from tests.support.games import EVENT, make_games
 from tests.support.receiver import webhook_receiver
 
@@ -89,11 +89,7 @@ async def test_the_delivery_screen_shows_the_promise_a_failing_client_and_resend
                     push_target_seconds=60.0,
                 ) as delivery,
             ):
-                # A new client's feed is sent once when delivery starts, carrying no change. Let
-                # it go first: begun after the save below (a busy machine), it would carry the
-                # change but be measured from no save, and the screen would have no measured send
-                # of dailyhunt's to show.
-                await eventually(lambda: sends(db, "dailyhunt"), what="dailyhunt's first send")
+                await first_send(db, "dailyhunt")
                 answer = await cmd.submit(
                     command_id="delivery-screen-1",
                     code="results.set_sides",

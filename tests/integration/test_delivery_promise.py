@@ -18,7 +18,7 @@ from omnium.delivery.v1 import delivery_pb2
 from omnium_delivery import load_clients
 from omnium_metrics import serve_metrics
 from tests.support.command import running_command
-from tests.support.delivery import eventually, running_delivery, sends
+from tests.support.delivery import eventually, first_send, running_delivery, sends
 from tests.support.games import EVENT, make_games
 from tests.support.receiver import Receiver, webhook_receiver
 
@@ -95,10 +95,7 @@ async def test_a_slow_client_raises_the_promise_alert_and_it_clears_when_it_reco
                 webhook_timeout_seconds=10.0,
             ) as delivery,
         ):
-            # A new client's feed is sent once when delivery starts, carrying no change. Let it
-            # go first: begun after the save below (a busy machine), it would carry the change
-            # but be measured from no save, and the promise would have nothing to judge.
-            await eventually(lambda: sends(db, "dailyhunt"), what="the first send")
+            await first_send(db, "dailyhunt")
             # Slow: the change reaches the client 3 s after the save, over its 2 s target.
             client.delay = SLOW
             await _score(cmd, unit_id, 1)

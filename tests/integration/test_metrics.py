@@ -26,7 +26,7 @@ from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
 from omnium_delivery import load_clients
 from omnium_grpc import open_channel
 from tests.support.command import CALLERS_ENV, TOKEN, command, settings_for
-from tests.support.delivery import sends
+from tests.support.delivery import first_send
 from tests.support.games import EVENT, make_games
 from tests.support.receiver import webhook_receiver
 from tests.support.servers import Servers
@@ -165,14 +165,7 @@ async def test_every_service_serves_metrics_that_move_with_work(
             await stack.enter_async_context(
                 _process(name, base, [*listens.get(name, [port[name]]), metrics[name]], tmp_path)
             )
-
-        # A new client's feed is sent once when delivery starts, carrying no change. Let it go
-        # first: begun after the change below is saved (a busy machine), it would carry the
-        # change but be measured from no save, and the delay histogram would not move.
-        async def first_send() -> bool:
-            return bool(await sends(db, "dailyhunt"))
-
-        await _until(first_send, "dailyhunt's first send")
+        await first_send(db, "dailyhunt", within=60)
         before = {s: await scrape(metrics[s]) for s in SERVICES}
         # Every process shows its database pools.
         for name in SERVICES:

@@ -78,6 +78,16 @@ async def sends(db: asyncpg.Connection, client: str) -> list[asyncpg.Record]:
     )
 
 
+async def first_send(db: asyncpg.Connection, client: str, *, within: float = 30.0) -> None:
+    """Wait for the send delivery makes to a new client when it starts, carrying no change.
+
+    A test that measures a change lets this go first: begun after the change is saved (a busy
+    machine), it would carry the change but be measured from no save, so the promise, the
+    Delivery screen and the delay histogram would never see it measured.
+    """
+    await eventually(lambda: sends(db, client), within=within, what=f"{client}'s first send")
+
+
 async def settled(db: asyncpg.Connection, client: str) -> bool:
     """Every feed of the client is current: nothing owed, and each was delivered once."""
     row = await db.fetchrow(
