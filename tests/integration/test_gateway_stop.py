@@ -1,22 +1,28 @@
 """A gateway told to stop (SIGTERM, real processes) with a live stream open: it exits within
 seconds, the stream ends cleanly with a reconnect hint, and the client, reconnecting to another
-gateway with its Last-Event-ID, misses nothing saved meanwhile."""
+gateway with its Last-Event-ID, misses nothing saved meanwhile. A worker that gives up waiting
+for its relay to stop leaves no Redis connection open."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import logging
 import signal
 import time
 import uuid
 from typing import Any
 
 import aiohttp
+import pytest
 import redis.asyncio as aioredis
 
+from omnium_db import NotifyListener
+from omnium_gateway import _gateway
 from omnium_live import LivePublisher
 from tests.support.games import make_event
-from tests.support.gateway import gateway_process
+from tests.support.gateway import gateway_process, running_gateway
 from tests.support.servers import Servers
 
 # The default heartbeat (15 s): a quiet stream's read blocks that long, as in production.
@@ -100,3 +106,47 @@ async def test_a_stopping_gateway_ends_its_streams_and_another_carries_on(
     assert any("stopping" in line for line in lines), lines
     assert exited == 0 and stopped_after < 5
     assert [e["data"]["id"] for e in resumed] == [3, 4]
+
+
+async def _gateway_connections(redis: aioredis.Redis) -> int:
+    clients = await redis.client_list()
+    return sum(1 for c in clients if c.get("name", "").startswith("omnium-gateway"))
+
+
+async def test_a_worker_that_stops_before_its_relay_leaves_no_redis_connection_open(
+    servers: Servers,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The relay's stop is made slow (its PostgreSQL listener takes half a second to close) and
+    # the worker waits a tenth of that: the worker closes its connections while the relay is
+    # still stopping, and the relay then releases its Redis lease. Sharing the worker's pool,
+    # that last call opened a connection nobody closed (and redis-py, closing a pool under a
+    # connection being opened, can drop a socket unclosed, which failed later tests at random).
+    close = NotifyListener.close
+
+    async def slow_close(self: NotifyListener) -> None:
+        await asyncio.sleep(0.5)
+        await close(self)
+
+    monkeypatch.setattr(NotifyListener, "close", slow_close)
+    monkeypatch.setattr(_gateway, "STOP_PART_SECONDS", 0.1)
+    caplog.set_level(logging.WARNING, logger="omnium_gateway")
+    redis = aioredis.from_url(servers.redis_url)
+    try:
+        before = await _gateway_connections(redis)
+        async with running_gateway(database_url, servers.redis_url) as gw:
+            await gw.get("/v1/events")
+            assert await _gateway_connections(redis) > before
+            relay = next(t for t in gw.gateway.tasks if t.get_name() == "outbox relay")
+        # The worker has stopped; its relay has not.
+        assert not relay.done()
+        async with asyncio.timeout(10):
+            await asyncio.wait([relay])
+        gc.collect()  # a socket dropped unclosed would warn (and fail this test) here
+        assert await _gateway_connections(redis) == before
+        said = [r.getMessage() for r in caplog.records if r.name == "omnium_gateway._gateway"]
+        assert any("outbox relay still stopping" in m for m in said), said
+    finally:
+        await redis.aclose()

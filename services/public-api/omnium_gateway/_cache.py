@@ -211,10 +211,14 @@ class Cache:
                 return entry, STALE
         task = self.loading.get(key.name)
         if task is None:
-            task = asyncio.create_task(self._load(key, entry, refresh=False))
+            task = asyncio.create_task(self._load(key, entry, refresh=False), name="cache load")
             self.loading[key.name] = task
             task.add_done_callback(lambda _: self.loading.pop(key.name, None))
         return await asyncio.shield(task)
+
+    def background(self) -> list[asyncio.Task[tuple[Entry, str]]]:
+        """The loads and refreshes under way (a stopping worker ends them before Redis)."""
+        return [*self.loading.values(), *self.refreshing.values()]
 
     @property
     def redis_up(self) -> bool:
@@ -283,7 +287,7 @@ class Cache:
             return
         if self.recheck_at and self.recheck_at.get(key.name, 0.0) > time.monotonic():
             return
-        task = asyncio.create_task(self._load(key, entry, refresh=True))
+        task = asyncio.create_task(self._load(key, entry, refresh=True), name="cache refresh")
         self.refreshing[key.name] = task
         task.add_done_callback(self._refreshed(key.name))
 

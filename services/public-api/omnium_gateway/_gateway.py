@@ -47,10 +47,30 @@ from omnium_settings import Settings
 log = logging.getLogger(__name__)
 # Longest each part of a worker's stop may take (its tasks, then its pool).
 STOP_PART_SECONDS = 2.0
+# The relay's own: its lease, its renewer and its invalidations, at most three at once.
+RELAY_REDIS_CONNECTIONS = 4
 
 JSON_TYPE = "application/json"
 # At most this many addresses keep their own anonymous bucket object in a worker's memory.
 _ANONYMOUS_CLIENTS = 100_000
+
+
+def redis_client(url: str, settings: Settings, name: str, connections: int) -> aioredis.Redis:
+    """A client over a bounded pool that queues (a burst of refreshes waits for a connection
+    instead of failing as if Redis were down), named `omnium-<name>` in Redis' CLIENT LIST.
+
+    No retries inside redis-py: a Redis that is down must cost one short timeout, after which
+    the cache reads PostgreSQL and leaves Redis alone for a while."""
+    timeout = settings.gateway.redis_timeout_seconds
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url,
+        max_connections=connections,
+        timeout=timeout,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        client_name=f"omnium-{name}",
+    )
+    return aioredis.Redis(connection_pool=pool, retry=Retry(NoBackoff(), 0))
 
 
 class RouteSet(Protocol):
@@ -103,33 +123,24 @@ class Gateway:
         self.pool: asyncpg.Pool | None = None
         self.redis: aioredis.Redis | None = None
         self.subscriber: aioredis.Redis | None = None
-        if settings.server.redis_url:
-            timeout = settings.gateway.redis_timeout_seconds
-            # No retries inside redis-py: a Redis that is down must cost one short timeout,
-            # after which the cache reads PostgreSQL and leaves Redis alone for a while.
-            # A bounded pool that queues: a burst of refreshes waits for a connection instead
-            # of failing as if Redis were down.
-            pool = aioredis.BlockingConnectionPool.from_url(
-                settings.server.redis_url,
-                max_connections=settings.gateway.redis_connections,
-                timeout=timeout,
-                socket_timeout=timeout,
-                socket_connect_timeout=timeout,
-            )
-            self.redis = aioredis.Redis(connection_pool=pool, retry=Retry(NoBackoff(), 0))
+        if url := settings.server.redis_url:
+            self.redis = redis_client(url, settings, "gateway", settings.gateway.redis_connections)
             self.subscriber = aioredis.Redis.from_url(
-                settings.server.redis_url,
-                socket_connect_timeout=timeout,
+                url,
+                socket_connect_timeout=settings.gateway.redis_timeout_seconds,
                 retry=Retry(NoBackoff(), 0),
                 health_check_interval=5,
+                client_name="omnium-gateway-subscriber",
             )
         self.cache = Cache(settings, self.redis, metrics, lambda: self.pool)
         self.limiter = RateLimiter(settings, self.redis, self.cache)
         # Only the worker leading the relay sends purges; the others' stays idle.
         self.purge = SharedCachePurge(settings, metrics) if settings.gateway.purge_urls else None
-        self.relay = (
-            OutboxRelay(settings, self.redis, self.cache, self.purge) if self.redis else None
-        )
+        self.relay: OutboxRelay | None = None
+        if url:
+            # The relay's connections are its own, closed by the relay when it has stopped.
+            relay_redis = redis_client(url, settings, "gateway-relay", RELAY_REDIS_CONNECTIONS)
+            self.relay = OutboxRelay(settings, relay_redis, self.cache, self.purge)
         self.keys = parse_api_keys(settings)
         # Keys made on the console, read every gateway_keys_reload_seconds; the last set read
         # stays while the database is down.
@@ -155,18 +166,18 @@ class Gateway:
     async def start(self) -> None:
         await self._connect_database()
         if self.pool is None:
-            self.tasks.append(asyncio.create_task(self._keep_connecting()))
+            self.tasks.append(asyncio.create_task(self._keep_connecting(), name="database connect"))
         # Before the first request: a worker starting (a deploy, a restart) must not answer
         # 401 to keys made on the console while its first read is on the way.
         failing = not await self._try_load_keys(failing=False)
-        self.tasks.append(asyncio.create_task(self._reload_keys(failing)))
+        self.tasks.append(asyncio.create_task(self._reload_keys(failing), name="keys reload"))
         if self.subscriber is not None:
-            self.tasks.append(asyncio.create_task(self._listen()))
+            self.tasks.append(asyncio.create_task(self._listen(), name="invalidations"))
         if self.relay is not None:
-            self.tasks.append(asyncio.create_task(self.relay.run()))
+            self.tasks.append(asyncio.create_task(self.relay.run(), name="outbox relay"))
             if self.purge is not None:
-                self.tasks.append(asyncio.create_task(self.purge.run()))
-        self.tasks.append(asyncio.create_task(self._sample_gauges()))
+                self.tasks.append(asyncio.create_task(self.purge.run(), name="purge"))
+        self.tasks.append(asyncio.create_task(self._sample_gauges(), name="gauges"))
 
     def sample_gauges(self) -> None:
         """This worker's gauges: Redis, its memory, its pool (summed over workers on /metrics)."""
@@ -189,12 +200,21 @@ class Gateway:
 
     async def stop(self) -> None:
         self.metrics.flush()
-        for task in self.tasks:
+        # The cache's loads and the limiter's prefetches use Redis too: they end before it is
+        # closed, as the worker's own tasks do.
+        tasks = [*self.tasks, *self.cache.background(), *self.limiter.background()]
+        for task in tasks:
             task.cancel()
         # Bounded: a worker must be gone within its grace, whatever a task or a connection
         # still does (a held connection would keep a graceful pool close waiting for ever).
-        if self.tasks:
-            await asyncio.wait(self.tasks, timeout=STOP_PART_SECONDS)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=STOP_PART_SECONDS)
+            if pending:
+                log.warning(
+                    "gateway: %s still stopping after %.0f s; closing the connections anyway",
+                    ", ".join(sorted(task.get_name() for task in pending)),
+                    STOP_PART_SECONDS,
+                )
         if self.pool is not None:
             try:
                 await asyncio.wait_for(self.pool.close(), STOP_PART_SECONDS)

@@ -115,6 +115,10 @@ class RateLimiter:
         self._take = redis.register_script(_TAKE) if redis is not None else None
         self._prefetches: set[asyncio.Task[bool]] = set()
 
+    def background(self) -> list[asyncio.Task[bool]]:
+        """The lease prefetches under way (a stopping worker ends them before Redis)."""
+        return list(self._prefetches)
+
     async def take(self, client: Client) -> float | None:
         lease = self.leases.get(client.bucket)
         if lease is None:
@@ -130,7 +134,7 @@ class RateLimiter:
                 ):
                     # Take the next slice before this one runs out, so no request waits for it.
                     lease.fetching = asyncio.get_running_loop().create_future()
-                    task = asyncio.create_task(self._fetch(client, lease))
+                    task = asyncio.create_task(self._fetch(client, lease), name="limit prefetch")
                     self._prefetches.add(task)
                     task.add_done_callback(self._prefetches.discard)
                 return None

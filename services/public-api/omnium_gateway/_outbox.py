@@ -4,6 +4,11 @@ Why one elected relay and not every worker listening to PostgreSQL: the database
 LISTEN connection and one outbox read per change however many workers and copies run, and a
 group's generation is bumped once per change. The relay holds a Redis lease it renews; if it
 dies, another worker takes over within the lease and carries on from the watermark kept in Redis.
+
+The relay has Redis connections of its own and closes them itself when it stops, after its lease
+renewer has ended: a worker's stop that is bounded in time may give up waiting for the relay, and
+closing a pool under a relay still at work would let redis-py drop a socket it just opened
+without closing it.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ class OutboxRelay:
         cache: Cache,
         purge: SharedCachePurge | None = None,
     ) -> None:
+        """`redis` is the relay's own client (and pool), which `run` closes when it ends."""
         self.settings = settings
         self.redis = redis
         self.cache = cache
@@ -89,6 +95,17 @@ class OutboxRelay:
         self.watermark_key = cache.prefix + "relay:watermark"
 
     async def run(self) -> None:
+        try:
+            await self._contend()
+        finally:
+            # Shielded: a second cancel must not leave the relay's sockets open.
+            await asyncio.shield(asyncio.ensure_future(self._close_redis()))
+
+    async def _close_redis(self) -> None:
+        with contextlib.suppress(*REDIS_ERRORS):
+            await self.redis.aclose(close_connection_pool=True)
+
+    async def _contend(self) -> None:
         lease_ms = int(LEASE_SECONDS * 1000)
         while True:
             try:
@@ -169,8 +186,7 @@ class OutboxRelay:
             renewer.result()
         finally:
             renewer.cancel()
-            with contextlib.suppress(BaseException):
-                await renewer
+            await _ended(renewer)
             # The reader first: closing the listener raises again if we are being cancelled.
             if reader is not None:
                 reader.terminate()
@@ -222,6 +238,22 @@ class OutboxRelay:
         for gap in [g for g, at in gaps.items() if at < horizon]:
             del gaps[gap]
         return watermark
+
+
+async def _ended(task: asyncio.Task[None]) -> None:
+    """Wait until a cancelled task has ended, whatever it raised; also through a cancel of our
+    own, which is raised once the task is over (the relay must not close its connections
+    while its renewer still uses them)."""
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait([task])
+        except asyncio.CancelledError:
+            cancelled = True
+    if not task.cancelled():
+        task.exception()  # retrieved: a renewer that failed as it was stopped is not news
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 def _track_gaps(seen: set[int], watermark: int, gaps: dict[int, float]) -> int:
