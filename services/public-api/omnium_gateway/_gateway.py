@@ -224,9 +224,8 @@ class Gateway:
         for client in (self.redis, self.subscriber):
             if client is not None:
                 with contextlib.suppress(*REDIS_ERRORS):
-                    await client.aclose()
-                    # A pool handed to the client is not closed with it.
-                    await client.connection_pool.disconnect()
+                    # Asked for: a pool handed to the client is not closed with it by default.
+                    await client.aclose(close_connection_pool=True)
 
     async def _connect_database(self) -> None:
         try:

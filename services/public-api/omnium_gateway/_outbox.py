@@ -99,7 +99,7 @@ class OutboxRelay:
             await self._contend()
         finally:
             # Shielded: a second cancel must not leave the relay's sockets open.
-            await asyncio.shield(asyncio.ensure_future(self._close_redis()))
+            await asyncio.shield(self._close_redis())
 
     async def _close_redis(self) -> None:
         with contextlib.suppress(*REDIS_ERRORS):
