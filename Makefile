@@ -3,6 +3,9 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 PYTHON_BIN ?= python3
+# Every process started from here is a dev one: production (the image's default) refuses the dev
+# stack's plain gRPC, demo provider and cookies without Secure (docs/production.md).
+export OMNIUM_ENVIRONMENT ?= development
 VENV       := .venv
 PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed

@@ -20,6 +20,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # The processes the tests start are dev ones; tests of production mode set it themselves.
+    os.environ.setdefault("OMNIUM_ENVIRONMENT", "development")
     # A stream left unclosed fails a later test: its warning must say which code opened it.
     name_stream_origins()
 

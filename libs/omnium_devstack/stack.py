@@ -57,7 +57,11 @@ class Stack:
         return self.data_dir / "stack.env"
 
     def env(self) -> dict[str, str]:
-        return {"OMNIUM_DATABASE_URL": self.database_url, "OMNIUM_REDIS_URL": self.redis_url}
+        return {
+            "OMNIUM_ENVIRONMENT": "development",
+            "OMNIUM_DATABASE_URL": self.database_url,
+            "OMNIUM_REDIS_URL": self.redis_url,
+        }
 
     def start(self) -> None:
         if self._binaries is None:

@@ -12,10 +12,40 @@ from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from omnium_metrics import serve_metrics
-from omnium_settings import Settings, SettingsError
+from omnium_settings import Settings, SettingsError, deploy_problems
 from omnium_telemetry import setup_tracing, shutdown_tracing
 
-__all__ = ["malformed_http_as_info", "run_process", "settle_after_start", "wait_for_signal"]
+__all__ = [
+    "load_settings",
+    "malformed_http_as_info",
+    "run_process",
+    "settle_after_start",
+    "wait_for_signal",
+]
+
+
+def load_settings(name: str, *, needs_database: bool = True) -> Settings:
+    """This process's settings; a bad setting, or in production any dev default still in force
+    (one line each), exits 2 before anything starts."""
+    try:
+        settings = Settings.from_env()
+        if needs_database:
+            settings.require_database_url()
+    except SettingsError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        sys.exit(2)
+    if settings.server.environment == "production":
+        problems = deploy_problems(settings)
+        if problems:
+            for problem in problems:
+                print(f"{name}: refuses to start in production: {problem}", file=sys.stderr)
+            print(
+                f"{name}: {len(problems)} problem(s); `python -m omnium_process check --deploy` "
+                "lists them. On a dev machine, set OMNIUM_ENVIRONMENT=development.",
+                file=sys.stderr,
+            )
+            sys.exit(2)
+    return settings
 
 
 def run_process(
@@ -28,13 +58,7 @@ def run_process(
 ) -> None:
     """The body of every service's __main__: a bad setting exits 2 with its message. With
     `metrics_port`, the process serves Prometheus text at that port's /metrics (0: none)."""
-    try:
-        settings = Settings.from_env()
-        if needs_database:
-            settings.require_database_url()
-    except SettingsError as exc:
-        print(f"{name}: {exc}", file=sys.stderr)
-        sys.exit(2)
+    settings = load_settings(name, needs_database=needs_database)
     logging.basicConfig(level=settings.server.log_level, format="%(asctime)s %(name)s %(message)s")
     # httpx logs a line per request at INFO: noise in a service that reads Scout page by page.
     logging.getLogger("httpx").setLevel(logging.WARNING)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from omnium_settings._deploy import deploy_problems
 from omnium_settings._errors import SettingsError
 from omnium_settings._reference import settings_markdown
 from omnium_settings._services import (
@@ -39,6 +40,7 @@ __all__ = [
     "SettingsError",
     "SignInSettings",
     "TelemetrySettings",
+    "deploy_problems",
     "describe_settings",
     "settings_markdown",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import ipaddress
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
@@ -85,6 +86,7 @@ class Settings:
         return getattr(getattr(self, section), f.name)
 
     def check(self) -> None:
+        _check_proxies(self.server.trusted_proxies)
         _check_telemetry(self.telemetry)
         _check_grpc(self.grpc)
         if self.live.redis_connections < 5:
@@ -100,6 +102,17 @@ class Settings:
                 "or point it at a PostgreSQL server (postgresql://user@host:port/db)."
             )
         return self.server.database_url
+
+
+def _check_proxies(proxies: tuple[str, ...]) -> None:
+    for cidr in proxies:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            raise SettingsError(
+                f"OMNIUM_TRUSTED_PROXIES has {cidr!r}, which is not an address or a CIDR "
+                "range; write each proxy as 10.0.0.0/8, 192.0.2.7 or fd00::/8."
+            ) from None
 
 
 def _check_telemetry(telemetry: shared.TelemetrySettings) -> None:

@@ -17,6 +17,16 @@ def setting(default: Any, doc: str, env: str | None = None) -> Any:
 class ServerSettings:
     """Servers."""
 
+    environment: Literal["development", "production"] = setting(
+        "production",
+        "production: every process refuses to start while a dev default is in force (see "
+        "`python -m omnium_process check --deploy`); development: `make run` and the tests.",
+    )
+    trusted_proxies: tuple[str, ...] = setting(
+        (),
+        "Proxies (CIDRs, comma list) whose X-Forwarded-For is believed: the client address is "
+        "the nearest one not in these. Empty: the connection's own address.",
+    )
     database_url: str | None = setting(
         None, "PostgreSQL to use. Unset: the dev stack starts a private one."
     )
@@ -143,6 +153,12 @@ class GrpcSettings:
         "Mutual TLS: the server refuses callers without a certificate from "
         "OMNIUM_GRPC_TLS_CA_FILE, and channels present OMNIUM_GRPC_TLS_CERT_FILE.",
         env="grpc_tls_client_auth",
+    )
+    mesh: bool = setting(
+        False,
+        "A service mesh gives every gRPC connection mutual TLS, so omnium serves and calls "
+        "plain gRPC inside the pod. Production without it needs the TLS files.",
+        env="grpc_mesh",
     )
     tls_server_name: str | None = setting(
         None,

@@ -114,7 +114,10 @@ def setup_tracing(
     else:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-        otlp = OTLPSpanExporter(endpoint=settings.telemetry.otlp_endpoint, insecure=True)
+        endpoint = settings.telemetry.otlp_endpoint
+        # TLS unless the collector is named with http:// (production refuses that but for a
+        # collector on this host: omnium_settings' deploy checks).
+        otlp = OTLPSpanExporter(endpoint=endpoint, insecure=not endpoint.startswith("https://"))
         provider.add_span_processor(BatchSpanProcessor(otlp))
     global _global_set
     if not _global_set:

@@ -8,13 +8,13 @@ import sys
 from omnium_gateway._limits import parse_api_keys
 from omnium_gateway._route_sets import default_route_sets
 from omnium_gateway._server import serve
-from omnium_settings import Settings, SettingsError
+from omnium_process import load_settings
+from omnium_settings import SettingsError
 
 
 def main() -> None:
+    settings = load_settings("gateway")
     try:
-        settings = Settings.from_env()
-        settings.require_database_url()
         parse_api_keys(settings)
     except SettingsError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
