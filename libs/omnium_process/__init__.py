@@ -12,12 +12,15 @@ from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from omnium_metrics import serve_metrics
+from omnium_process._address import client_address, nearest_untrusted
 from omnium_settings import Settings, SettingsError, deploy_problems
 from omnium_telemetry import setup_tracing, shutdown_tracing
 
 __all__ = [
+    "client_address",
     "load_settings",
     "malformed_http_as_info",
+    "nearest_untrusted",
     "run_process",
     "settle_after_start",
     "wait_for_signal",
