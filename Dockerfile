@@ -37,7 +37,8 @@ COPY --from=build /opt/omnium /opt/omnium
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    OMNIUM_BIND_HOST=0.0.0.0
+    OMNIUM_BIND_HOST=0.0.0.0 \
+    OMNIUM_ENVIRONMENT=production
 WORKDIR /opt/omnium
 # Numeric, so Kubernetes' runAsNonRoot can check it without reading /etc/passwd.
 USER 10001:10001

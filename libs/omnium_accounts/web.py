@@ -26,7 +26,7 @@ def set_session_cookie(response: web.StreamResponse, session: Session, settings:
         max_age=int(settings.sign_in.session_hours * 3600),
         httponly=True,
         samesite="Lax",
-        secure=settings.sign_in.session_cookie_secure,
+        secure=settings.session_cookie_secure,
         path="/",
     )
 

@@ -51,7 +51,7 @@ def _sign_in(settings: Settings) -> Iterator[str]:
             "OMNIUM_ADMIN_SIGN_IN_REQUIRED is false: anyone who reaches the operators' console "
             "may act on the Games. Remove it; make accounts with `python -m omnium_accounts`."
         )
-    if not settings.sign_in.session_cookie_secure:
+    if not settings.session_cookie_secure:
         yield (
             "OMNIUM_SESSION_COOKIE_SECURE is false: the session cookie would travel over plain "
             "HTTP. Set it to true (the consoles are served over HTTPS)."

@@ -44,6 +44,13 @@ class Settings:
     sign_in: shared.SignInSettings = field(default_factory=shared.SignInSettings)
     dev: shared.DevSettings = field(default_factory=shared.DevSettings)
 
+    @property
+    def session_cookie_secure(self) -> bool:
+        """Whether the session cookie is Secure: as set, else wherever production runs."""
+        if self.sign_in.session_cookie_secure is None:
+            return self.server.environment == "production"
+        return self.sign_in.session_cookie_secure
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Read OMNIUM_* from `environ` (the process environment by default) over the defaults;

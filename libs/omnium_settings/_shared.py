@@ -192,7 +192,11 @@ class SignInSettings:
     """Sign-in (accounts of the admin console and the scorer console)."""
 
     session_hours: float = setting(12.0, "A session ends after this long without use.")
-    session_cookie_secure: bool = setting(False, "Send the session cookie over HTTPS only.")
+    session_cookie_secure: bool | None = setting(
+        None,
+        "Send the session cookie over HTTPS only. Unset: yes in production, no in development "
+        "(the dev stack serves plain HTTP).",
+    )
     password_min_length: int = setting(10, "Shortest password an account may have.")
     free_failures: int = setting(
         5, "Failed sign-ins before a login is slowed down.", env="sign_in_free_failures"

@@ -56,6 +56,7 @@ class CommandClient:
 def settings_for(database_url: str, **overrides: Any) -> Settings:
     overrides.setdefault("grpc_callers", CALLERS)
     overrides.setdefault("grpc_token", TOKEN)
+    overrides.setdefault("environment", "development")
     return Settings.from_env({}, database_url=database_url, **overrides)
 
 

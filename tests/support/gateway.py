@@ -25,6 +25,7 @@ from omnium_settings import Settings
 def gateway_settings(database_url: str, redis_url: str, **overrides: Any) -> Settings:
     """A unique Redis prefix per gateway set, so tests sharing one Redis never see each other."""
     overrides.setdefault("gateway_redis_prefix", f"test:{uuid.uuid4().hex[:10]}:")
+    overrides.setdefault("environment", "development")
     return Settings.from_env({}, database_url=database_url, redis_url=redis_url, **overrides)
 
 

@@ -8,13 +8,10 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
 
 import omnium_admin as admin
 import omnium_delivery as delivery
@@ -22,8 +19,12 @@ import omnium_gateway as gateway
 import omnium_imports as imports
 from omnium_delivery import check_client
 from omnium_settings import Settings, describe_settings
+from tests.support.manifests import DEPLOYMENTS, DOCUMENTS
+from tests.support.manifests import containers as _containers
+from tests.support.manifests import environment as _environment
+from tests.support.manifests import example_secrets as _example_secrets
+from tests.support.manifests import of_kind as _of_kind
 
-KUBERNETES = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 # The oldest Kubernetes the manifests are meant for, and the newest whose schemas are shipped.
 KUBERNETES_VERSIONS = ("1.31.0", kubernetes_validate.latest_version() + ".0")
 
@@ -39,57 +40,8 @@ DNS_TARGET = re.compile(
 )
 
 
-def _documents() -> Iterator[tuple[str, dict[str, Any]]]:
-    for path in sorted(KUBERNETES.glob("*.yaml")):
-        for document in yaml.safe_load_all(path.read_text()):
-            if document is not None:
-                yield path.name, document
-
-
-DOCUMENTS = list(_documents())
-
-
-def _of_kind(kind: str) -> dict[str, dict[str, Any]]:
-    return {d["metadata"]["name"]: d for _, d in DOCUMENTS if d["kind"] == kind}
-
-
-DEPLOYMENTS = _of_kind("Deployment")
-
-
-def _containers() -> Iterator[tuple[str, dict[str, Any]]]:
-    for name, deployment in DEPLOYMENTS.items():
-        for container in deployment["spec"]["template"]["spec"]["containers"]:
-            yield name, container
-
-
 def _cpu(quantity: str) -> float:
     return float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
-
-
-def _example_secrets() -> dict[tuple[str, str], str]:
-    return {
-        (name, key): value
-        for name, secret in _of_kind("Secret").items()
-        for key, value in secret["stringData"].items()
-    }
-
-
-def _environment(container: dict[str, Any]) -> dict[str, str]:
-    """The container's environment as the pod would see it, secrets from the examples."""
-    secrets = _example_secrets()
-    env: dict[str, str] = {}
-    for item in container.get("env", []):
-        if "value" in item:
-            # Kubernetes expands $(VAR) from the variables listed before this one.
-            env[item["name"]] = re.sub(
-                r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), item["value"]
-            )
-        elif "secretKeyRef" in item["valueFrom"]:
-            ref = item["valueFrom"]["secretKeyRef"]
-            env[item["name"]] = secrets[(ref["name"], ref["key"])]
-        elif item["valueFrom"].get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
-            env[item["name"]] = "omnium"
-    return env
 
 
 def test_the_manifests_are_there() -> None:

@@ -162,7 +162,7 @@ def _sign_in_form(
         max_age=3600,
         httponly=True,
         samesite="Strict",
-        secure=app.settings.sign_in.session_cookie_secure,
+        secure=app.settings.session_cookie_secure,
         path="/sign-in",
     )
     return response
