@@ -117,6 +117,10 @@ drill-failover: install system-ha ## Drill: kill -9 the database leader under lo
 drill-copies: install system-ha ## Drill: kill -9 and roll each service's copies under load; print what was lost (must be 0)
 	$(PY) -m bench.drill_copies $(DRILL_ARGS)
 
+.PHONY: drill-abuse
+drill-abuse: install system ## Drill: 500 wrong sign-ins and 1,000 wrong-key pushes while 20 scorers tap; scorers' p95, gateway RSS, what got in (must be 0)
+	$(PY) -m bench.drill_abuse $(DRILL_ARGS)
+
 .PHONY: account
 account: install system ## Make an account: make account LOGIN=ana ROLE=admin (asks the password)
 	@test -n "$(LOGIN)" -a -n "$(ROLE)" || { echo "usage: make account LOGIN=<login> ROLE=<admin|operator|scorer|viewer> [NAME='Full Name']"; exit 2; }
