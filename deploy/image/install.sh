@@ -64,6 +64,8 @@ cmd_app() {
     [ "$(basename "$service")" = scout-sim ] && continue
     cp -R "$service" "$dest/services/"
   done
+  # The dev stack's own SFTP server and webhook receiver stand in for the media clients' servers.
+  rm -f "$dest/services/delivery/omnium_delivery/sinks.py"
   cp -R "$src/sports" "$src/providers" "$dest/"
   find "$dest" -name __pycache__ -type d -prune -exec rm -rf {} +
   [ -d "$dest/libs/omnium_contract/omnium" ] || die "run the contracts step into $dest/libs/omnium_contract first"

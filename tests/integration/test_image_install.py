@@ -3,8 +3,9 @@
 No Docker engine or registry is reachable on these machines, so the image cannot be built in the
 tests. This runs deploy/image/install.sh, the script the Dockerfile runs, into a clean venv from
 requirements/runtime.txt alone, generates the contracts in a venv of build.txt as the build stage
-does, then starts every service from that venv against the test PostgreSQL and Redis, waits for
-each to answer its health check as Kubernetes would, and stops it with SIGTERM.
+does, then starts every service from that venv in production mode (gRPC over TLS, made-up
+secrets) against the test PostgreSQL and Redis, waits for each to answer its health check as
+Kubernetes would, and stops it with SIGTERM.
 Run it alone with `-k image_install`.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -29,10 +31,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.support.games import make_games
 from tests.support.servers import Servers
+from tests.support.tls import Tls, make_tls
 
 REPO = Path(__file__).resolve().parents[2]
 INSTALL = REPO / "deploy" / "image" / "install.sh"
-TOKEN = "image-test-token"
+TOKEN = secrets.token_hex(32)
 # Never in the production venv: the tests' and linters' tools, and the contracts' generator.
 NOT_IN_PRODUCTION = (
     "pytest",
@@ -110,11 +113,18 @@ def test_image_install_the_production_venv_has_no_dev_tools(image: Path) -> None
     contract = image / "omnium" / "libs" / "omnium_contract" / "omnium" / "command" / "v1"
     assert (contract / "command_pb2_grpc.py").is_file()
     assert not (image / "omnium" / "services" / "scout-sim").exists()
+    # Dev-only: the demo provider (its key is in its file) and the demo integrations.
+    assert list((image / "omnium" / "providers").glob("*.toml")) == []
+    assert not (image / "omnium" / "dev").exists()
+    assert not (
+        image / "omnium" / "services" / "delivery" / "omnium_delivery" / "sinks.py"
+    ).exists()
 
 
-async def _grpc_serving(port: int) -> bool:
+async def _grpc_serving(port: int, tls: Tls) -> bool:
     # No token: the kubelet's gRPC probe sends none, so health must answer without one.
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+    credentials = grpc.ssl_channel_credentials(tls.ca.read_bytes())
+    async with grpc.aio.secure_channel(f"127.0.0.1:{port}", credentials) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             reply = await stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)
@@ -135,6 +145,7 @@ async def test_image_install_every_service_starts_from_the_runtime_venv_and_stop
     image: Path, database_url: str, db: asyncpg.Connection, servers: Servers, tmp_path: Path
 ) -> None:
     await make_games(db, units=2)  # the Games the example clients name
+    tls = make_tls(tmp_path / "tls")
     ports = {
         name: _free_port()
         for name in ("command", "scoring", "imports", "doorbell", "delivery", "gateway", "admin")
@@ -155,6 +166,11 @@ async def test_image_install_every_service_starts_from_the_runtime_venv_and_stop
         "OMNIUM_DATABASE_URL": database_url,
         "OMNIUM_REDIS_URL": servers.redis_url,
         "OMNIUM_BIND_HOST": "127.0.0.1",
+        # As the image runs: production, so a dev default would stop a service here.
+        "OMNIUM_ENVIRONMENT": "production",
+        "OMNIUM_GRPC_TLS_CERT_FILE": str(tls.cert),
+        "OMNIUM_GRPC_TLS_KEY_FILE": str(tls.key),
+        "OMNIUM_GRPC_TLS_CA_FILE": str(tls.ca),
         "OMNIUM_GRPC_CALLERS": f"image-test:service:{TOKEN}",
         "OMNIUM_GRPC_TOKEN": TOKEN,
         "OMNIUM_GRPC_GRACE_SECONDS": "2",
@@ -167,13 +183,13 @@ async def test_image_install_every_service_starts_from_the_runtime_venv_and_stop
     }
     # (how it starts, how Kubernetes would see it ready)
     services = {
-        "omnium_command": [lambda: _grpc_serving(ports["command"])],
-        "omnium_scoring": [lambda: _grpc_serving(ports["scoring"])],
+        "omnium_command": [lambda: _grpc_serving(ports["command"], tls)],
+        "omnium_scoring": [lambda: _grpc_serving(ports["scoring"], tls)],
         "omnium_imports": [
-            lambda: _grpc_serving(ports["imports"]),
+            lambda: _grpc_serving(ports["imports"], tls),
             lambda: _http_ok(f"http://127.0.0.1:{ports['doorbell']}/readyz"),
         ],
-        "omnium_delivery": [lambda: _grpc_serving(ports["delivery"])],
+        "omnium_delivery": [lambda: _grpc_serving(ports["delivery"], tls)],
         "omnium_gateway": [lambda: _http_ok(f"http://127.0.0.1:{ports['gateway']}/readyz")],
         "omnium_admin": [lambda: _http_ok(f"http://127.0.0.1:{ports['admin']}/readyz")],
     }
