@@ -23,6 +23,7 @@ from omnium_devstack.launcher import ServiceSpec, run_services
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
+DEV_PROVIDERS = Path(__file__).resolve().parent / "providers"
 
 
 # The caller each process calls the others as (docs/callers.md): name and role. Command and
@@ -306,6 +307,8 @@ def run_games_day(
             "OMNIUM_REDIS_URL": redis_url,
             "OMNIUM_GRPC_CALLERS": ",".join(settings.grpc.callers) or callers,
             "OMNIUM_GRPC_TOKEN": token,
+            # The demo provider is dev-only: it is kept out of providers/, which the image has.
+            "OMNIUM_SCORING_PROVIDERS_DIR": settings.scoring.providers_dir or str(DEV_PROVIDERS),
         }
         if ha:
             env["OMNIUM_DATABASE_STANDBY_EXPECTED"] = "true"

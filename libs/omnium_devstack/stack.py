@@ -13,6 +13,9 @@ from omnium_devstack.postgres import PostgresServer
 from omnium_devstack.redis import RedisServer
 from omnium_devstack.server import StackError
 
+#: The dev stack's provider files (the demo provider): the repository's dev/providers/.
+DEV_PROVIDERS_DIR = Path(__file__).resolve().parents[2] / "dev" / "providers"
+
 
 class Stack:
     """PostgreSQL and Redis for one data dir, started and stopped together."""
@@ -57,11 +60,15 @@ class Stack:
         return self.data_dir / "stack.env"
 
     def env(self) -> dict[str, str]:
-        return {
+        env = {
             "OMNIUM_ENVIRONMENT": "development",
             "OMNIUM_DATABASE_URL": self.database_url,
             "OMNIUM_REDIS_URL": self.redis_url,
         }
+        # The demo provider is dev-only, so it lives outside providers/ (which the image has).
+        if DEV_PROVIDERS_DIR.is_dir():
+            env["OMNIUM_SCORING_PROVIDERS_DIR"] = str(DEV_PROVIDERS_DIR)
+        return env
 
     def start(self) -> None:
         if self._binaries is None:
