@@ -20,10 +20,12 @@ from omnium_db import apply_migrations, init_connection
 from omnium_devstack import RedisServer, Stack
 from omnium_devstack.ha import PatroniCluster
 from omnium_devstack.launcher import ServiceSpec, run_services
+from omnium_devstack.stack import DEV_PROVIDERS_DIR
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
-DEV_PROVIDERS = Path(__file__).resolve().parent / "providers"
+# The demo provider's folder: dev-only, kept out of providers/ (which the image has).
+DEV_PROVIDERS = DEV_PROVIDERS_DIR
 
 
 # The caller each process calls the others as (docs/callers.md): name and role. Command and
@@ -307,7 +309,6 @@ def run_games_day(
             "OMNIUM_REDIS_URL": redis_url,
             "OMNIUM_GRPC_CALLERS": ",".join(settings.grpc.callers) or callers,
             "OMNIUM_GRPC_TOKEN": token,
-            # The demo provider is dev-only: it is kept out of providers/, which the image has.
             "OMNIUM_SCORING_PROVIDERS_DIR": settings.scoring.providers_dir or str(DEV_PROVIDERS),
         }
         if ha:

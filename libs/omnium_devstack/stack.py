@@ -17,6 +17,15 @@ from omnium_devstack.server import StackError
 DEV_PROVIDERS_DIR = Path(__file__).resolve().parents[2] / "dev" / "providers"
 
 
+def dev_environment() -> dict[str, str]:
+    """What makes a process a dev one, beside the servers' addresses."""
+    env = {"OMNIUM_ENVIRONMENT": "development"}
+    # The demo provider is dev-only, so it lives outside providers/ (which the image has).
+    if DEV_PROVIDERS_DIR.is_dir():
+        env["OMNIUM_SCORING_PROVIDERS_DIR"] = str(DEV_PROVIDERS_DIR)
+    return env
+
+
 class Stack:
     """PostgreSQL and Redis for one data dir, started and stopped together."""
 
@@ -60,15 +69,11 @@ class Stack:
         return self.data_dir / "stack.env"
 
     def env(self) -> dict[str, str]:
-        env = {
-            "OMNIUM_ENVIRONMENT": "development",
+        return {
+            **dev_environment(),
             "OMNIUM_DATABASE_URL": self.database_url,
             "OMNIUM_REDIS_URL": self.redis_url,
         }
-        # The demo provider is dev-only, so it lives outside providers/ (which the image has).
-        if DEV_PROVIDERS_DIR.is_dir():
-            env["OMNIUM_SCORING_PROVIDERS_DIR"] = str(DEV_PROVIDERS_DIR)
-        return env
 
     def start(self) -> None:
         if self._binaries is None:
