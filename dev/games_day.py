@@ -20,9 +20,12 @@ from omnium_db import apply_migrations, init_connection
 from omnium_devstack import RedisServer, Stack
 from omnium_devstack.ha import PatroniCluster
 from omnium_devstack.launcher import ServiceSpec, run_services
+from omnium_devstack.stack import DEV_PROVIDERS_DIR
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
+# The demo provider's folder: dev-only, kept out of providers/ (which the image has).
+DEV_PROVIDERS = DEV_PROVIDERS_DIR
 
 
 # The caller each process calls the others as (docs/callers.md): name and role. Command and
@@ -306,6 +309,7 @@ def run_games_day(
             "OMNIUM_REDIS_URL": redis_url,
             "OMNIUM_GRPC_CALLERS": ",".join(settings.grpc.callers) or callers,
             "OMNIUM_GRPC_TOKEN": token,
+            "OMNIUM_SCORING_PROVIDERS_DIR": settings.scoring.providers_dir or str(DEV_PROVIDERS),
         }
         if ha:
             env["OMNIUM_DATABASE_STANDBY_EXPECTED"] = "true"

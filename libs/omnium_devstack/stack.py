@@ -13,6 +13,18 @@ from omnium_devstack.postgres import PostgresServer
 from omnium_devstack.redis import RedisServer
 from omnium_devstack.server import StackError
 
+#: The dev stack's provider files (the demo provider): the repository's dev/providers/.
+DEV_PROVIDERS_DIR = Path(__file__).resolve().parents[2] / "dev" / "providers"
+
+
+def dev_environment() -> dict[str, str]:
+    """What makes a process a dev one, beside the servers' addresses."""
+    env = {"OMNIUM_ENVIRONMENT": "development"}
+    # The demo provider is dev-only, so it lives outside providers/ (which the image has).
+    if DEV_PROVIDERS_DIR.is_dir():
+        env["OMNIUM_SCORING_PROVIDERS_DIR"] = str(DEV_PROVIDERS_DIR)
+    return env
+
 
 class Stack:
     """PostgreSQL and Redis for one data dir, started and stopped together."""
@@ -58,7 +70,7 @@ class Stack:
 
     def env(self) -> dict[str, str]:
         return {
-            "OMNIUM_ENVIRONMENT": "development",
+            **dev_environment(),
             "OMNIUM_DATABASE_URL": self.database_url,
             "OMNIUM_REDIS_URL": self.redis_url,
         }

@@ -1,4 +1,4 @@
-"""The scorer console's pages and JSON endpoints, and the provider push endpoint, for aiohttp."""
+"""The scorer console's pages and JSON endpoints, and where the provider push door is mounted."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import redis.asyncio as aioredis
 from aiohttp import web
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.message import Message
@@ -28,6 +29,7 @@ from omnium_accounts.web import (
     set_session_cookie,
 )
 from omnium_grpc import account_actor, act_outcome_word, actor_message, open_channel
+from omnium_scorer_web._provider_door import ProviderDoor
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -402,43 +404,6 @@ class ScorerConsole:
                 await task
         return response
 
-    # -- providers ------------------------------------------------------------------------
-
-    async def provider_message(self, request: web.Request) -> web.StreamResponse:
-        provider = request.match_info["provider"]
-        key = request.headers.get("X-Api-Key", "")
-        if not key:
-            return _problem(401, "send the provider's key in the X-Api-Key header")
-        body = await request.read()
-        if len(body) > self.settings.scoring.provider_max_bytes:
-            return _problem(
-                413,
-                f"the message is {len(body)} bytes; at most "
-                f"{self.settings.scoring.provider_max_bytes} are taken",
-            )
-        answer: scoring_pb2.ProviderAnswer = await self._call(
-            lambda: self.scoring.ReceiveProviderMessage(
-                scoring_pb2.ProviderMessage(
-                    provider=provider,
-                    api_key=key,
-                    content_type=request.content_type,
-                    body=body,
-                ),
-                timeout=self.deadline * 5,
-            )
-        )
-        out = {
-            "outcome": answer.outcome,
-            "reason": answer.reason,
-            "message_id": answer.message_id,
-            "actions": answer.actions,
-        }
-        if answer.outcome == "refused" and not answer.message_id:
-            # Refused before it was kept: not this provider's key, or no such provider.
-            status = 401 if answer.reason.startswith("the API key") else 404
-            return web.json_response(out, status=status)
-        return web.json_response(out, status=422 if answer.outcome == "refused" else 200)
-
 
 def add_scorer_routes(
     app: web.Application,
@@ -446,13 +411,16 @@ def add_scorer_routes(
     accounts: Accounts,
     *,
     channel: aio.Channel | None = None,
+    redis: aioredis.Redis | None = None,
 ) -> ScorerConsole:
     """Mount /score/ (the console), /score/api/... and /v1/providers/{provider}/messages.
 
     The scoring channel is opened on the app's start-up (to settings.scoring.address) unless
-    one is given, and closed at its clean-up.
+    one is given, and closed at its clean-up. `redis` holds the provider door's rate limits,
+    shared by every copy (without it, each worker limits on its own).
     """
     console = ScorerConsole(app, settings, accounts)
+    door = ProviderDoor(settings, redis, lambda: app[STUB])
 
     async def open_scoring(app: web.Application) -> None:
         own = channel or open_channel(settings.scoring.address, settings)
@@ -478,5 +446,5 @@ def add_scorer_routes(
     router.add_get("/score/api/matches/{unit_id}/watch", console.watch)
     router.add_post("/score/api/matches/{unit_id}/actions", console.act)
     router.add_post("/score/api/sync", console.sync)
-    router.add_post("/v1/providers/{provider}/messages", console.provider_message)
+    router.add_post("/v1/providers/{provider}/messages", door.message)
     return console

@@ -433,7 +433,9 @@ class ScoringSettings:
         "", "Folder of sport files; empty: the repo's sports/.", env="scoring_sports_dir"
     )
     providers_dir: str = setting(
-        "", "Folder of provider files; empty: the repo's providers/.", env="scoring_providers_dir"
+        "",
+        "Folder of provider files; empty: the repo's providers/ (empty: add real ones there).",
+        env="scoring_providers_dir",
     )
     attempts: int = setting(
         5, "Times an action is re-checked when the match moved on.", env="scoring_attempts"
@@ -467,7 +469,34 @@ class ScoringSettings:
         "Gateway: a scorer's session is re-read this often, not per tap; a sign-out elsewhere "
         "or a disabled account takes effect within it (0: every request).",
     )
-    provider_max_bytes: int = setting(1_000_000, "Largest provider message taken.")
+    provider_max_bytes: int = setting(
+        1_000_000, "Largest provider message taken; the gateway reads no more of a push body."
+    )
+    provider_max_actions: int = setting(500, "Most <Action> elements in one provider message.")
+    provider_day_max_bytes: int = setting(
+        2_000_000_000,
+        "Raw provider bytes kept per provider per day (UTC); past it, 429 until midnight UTC.",
+    )
+    provider_rate_per_second: float = setting(
+        10.0, "Gateway: provider pushes per second one provider may send, across every copy."
+    )
+    provider_burst: int = setting(50, "Gateway: provider pushes one provider may send at once.")
+    provider_wrong_key_per_minute: float = setting(
+        10.0,
+        "Gateway: pushes with a wrong or missing key (or to an unknown provider) one client "
+        "address may send per minute; past it, 429 before the key is even looked at.",
+    )
+    provider_wrong_key_burst: int = setting(
+        10, "Gateway: wrong-key pushes one client address may send at once."
+    )
+    provider_retry_after_seconds: int = setting(
+        5, "Gateway: Retry-After sent with a 503 when scoring did not answer a provider push."
+    )
+    provider_local_buckets: int = setting(
+        10_000,
+        "Gateway, while Redis is down: most provider-door buckets one worker keeps (oldest "
+        "dropped); each worker then limits on its own.",
+    )
     provider_nice: int = setting(10, "CPU priority step of the provider pull process.")
     failover_extra_delay_seconds: float = setting(120.0, "Most extra delay a failover may add.")
 

@@ -135,10 +135,12 @@ async def test_a_provider_pushes_over_http_with_its_key(
             headers={"X-Api-Key": "test-odf-key", "Content-Type": "application/xml"},
         )
         broken = await http.post(path, content=b"<OdfBody", headers={"X-Api-Key": "test-odf-key"})
-    assert (no_key.status_code, bad_key.status_code, unknown.status_code) == (401, 401, 404)
+    assert (no_key.status_code, bad_key.status_code, unknown.status_code) == (401, 401, 401)
+    # An unknown provider and a wrong key get the same answer: a stranger cannot list them.
+    assert unknown.json() == bad_key.json()
     assert good.status_code == 200 and good.json()["outcome"] == "accepted"
     assert good.json()["actions"] == 5
-    assert broken.status_code == 422
+    assert broken.status_code == 400
     assert broken.json()["reason"].startswith("the message is not well-formed XML")
     kept = await db.fetch("SELECT content_type, outcome FROM provider_message ORDER BY id")
     assert [tuple(k) for k in kept] == [

@@ -168,7 +168,7 @@ class ScorerRoutes:
         accounts = Accounts(
             None, settings, cache_seconds=settings.scoring.scorer_session_cache_seconds
         )
-        add_scorer_routes(app, settings, accounts)
+        add_scorer_routes(app, settings, accounts, redis=gateway.redis)
 
         async def connect(app: web.Application) -> None:
             # Sign-in writes sessions: the people's road, not the readers'. No connection is
