@@ -242,6 +242,8 @@ def read_xml(body: bytes) -> ET.Element:
     parser.buffer_text = True
     try:
         parser.Parse(body, True)
+    except MessageRefused:
+        raise  # the doctype handler's own refusal (a ValueError too)
     except expat.ExpatError as exc:
         raise MessageUnreadable(f"the message is not well-formed XML ({exc})") from None
     except (ValueError, LookupError) as exc:
