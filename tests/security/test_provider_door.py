@@ -456,6 +456,12 @@ async def test_a_utf8_document_with_external_entities_is_refused_and_nothing_is_
             400,
             "DocumentCode",
         ),
+        (
+            None,
+            ('encoding="UTF-8"', 'encoding="Shift_JIS"'),
+            400,
+            "the message's encoding cannot be read",
+        ),
     ],
     ids=[
         "key-not-utf8",
@@ -464,6 +470,7 @@ async def test_a_utf8_document_with_external_entities_is_refused_and_nothing_is_
         "order-superscript",
         "id-long",
         "code-newline",
+        "encoding-multibyte",
     ],
 )
 async def test_crafted_headers_and_values_answer_plainly_never_500(

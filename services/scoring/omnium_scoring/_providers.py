@@ -242,8 +242,15 @@ def read_xml(body: bytes) -> ET.Element:
     parser.buffer_text = True
     try:
         parser.Parse(body, True)
+    except MessageRefused:
+        raise  # the doctype handler's own refusal (a ValueError too)
     except expat.ExpatError as exc:
         raise MessageUnreadable(f"the message is not well-formed XML ({exc})") from None
+    except (ValueError, LookupError) as exc:
+        # pyexpat's answer to a declared encoding it cannot decode byte by byte (Shift_JIS...).
+        raise MessageUnreadable(
+            f"the message's encoding cannot be read ({exc}); send it as UTF-8 or UTF-16"
+        ) from None
     root: ET.Element = builder.close()
     return root
 
