@@ -87,6 +87,7 @@ class Settings:
 
     def check(self) -> None:
         _check_proxies(self.server.trusted_proxies)
+        _check_outbound(self.server.outbound_allowed_networks)
         _check_telemetry(self.telemetry)
         _check_grpc(self.grpc)
         if self.live.redis_connections < 5:
@@ -112,6 +113,17 @@ def _check_proxies(proxies: tuple[str, ...]) -> None:
             raise SettingsError(
                 f"OMNIUM_TRUSTED_PROXIES has {cidr!r}, which is not an address or a CIDR "
                 "range; write each proxy as 10.0.0.0/8, 192.0.2.7 or fd00::/8."
+            ) from None
+
+
+def _check_outbound(networks: tuple[str, ...]) -> None:
+    for cidr in networks:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            raise SettingsError(
+                f"OMNIUM_OUTBOUND_ALLOWED_NETWORKS has {cidr!r}, which is not an address or a "
+                "CIDR range; write each range as 127.0.0.0/8, 10.1.2.3 or ::1/128."
             ) from None
 
 
