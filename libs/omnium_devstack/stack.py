@@ -59,6 +59,8 @@ class Stack:
     def env(self) -> dict[str, str]:
         return {
             "OMNIUM_ENVIRONMENT": "development",
+            # Its Scout simulator and webhook sinks listen on this machine.
+            "OMNIUM_OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128",
             "OMNIUM_DATABASE_URL": self.database_url,
             "OMNIUM_REDIS_URL": self.redis_url,
         }
