@@ -28,11 +28,14 @@ import asyncpg
 import httpx
 import pytest
 from aiohttp import web
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
 
 from omnium_delivery import ClientSettingsError, load_clients
 from omnium_delivery._documents import Document, render, unit_row
 from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
 from omnium_settings import Settings
+from omnium_telemetry import setup_tracing, shutdown_tracing
 from tests.support.command import settings_for
 from tests.support.delivery import eventually, running_delivery, sends
 from tests.support.games import EVENT, make_games
@@ -576,6 +579,32 @@ async def test_a_webhook_token_in_the_query_is_kept_out_of_stored_errors_and_log
     assert record["error"] == f"{receiver.url}/hook?… answered 403"
     assert "s3cr3t" not in record["error"] and "s3cr3t" not in alert
     assert "s3cr3t" not in caplog.text
+
+
+async def test_a_webhook_token_in_the_query_is_kept_out_of_traces(
+    db: asyncpg.Connection, database_url: str
+) -> None:
+    """OpenTelemetry's httpx spans carry the URL: the collector must not get the token."""
+    await make_games(db, units=1)
+    spans = InMemorySpanExporter()
+    setup_tracing("omnium-test", Settings.from_env({}), exporter=spans)
+    try:
+        async with http_server(ok) as receiver:
+            url = f"{receiver.url}/hook?token=s3cr3t-query"
+            await load_clients(db, [hook_client("traced", url)])
+            async with running_delivery(database_url):
+                record = await first_record(db, "traced")
+    finally:
+        shutdown_tracing()
+    assert record["outcome"] == "delivered"
+    posts = [
+        s for s in spans.get_finished_spans() if s.kind == SpanKind.CLIENT and s.name == "POST"
+    ]
+    assert posts, "the webhook's POST was traced"
+    for span in posts:
+        shown = dict(span.attributes or {})
+        assert shown.get("url.full", shown.get("http.url")) == f"{receiver.url}/hook?…"
+        assert "s3cr3t" not in json.dumps(shown, default=str)
 
 
 def test_httpx_does_not_log_each_request_at_info() -> None:
