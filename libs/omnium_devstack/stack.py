@@ -19,7 +19,11 @@ DEV_PROVIDERS_DIR = Path(__file__).resolve().parents[2] / "dev" / "providers"
 
 def dev_environment() -> dict[str, str]:
     """What makes a process a dev one, beside the servers' addresses."""
-    env = {"OMNIUM_ENVIRONMENT": "development"}
+    env = {
+        "OMNIUM_ENVIRONMENT": "development",
+        # Its Scout simulator and webhook sinks listen on this machine.
+        "OMNIUM_OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128",
+    }
     # The demo provider is dev-only, so it lives outside providers/ (which the image has).
     if DEV_PROVIDERS_DIR.is_dir():
         env["OMNIUM_SCORING_PROVIDERS_DIR"] = str(DEV_PROVIDERS_DIR)

@@ -72,6 +72,9 @@ class ImportsSettings:
     )
     scout_page_size: int = setting(500, "Rows per page read from Scout.")
     scout_max_rows: int = setting(50_000, "Most rows in one Scout run.")
+    scout_row_max_bytes: int = setting(
+        16 * 1024, "A page of Scout's rows is read up to scout_page_size times this many bytes."
+    )
     scout_timeout_seconds: float = setting(20.0, "Scout HTTP timeout.")
     scout_connect_timeout_seconds: float = setting(8.0, "Scout HTTP connect timeout.")
     scout_tries: int = setting(3, "Tries per Scout call, with growing waits.")

@@ -93,7 +93,8 @@ class Settings:
         return getattr(getattr(self, section), f.name)
 
     def check(self) -> None:
-        _check_proxies(self.server.trusted_proxies)
+        _check_networks("OMNIUM_TRUSTED_PROXIES", self.server.trusted_proxies)
+        _check_networks("OMNIUM_OUTBOUND_ALLOWED_NETWORKS", self.server.outbound_allowed_networks)
         _check_telemetry(self.telemetry)
         _check_grpc(self.grpc)
         _check_provider_door(self.scoring)
@@ -112,14 +113,14 @@ class Settings:
         return self.server.database_url
 
 
-def _check_proxies(proxies: tuple[str, ...]) -> None:
-    for cidr in proxies:
+def _check_networks(variable: str, networks: tuple[str, ...]) -> None:
+    for cidr in networks:
         try:
             ipaddress.ip_network(cidr, strict=False)
         except ValueError:
             raise SettingsError(
-                f"OMNIUM_TRUSTED_PROXIES has {cidr!r}, which is not an address or a CIDR "
-                "range; write each proxy as 10.0.0.0/8, 192.0.2.7 or fd00::/8."
+                f"{variable} has {cidr!r}, which is not an address or a CIDR range; write each "
+                "as an address (192.0.2.7, ::1) or a range (10.0.0.0/8, fd00::/8)."
             ) from None
 
 

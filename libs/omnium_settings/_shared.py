@@ -42,6 +42,14 @@ class ServerSettings:
     alert_webhook_timeout_seconds: float = setting(
         5.0, "Longest wait for the alert webhook to answer."
     )
+    outbound_allowed_networks: tuple[str, ...] = setting(
+        (),
+        "Ranges (CIDRs, comma list) that client webhooks, Scout and the alert webhook may reach "
+        "although they are not public (loopback, link-local, private...). Empty: public only.",
+    )
+    outbound_answer_max_bytes: int = setting(
+        1024 * 1024, "Largest answer read from a client webhook, the alert webhook or Scout."
+    )
 
 
 @dataclass(frozen=True, slots=True)

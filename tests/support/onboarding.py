@@ -140,7 +140,13 @@ async def newcomer(
         db = await asyncpg.connect(database_url)
         await init_connection(db)
         address = command_address if command_up else "127.0.0.1:9"
-        env = terminal_env(address, OMNIUM_DATABASE_URL=database_url, OMNIUM_GRPC_TOKEN=TOKEN)
+        env = terminal_env(
+            address,
+            OMNIUM_DATABASE_URL=database_url,
+            OMNIUM_GRPC_TOKEN=TOKEN,
+            # This Scout listens on this machine (README: "if Scout is on your own network").
+            OMNIUM_OUTBOUND_ALLOWED_NETWORKS="127.0.0.0/8",
+        )
         try:
             yield Newcomer(env, tmp_path, sim, db, address)
         finally:

@@ -23,6 +23,7 @@ from omnium_imports._scout import ScoutClient
 from omnium_imports._service import SERVICE_NAME as IMPORTS_SERVICE
 from omnium_imports._service import ImportsService
 from omnium_imports._worker import Worker, run_scheduler
+from omnium_outbound import outbound_client
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,8 @@ class ImportsApp:
         settings = self.settings
         self.pool = await create_pool(settings, PoolRoad.IMPORTS, application_name="imports")
         self.scout = ScoutClient(settings)
-        self.http = httpx.AsyncClient()
+        # The alert webhook: only to an address the operator allows (omnium_outbound).
+        self.http = outbound_client(settings)
         pipeline = Pipeline(
             settings,
             self.pool,
