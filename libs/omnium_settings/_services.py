@@ -437,7 +437,7 @@ class ScoringSettings:
     )
     providers_dir: str = setting(
         "",
-        "Folder of provider files; empty: the repo's providers/ (the dev stack names dev/providers).",
+        "Folder of provider files; empty: the repo's providers/ (dev stack: dev/providers).",
         env="scoring_providers_dir",
     )
     attempts: int = setting(
