@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from omnium_db import UNIT_STATUSES
@@ -42,6 +43,16 @@ _CORE_PATHS = (
 )
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# Routes whose handler admits the request itself (its API key or its address, one bucket).
+READ_ROUTES = frozenset(
+    {
+        "/v1/events",
+        "/v1/events/{event}/schedule",
+        "/v1/events/{event}/medals",
+        "/v1/events/{event}/units/{unit_code}",
+        "/v1/events/{event}/disciplines",
+    }
+)
 
 
 class BadParameter(Exception):
@@ -95,8 +106,45 @@ def _admitted(gateway: Gateway, handler: Handler) -> Handler:
     return admitted
 
 
+def _limits(gateway: Gateway) -> Middleware:
+    """Every request is counted against a bucket before its handler runs: the reads and live
+    streams admit themselves (by API key, or by address); the scorer console and provider
+    pushes count against their address's console bucket; everything else (the probes, the
+    document, unknown paths) against its address's bucket for those."""
+
+    @web.middleware
+    async def limited(request: web.Request, handler: Handler) -> web.StreamResponse:
+        resource = request.match_info.route.resource
+        if resource is not None and resource.canonical in gateway.admitting:
+            return await handler(request)
+        path = request.path
+        console = path == "/score" or path.startswith(("/score/", "/v1/providers/"))
+        buckets = gateway.console if console else gateway.other
+        refused = await gateway.admit_address(request, buckets)
+        if refused is not None:
+            gateway.metrics.request(buckets.prefix, refused.status, 0.0)
+            return refused
+        return await handler(request)
+
+    return limited
+
+
 def _metrics_page(gateway: Gateway) -> Handler:
-    """Prometheus text: every worker's counts summed (multiprocess files), this one's gauges."""
+    """Prometheus text: every worker's counts summed (multiprocess files), this one's gauges.
+    Off the public port unless OMNIUM_GATEWAY_PUBLIC_METRICS: the counters (pools, routes,
+    Redis) are for operators, and each answer reads every worker's files."""
+
+    async def not_here(request: web.Request) -> web.StreamResponse:
+        del request
+        port = gateway.settings.gateway.metrics_port
+        return error_answer(
+            404,
+            f"Metrics are not served on the public port; read them on the gateway's metrics "
+            f"port ({port}, OMNIUM_GATEWAY_METRICS_PORT).",
+        )
+
+    if not gateway.settings.gateway.public_metrics:
+        return not_here
 
     async def metrics(request: web.Request) -> web.StreamResponse:
         del request
@@ -224,8 +272,13 @@ def make_app(
     entry in `route_sets`: it adds its routes and its part of the OpenAPI document."""
     metrics = metrics or Metrics()
     gateway = Gateway(settings, metrics, route_sets)
-    # Tracing off (the default) adds no middleware: every request's cost counts here.
-    app = web.Application(client_max_size=64 * 1024, middlewares=aiohttp_middlewares(settings))
+    gateway.admitting.update(READ_ROUTES)
+    # Tracing off (the default) adds no middleware of its own; the limits' one is the only
+    # one before the route sets' (a read pays its route's lookup in a set, no Redis call).
+    app = web.Application(
+        client_max_size=64 * 1024,
+        middlewares=[*aiohttp_middlewares(settings), _limits(gateway)],
+    )
     app[GATEWAY] = gateway
     for route, path, handler in _reads_routes(gateway):
         app.router.add_get(path, _guard(route, handler, metrics))
