@@ -43,16 +43,6 @@ _CORE_PATHS = (
 )
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-# Routes whose handler admits the request itself (its API key or its address, one bucket).
-READ_ROUTES = frozenset(
-    {
-        "/v1/events",
-        "/v1/events/{event}/schedule",
-        "/v1/events/{event}/medals",
-        "/v1/events/{event}/units/{unit_code}",
-        "/v1/events/{event}/disciplines",
-    }
-)
 
 
 class BadParameter(Exception):
@@ -157,8 +147,9 @@ def _metrics_page(gateway: Gateway) -> Handler:
     return metrics
 
 
-def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
-    """The core routes: the reads (behind API keys and limits), the document and the probes."""
+def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler, bool]]:
+    """The core routes: the reads (behind API keys and limits), the document and the probes;
+    each with whether its handler admits the request itself (else the middleware limits it)."""
 
     async def events(request: web.Request) -> web.StreamResponse:
         return await gateway.cached(request, "events", "events", _reads.read_events)
@@ -247,15 +238,15 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
 
     # The router tries routes in order: the busiest first.
     return [
-        ("unit", "/v1/events/{event}/units/{unit_code}", _admitted(gateway, unit)),
-        ("schedule", "/v1/events/{event}/schedule", _admitted(gateway, schedule)),
-        ("medals", "/v1/events/{event}/medals", _admitted(gateway, medals)),
-        ("events", "/v1/events", _admitted(gateway, events)),
-        ("disciplines", "/v1/events/{event}/disciplines", _admitted(gateway, disciplines)),
-        ("openapi", "/v1/openapi.json", openapi),
-        ("healthz", "/healthz", healthz),
-        ("readyz", "/readyz", readyz),
-        ("metrics", "/metrics", _metrics_page(gateway)),
+        ("unit", "/v1/events/{event}/units/{unit_code}", _admitted(gateway, unit), True),
+        ("schedule", "/v1/events/{event}/schedule", _admitted(gateway, schedule), True),
+        ("medals", "/v1/events/{event}/medals", _admitted(gateway, medals), True),
+        ("events", "/v1/events", _admitted(gateway, events), True),
+        ("disciplines", "/v1/events/{event}/disciplines", _admitted(gateway, disciplines), True),
+        ("openapi", "/v1/openapi.json", openapi, False),
+        ("healthz", "/healthz", healthz, False),
+        ("readyz", "/readyz", readyz, False),
+        ("metrics", "/metrics", _metrics_page(gateway), False),
     ]
 
 
@@ -272,7 +263,6 @@ def make_app(
     entry in `route_sets`: it adds its routes and its part of the OpenAPI document."""
     metrics = metrics or Metrics()
     gateway = Gateway(settings, metrics, route_sets)
-    gateway.admitting.update(READ_ROUTES)
     # Tracing off (the default) adds no middleware of its own; the limits' one is the only
     # one before the route sets' (a read pays its route's lookup in a set, no Redis call).
     app = web.Application(
@@ -280,7 +270,9 @@ def make_app(
         middlewares=[*aiohttp_middlewares(settings), _limits(gateway)],
     )
     app[GATEWAY] = gateway
-    for route, path, handler in _reads_routes(gateway):
+    for route, path, handler, admits in _reads_routes(gateway):
+        if admits:
+            gateway.admitting.add(path)
         app.router.add_get(path, _guard(route, handler, metrics))
     for route_set in gateway.route_sets:
         route_set.add_routes(app, gateway)
