@@ -243,6 +243,8 @@ def gateway_env(database_url: str, redis_url: str, port: int, workers: int) -> d
         OMNIUM_GATEWAY_WORKERS=str(workers),
         OMNIUM_GATEWAY_API_KEYS=f"bench:{API_KEY}:10000000:100000000",
         OMNIUM_GATEWAY_REDIS_PREFIX=f"bench:{uuid.uuid4().hex[:8]}:",
+        # db_reads() reads the counters on the public port.
+        OMNIUM_GATEWAY_PUBLIC_METRICS="true",
         OMNIUM_LOG_LEVEL="WARNING",
     )
     return env

@@ -274,6 +274,17 @@ class LiveSettings:
         "read (a stream on one more Games is refused with 503 and Retry-After).",
         env="live_redis_connections",
     )
+    max_streams_per_client: int = setting(
+        20,
+        "Live push: most SSE streams one client (its API key, or its address without one) "
+        "holds on one gateway worker; past it, 429 with Retry-After (0: no cap).",
+        env="live_max_streams_per_client",
+    )
+    client_retry_after_seconds: int = setting(
+        10,
+        "Live push: the Retry-After sent with a 429 to a client past its most streams.",
+        env="live_client_retry_after_seconds",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +383,40 @@ class GatewaySettings:
     )
     anonymous_burst: int = setting(
         100, "Token bucket size per address without a key.", env="gateway_anonymous_burst"
+    )
+    console_rate_per_second: float = setting(
+        50.0,
+        "Requests per second per address to the scorer console and provider pushes (/score/, "
+        "/v1/providers/): a bucket of their own, roomy for scorers behind one venue address.",
+        env="gateway_console_rate_per_second",
+    )
+    console_burst: int = setting(
+        500,
+        "Token bucket size per address for the scorer console and provider pushes.",
+        env="gateway_console_burst",
+    )
+    other_rate_per_second: float = setting(
+        10.0,
+        "Requests per second per address to every other route (probes, the OpenAPI document, "
+        "unknown paths): a bucket apart from the reads'.",
+        env="gateway_other_rate_per_second",
+    )
+    other_burst: int = setting(
+        50,
+        "Token bucket size per address for the probes, the document and unknown paths.",
+        env="gateway_other_burst",
+    )
+    rate_clients: int = setting(
+        50_000,
+        "Most clients (API keys, addresses) one gateway worker keeps rate-limit state for; the "
+        "least recently seen is forgotten first (Redis still holds its bucket).",
+        env="gateway_rate_clients",
+    )
+    public_metrics: bool = setting(
+        False,
+        "Also serve /metrics on the public port (limited per address); off: only on the "
+        "metrics port.",
+        env="gateway_public_metrics",
     )
     key_rate_per_second: float = setting(
         100.0,

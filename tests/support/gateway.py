@@ -101,6 +101,8 @@ def gateway_env(database_url: str, redis_url: str, **settings: str) -> dict[str,
         OMNIUM_GATEWAY_METRICS_PORT="0",
         OMNIUM_GATEWAY_REDIS_PREFIX=f"test:{uuid.uuid4().hex[:10]}:",
         OMNIUM_LOG_LEVEL="WARNING",
+        # A dev process, as gateway_settings makes one: production refuses the dev defaults.
+        OMNIUM_ENVIRONMENT="development",
     )
     env.update({f"OMNIUM_{k.upper()}": v for k, v in settings.items()})
     return env
