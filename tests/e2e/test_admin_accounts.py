@@ -68,7 +68,9 @@ async def test_an_admin_makes_a_scorer_account_and_signs_a_lost_tablet_out(
         await row.get_by_label("Role of court3", exact=True).select_option("operator")
         await row.get_by_role("button", name="Change the role of court3").click()
         await expect(page.get_by_role("status")).to_have_text("court3 is now an operator.")
-        signed = await accounts.sign_in("court3", PASSWORD + " 2", screen="admin", address="127.0.0.1")
+        signed = await accounts.sign_in(
+            "court3", PASSWORD + " 2", screen="admin", address="127.0.0.1"
+        )
         assert signed.account.role == "operator"
 
         # Your own account cannot be turned off or demoted from here.

@@ -165,7 +165,9 @@ async def test_cached_sessions_end_within_their_window(
     """The gateway's copy of a session: no write per tap, sign-out at once, disabling soon."""
     settings = accounts._settings
     await accounts.create("tapper", "Tapper", "scorer", PASSWORD)
-    session = await accounts.sign_in("tapper", PASSWORD, screen="scorer-console", address="127.0.0.1")
+    session = await accounts.sign_in(
+        "tapper", PASSWORD, screen="scorer-console", address="127.0.0.1"
+    )
     slow = Accounts(accounts._pool, settings, cache_seconds=600.0)
     assert (await slow.session(session.token)) is not None
     seen = await db.fetchval("SELECT last_seen_at FROM account_session")
@@ -175,7 +177,9 @@ async def test_cached_sessions_end_within_their_window(
     await slow.sign_out(session.token)
     assert await slow.session(session.token) is None
 
-    session = await accounts.sign_in("tapper", PASSWORD, screen="scorer-console", address="127.0.0.1")
+    session = await accounts.sign_in(
+        "tapper", PASSWORD, screen="scorer-console", address="127.0.0.1"
+    )
     quick = Accounts(accounts._pool, settings, cache_seconds=0.2)
     assert (await quick.session(session.token)) is not None
     await db.execute("UPDATE account SET disabled = true WHERE login = 'tapper'")
@@ -187,8 +191,12 @@ async def test_turning_an_account_off_ends_its_sessions_and_on_lets_it_back(
     accounts: Accounts, db: asyncpg.Connection
 ) -> None:
     await accounts.create("lost.phone", "Lost Phone", "scorer", PASSWORD)
-    one = await accounts.sign_in("lost.phone", PASSWORD, screen="scorer-console", address="127.0.0.1")
-    two = await accounts.sign_in("lost.phone", PASSWORD, screen="scorer-console", address="127.0.0.1")
+    one = await accounts.sign_in(
+        "lost.phone", PASSWORD, screen="scorer-console", address="127.0.0.1"
+    )
+    two = await accounts.sign_in(
+        "lost.phone", PASSWORD, screen="scorer-console", address="127.0.0.1"
+    )
     # A copy in a gateway's session cache goes too, not at the end of its window.
     cached = Accounts(accounts._pool, accounts._settings, cache_seconds=600.0)
     assert await cached.session(one.token) is not None
@@ -199,7 +207,9 @@ async def test_turning_an_account_off_ends_its_sessions_and_on_lets_it_back(
     (view,) = [v for v in await accounts.overview() if v.login == "lost.phone"]
     assert view.disabled and view.sessions == 0
     assert await accounts.set_disabled("lost.phone", False) == 0
-    assert (await accounts.sign_in("lost.phone", PASSWORD, screen="scorer-console", address="127.0.0.1")).token
+    assert (
+        await accounts.sign_in("lost.phone", PASSWORD, screen="scorer-console", address="127.0.0.1")
+    ).token
 
 
 async def test_a_new_password_ends_other_sessions(accounts: Accounts) -> None:
@@ -212,7 +222,9 @@ async def test_a_new_password_ends_other_sessions(accounts: Accounts) -> None:
     assert await accounts.set_password("forgetful", new, keep_token=mine.token) == 1
     assert await accounts.session(mine.token) is not None
     assert await accounts.session(other.token) is None
-    assert (await accounts.sign_in("forgetful", new, screen="admin", address="127.0.0.1")).account.login == "forgetful"
+    assert (
+        await accounts.sign_in("forgetful", new, screen="admin", address="127.0.0.1")
+    ).account.login == "forgetful"
     with pytest.raises(AccountError, match="no account with the login 'nobody'"):
         await accounts.set_password("nobody", new)
 
