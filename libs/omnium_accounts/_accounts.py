@@ -147,7 +147,9 @@ class Accounts:
     def throttle_in_redis(self, redis: aioredis.Redis, prefix: str) -> None:
         """Count sign-in failures in Redis (PostgreSQL while Redis fails)."""
         fallback: Callable[[], Throttle] = lambda: PostgresThrottle(self._pool)  # noqa: E731
-        self._throttle = RedisThrottle(redis, prefix, fallback)
+        self._throttle = RedisThrottle(
+            redis, prefix, fallback, retry_seconds=self._settings.gateway.redis_retry_seconds
+        )
 
     @property
     def throttle(self) -> Throttle:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -123,14 +124,22 @@ return 0
 
 class RedisThrottle:
     """Counts in Redis; while Redis fails, the PostgreSQL counts (a Redis outage does not turn
-    the throttle off, and sign-in still works)."""
+    the throttle off, and sign-in still works). After a failure Redis is left alone for
+    `retry_seconds`, so each sign-in does not wait out a timeout first."""
 
     def __init__(
-        self, redis: aioredis.Redis, prefix: str, fallback: Callable[[], Throttle]
+        self,
+        redis: aioredis.Redis,
+        prefix: str,
+        fallback: Callable[[], Throttle],
+        *,
+        retry_seconds: float,
     ) -> None:
         self._redis = redis
         self._prefix = prefix
         self._fallback = fallback
+        self._retry_seconds = retry_seconds
+        self._down_until = 0.0
         self._take = redis.register_script(_TAKE)
         self._give_back = redis.register_script(_GIVE_BACK)
 
@@ -141,16 +150,25 @@ class RedisThrottle:
         argv: list[float] = []
         for c in taken:
             argv += [c.limit, int(c.window_seconds * 1000)]
+        if time.monotonic() < self._down_until:
+            return await self._fallback().take(taken)
         try:
             wait_ms = await self._take(keys=self._keys(taken), args=argv)
         except (RedisError, OSError) as exc:
-            log.warning("sign-in throttle: Redis failed (%s); counting in PostgreSQL", exc)
+            self._failed(exc)
             return await self._fallback().take(taken)
         return max(int(wait_ms) / 1000.0, 1.0) if int(wait_ms) > 0 else 0.0
 
     async def give_back(self, taken: list[Count]) -> None:
+        if time.monotonic() < self._down_until:
+            await self._fallback().give_back(taken)
+            return
         try:
             await self._give_back(keys=self._keys(taken), args=[])
         except (RedisError, OSError) as exc:
-            log.warning("sign-in throttle: Redis failed (%s); counting in PostgreSQL", exc)
+            self._failed(exc)
             await self._fallback().give_back(taken)
+
+    def _failed(self, exc: BaseException) -> None:
+        log.warning("sign-in throttle: Redis failed (%s); counting in PostgreSQL for now", exc)
+        self._down_until = time.monotonic() + self._retry_seconds

@@ -142,6 +142,19 @@ async def test_a_guesser_is_slowed_per_address_and_login_and_the_answer_names_no
     assert at_venue.status_code == 200 and at_venue.json()["login"] == "mina"
 
 
+async def test_with_redis_down_the_scorer_console_counts_in_postgresql(
+    database_url: str, servers: Servers, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A Redis that refuses connections: the port of one that has stopped.
+    async with consoles(database_url, "redis://127.0.0.1:1/0") as doors:
+        await doors.accounts.create("mina", "Mina Park", "scorer", PASSWORD)
+        async with doors.scorer("203.0.113.30") as guesser:
+            wrong = [(await scorer_sign_in(guesser, "mina", "guess")).status_code for _ in "12345"]
+            refused = await scorer_sign_in(guesser, "mina")
+    assert wrong == [401] * 5 and refused.status_code == 429
+    assert "counting in PostgreSQL" in caplog.text
+
+
 async def test_a_refused_attempt_costs_no_password_check(doors: Doors) -> None:
     from omnium_accounts import password_checks
 
