@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -21,22 +22,23 @@ from grpc import aio
 
 from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
-from omnium_accounts import Accounts, Role, SignInRefused
+from omnium_accounts import Accounts, SignInBusy, SignInRefused, SignInThrottled, may_sign_in_on
 from omnium_accounts.web import (
+    CsrfUnreadable,
+    add_security_headers,
     clear_session_cookie,
     csrf_ok,
     request_session,
     set_session_cookie,
 )
 from omnium_grpc import account_actor, act_outcome_word, actor_message, open_channel
+from omnium_process import client_address
 from omnium_scorer_web._provider_door import ProviderDoor
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).with_name("static")
 SCREEN = "scorer-console"
-# Roles that may score. Admins may do everything (Account.may).
-SCORING_ROLES: tuple[Role, ...] = ("scorer", "operator")
 _STATIC_TYPES = {
     ".html": "text/html",
     ".js": "text/javascript",
@@ -46,12 +48,24 @@ _STATIC_TYPES = {
 _UNIT = re.compile(r"^[0-9a-fA-F-]{36}$")
 STUB = web.AppKey("omnium_scoring_stub", scoring_pb2_grpc.ScoringServiceStub)
 CHANNEL = web.AppKey("omnium_scoring_channel", aio.Channel)
+THROTTLE_REDIS = web.AppKey("omnium_sign_in_redis", aioredis.Redis)
+# A tap's time (client_at, ms since 1970) is taken from 1970 to the end of year 9999.
+_LATEST_TAP_MS = 253_402_300_799_999
+# What a crafted JSON body can raise while it is read or turned into an action: each is a 400.
+_UNREADABLE = (ValueError, TypeError, KeyError, OverflowError, RecursionError)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _problem(status: int, message: str, **extra: object) -> web.Response:
     return web.json_response({"error": message, **extra}, status=status)
+
+
+def _count(text: str, what: str, most: int) -> int:
+    """A query's whole number from 0 to `most`; ValueError with a plain reason otherwise."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
+        raise ValueError(f"{what}, 0 to {most}, not {text[:40]!r}")
+    return min(int(text), most)
 
 
 def _plain(message: Message) -> dict[str, Any]:
@@ -147,17 +161,23 @@ class ScorerConsole:
     async def _actor(
         self, request: web.Request, *, changes: bool
     ) -> tuple[actor_pb2.Actor | None, web.Response | None]:
-        session = await request_session(request, self.accounts)
+        session = await request_session(request, self.accounts, screen=SCREEN)
         if session is None:
             if self.settings.scoring.scorer_sign_in_required:
                 return None, _problem(401, "sign in first", sign_in=True)
             return actor_message("scorer", "scorer (not signed in)", screen=SCREEN), None
-        if not session.account.may(*SCORING_ROLES):
+        if not may_sign_in_on(session.account.role, SCREEN):
             return None, _problem(
                 403, f"{session.account.name} is a {session.account.role}; scoring needs a scorer"
             )
-        if changes and not await csrf_ok(request, session):
-            return None, _problem(403, "the page is out of date: reload it and sign in again")
+        if changes:
+            try:
+                if not await csrf_ok(request, session):
+                    return None, _problem(
+                        403, "the page is out of date: reload it and sign in again"
+                    )
+            except CsrfUnreadable as exc:
+                return None, _problem(400, f"{exc}: reload the page and try again")
         return account_actor("scorer", session.account, session.screen or SCREEN), None
 
     # -- pages ----------------------------------------------------------------------------
@@ -193,21 +213,21 @@ class ScorerConsole:
     async def sign_in(self, request: web.Request) -> web.StreamResponse:
         try:
             body = await request.json()
-            login, password = str(body["login"]), str(body["password"])
-        except (ValueError, KeyError, TypeError):
+            login, password = body["login"], body["password"]
+        except _UNREADABLE:
             return _problem(400, 'send {"login": ..., "password": ...} as JSON')
+        if not isinstance(login, str) or not isinstance(password, str):
+            return _problem(400, "the login and the password are each a JSON string")
+        address = client_address(request, self.settings)
         try:
-            session = await self.accounts.sign_in(login, password, screen=SCREEN)
+            session = await self.accounts.sign_in(login, password, screen=SCREEN, address=address)
         except SignInRefused as exc:
-            response = _problem(401, str(exc))
+            status = 429 if isinstance(exc, SignInThrottled) else 401
+            status = 503 if isinstance(exc, SignInBusy) else status
+            response = _problem(status, str(exc))
             if exc.retry_after:
-                response.headers["Retry-After"] = str(int(exc.retry_after) + 1)
+                response.headers["Retry-After"] = str(math.ceil(exc.retry_after))
             return response
-        if not session.account.may(*SCORING_ROLES):
-            await self.accounts.sign_out(session.token)
-            return _problem(
-                403, f"{session.account.name} is a {session.account.role}; scoring needs a scorer"
-            )
         response = web.json_response(
             {
                 "name": session.account.name,
@@ -219,17 +239,20 @@ class ScorerConsole:
         return response
 
     async def sign_out(self, request: web.Request) -> web.StreamResponse:
-        session = await request_session(request, self.accounts)
+        session = await request_session(request, self.accounts, screen=SCREEN)
         if session is not None:
-            if not await csrf_ok(request, session):
-                return _problem(403, "the page is out of date: reload it")
+            try:
+                if not await csrf_ok(request, session):
+                    return _problem(403, "the page is out of date: reload it")
+            except CsrfUnreadable as exc:
+                return _problem(400, f"{exc}: reload the page and try again")
             await self.accounts.sign_out(session.token)
         response = web.json_response({"signed_out": True})
         clear_session_cookie(response)
         return response
 
     async def me(self, request: web.Request) -> web.StreamResponse:
-        session = await request_session(request, self.accounts)
+        session = await request_session(request, self.accounts, screen=SCREEN)
         if session is None:
             if self.settings.scoring.scorer_sign_in_required:
                 return _problem(401, "sign in first", sign_in=True)
@@ -285,26 +308,28 @@ class ScorerConsole:
         unit_id = request.match_info["unit_id"]
         if not _UNIT.match(unit_id):
             return _problem(404, f"there is no match {unit_id}")
-        recent_text = request.query.get("recent", "0") or "0"
-        if not recent_text.isdigit():
-            return _problem(
-                400, f"recent is how many of the latest actions, 0 to 200, not {recent_text!r}"
+        try:
+            recent = _count(
+                request.query.get("recent", "0") or "0",
+                "recent is how many of the latest actions",
+                200,
             )
-        recent = min(int(recent_text), 200)
+            after = _count(
+                request.query.get("after", "0") or "0",
+                "after is the seq of the standing actions you have",
+                2**31 - 1,
+            )
+        except ValueError as exc:
+            return _problem(400, str(exc))
         # The console asks for the standing actions when its copy is older than the match.
         standing = request.query.get("standing") == "1"
-        after_text = request.query.get("after", "0") or "0"
-        if not after_text.isdigit():
-            return _problem(
-                400, f"after is the seq of the standing actions you have, not {after_text!r}"
-            )
         state = await self._call(
             lambda: self.scoring.GetMatchState(
                 scoring_pb2.GetMatchStateRequest(
                     unit_id=unit_id,
                     recent=recent,
                     standing=standing,
-                    standing_after=int(after_text),
+                    standing_after=after,
                 ),
                 timeout=self.deadline,
             )
@@ -329,7 +354,12 @@ class ScorerConsole:
             undo_seq=int(raw.get("undo_seq") or 0),
         )
         tapped = raw.get("client_at")
-        if isinstance(tapped, (int, float)):
+        if isinstance(tapped, (int, float)) and not isinstance(tapped, bool):
+            if not (math.isfinite(tapped) and 0 <= tapped <= _LATEST_TAP_MS):
+                raise ValueError(
+                    "client_at is the time of the tap in milliseconds since 1970, "
+                    f"0 to {_LATEST_TAP_MS}, not {tapped!r}"
+                )
             out.client_at.FromDatetime(datetime.fromtimestamp(tapped / 1000, UTC))
         return out
 
@@ -339,7 +369,7 @@ class ScorerConsole:
             return problem
         try:
             action = self._action(await request.json(), request.match_info["unit_id"])
-        except (ValueError, TypeError, json_format.ParseError) as exc:
+        except (*_UNREADABLE, json_format.ParseError) as exc:
             return _problem(400, f"the action cannot be read: {exc}")
         answer = await self._call(
             lambda: self.scoring.Act(
@@ -358,7 +388,7 @@ class ScorerConsole:
         try:
             raw = await request.json()
             actions = [self._action(a) for a in raw["actions"]]
-        except (ValueError, TypeError, KeyError, json_format.ParseError) as exc:
+        except (*_UNREADABLE, json_format.ParseError) as exc:
             return _problem(400, f"the actions cannot be read: {exc}")
         answer = await self._call(
             lambda: self.scoring.Sync(
@@ -426,13 +456,29 @@ def add_scorer_routes(
         own = channel or open_channel(settings.scoring.address, settings)
         app[CHANNEL] = own
         app[STUB] = scoring_pb2_grpc.ScoringServiceStub(own)
+        if settings.server.redis_url:
+            # Failed sign-ins are counted in Redis, one round trip each, where the gateway has
+            # it; in PostgreSQL otherwise and while it fails. A client of its own, short
+            # timeouts: a Redis that hangs must not hold a sign-in long.
+            timeout = settings.gateway.redis_timeout_seconds
+            redis = aioredis.Redis.from_url(
+                settings.server.redis_url,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                client_name="omnium-sign-in",
+            )
+            app[THROTTLE_REDIS] = redis
+            accounts.throttle_in_redis(redis, settings.gateway.redis_prefix)
 
     async def close_scoring(app: web.Application) -> None:
         if channel is None and CHANNEL in app:
             await app[CHANNEL].close()
+        if THROTTLE_REDIS in app:
+            await app[THROTTLE_REDIS].aclose(close_connection_pool=True)
 
     app.on_startup.append(open_scoring)
     app.on_cleanup.append(close_scoring)
+    add_security_headers(app, settings, prefix="/score")
     router = app.router
     router.add_get("/score", console.redirect)
     router.add_get("/score/", console.page)

@@ -30,7 +30,9 @@ async def test_a_scorer_signs_in_and_scores_over_http(
             viewer = await http.post(
                 "/score/api/sign-in", json={"login": "vic", "password": "a long password"}
             )
-            assert viewer.status_code == 403
+            # Not an account for this console: the same answer as a wrong password.
+            assert viewer.status_code == 401
+            assert viewer.json() == {"error": "the login or the password is wrong"}
             wrong = await http.post("/score/api/sign-in", json={"login": "mina", "password": "x"})
             assert wrong.json() == {"error": "the login or the password is wrong"}
             signed = await http.post(
