@@ -8,7 +8,9 @@ from protos/ (see docs/callers.md for the table).
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import re
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -199,16 +201,36 @@ def set_current_caller(caller: Caller | None) -> None:
     _CURRENT.set(caller)
 
 
+#: How OMNIUM_GRPC_CALLERS gives a token as its hash: `sha256=` and 64 hex digits.
+HASHED = "sha256="
+_HEX_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+def token_hash(token: str) -> str:
+    """What OMNIUM_GRPC_CALLERS may hold in place of a token: `sha256=<hex>`."""
+    return HASHED + hashlib.sha256(token.encode()).hexdigest()
+
+
+def _digest(item_token: str) -> bytes:
+    """The sha256 a server keeps for one item's token, given plain or as `sha256=<hex>`."""
+    if item_token.startswith(HASHED):
+        return bytes.fromhex(item_token.removeprefix(HASHED))
+    return hashlib.sha256(item_token.encode()).digest()
+
+
 class Callers:
     """The tokens a server accepts, each with the caller it belongs to. A caller may have
-    several tokens at once, so a token is rotated without a moment when none works."""
+    several tokens at once, so a token is rotated without a moment when none works.
+
+    Only each token's sha256 is kept: a server's memory (or a dump of it) does not hold the
+    tokens that let a caller in, and OMNIUM_GRPC_CALLERS may list the hashes alone."""
 
     def __init__(self, tokens: Iterable[tuple[str, Caller]]) -> None:
-        self._tokens = [(token.encode(), caller) for token, caller in tokens]
+        self._digests = [(_digest(token), caller) for token, caller in tokens]
 
     @classmethod
     def parse(cls, items: Sequence[str]) -> Callers:
-        """From OMNIUM_GRPC_CALLERS items, each `name:role:token`."""
+        """From OMNIUM_GRPC_CALLERS items, each `name:role:token` or `name:role:sha256=<hex>`."""
         found: list[tuple[str, Caller]] = []
         roles_of: dict[str, str] = {}
         owner: dict[str, str] = {}
@@ -217,7 +239,9 @@ class Callers:
             if not (name and role and token):
                 raise SettingsError(
                     f"OMNIUM_GRPC_CALLERS has {_shown(item)}; write each caller as "
-                    "name:role:token, e.g. admin-console:operator-console:<token>."
+                    "name:role:token, or name:role:sha256=<hex> with the token's hash "
+                    "(python -m omnium_grpc hash-token), e.g. "
+                    "admin-console:operator-console:sha256=<hex>."
                 )
             if role not in ROLES:
                 raise SettingsError(
@@ -229,9 +253,19 @@ class Callers:
                     f"OMNIUM_GRPC_CALLERS gives caller {name!r} two roles ({roles_of[name]} and "
                     f"{role}); a caller has one role. List it once per token, with one role."
                 )
-            if owner.setdefault(token, name) != name:
+            if token.startswith(HASHED):
+                token = HASHED + token.removeprefix(HASHED).lower()
+                if not _HEX_DIGEST.match(token.removeprefix(HASHED)):
+                    raise SettingsError(
+                        f"OMNIUM_GRPC_CALLERS gives caller {name!r} a hash that is not 64 hex "
+                        "digits after sha256=; make it with `python -m omnium_grpc hash-token` "
+                        "(the token on its standard input)."
+                    )
+            # A token and its own hash are the same token: each caller needs its own.
+            key = _digest(token).hex()
+            if owner.setdefault(key, name) != name:
                 raise SettingsError(
-                    f"OMNIUM_GRPC_CALLERS gives callers {owner[token]!r} and {name!r} the same "
+                    f"OMNIUM_GRPC_CALLERS gives callers {owner[key]!r} and {name!r} the same "
                     "token; each caller needs its own, or the log cannot say who called."
                 )
             found.append((token, Caller(name, ROLES[role])))
@@ -259,10 +293,10 @@ class Callers:
         scheme, _, token = text.partition(" ")
         if scheme.lower() != "bearer" or not token:
             return "the authorization header must be 'Bearer <token>'"
-        given = token.strip().encode()
-        # Compare against every token so the time taken does not say which one nearly matched.
+        given = hashlib.sha256(token.strip().encode()).digest()
+        # Compare against every hash so the time taken does not say which one nearly matched.
         found: Caller | None = None
-        for known, caller in self._tokens:
+        for known, caller in self._digests:
             if hmac.compare_digest(given, known):
                 found = caller
         return found if found is not None else "the bearer token is not one this service accepts"
