@@ -11,6 +11,7 @@ from omnium_grpc._callers import (
     Callers,
     Role,
     current_caller,
+    held_results_hidden,
 )
 from omnium_grpc._client import open_channel
 from omnium_grpc._errors import abort_internal
@@ -59,6 +60,7 @@ __all__ = [
     "current_caller",
     "field_changes",
     "grpc_target",
+    "held_results_hidden",
     "is_canonical_id",
     "is_id",
     "json_value",

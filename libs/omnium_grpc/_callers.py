@@ -87,6 +87,9 @@ class Role:
     own_kind: Kind = SYSTEM
     #: Command codes it may Submit; None: every code.
     codes: frozenset[str] | None = None
+    #: Whether it reads results the checker holds (DESIGN §8) before a person approves them:
+    #: omnium's own processes and the consoles do; another team never does, by any read.
+    sees_held: bool = True
 
     def may_call(self, method: str) -> bool:
         return self.methods is None or method in self.methods or method in _REFLECTION
@@ -130,12 +133,14 @@ ROLES: dict[str, Role] = {
             names=frozenset(),
             own_kind=PROVIDER,
             codes=frozenset({"results.set_status", "results.set_sides", "medals.set_row"}),
+            sees_held=False,
         ),
         Role(
             "reader",
             "another team that reads (a stats team): timelines, runs, match states, clients",
             methods=_READS,
             names=frozenset(),
+            sees_held=False,
         ),
     )
 }
@@ -195,6 +200,13 @@ def current_caller() -> Caller | None:
     """The caller of the call being handled; None when the server takes calls without tokens
     (OMNIUM_GRPC_AUTH_REQUIRED=false), whose actors are then recorded as sent."""
     return _CURRENT.get()
+
+
+def held_results_hidden() -> bool:
+    """Whether the call being handled must not show results the checker holds: its caller is
+    another team (a reader or a feed). A server without tokens shows everything."""
+    caller = _CURRENT.get()
+    return caller is not None and not caller.role.sees_held
 
 
 def set_current_caller(caller: Caller | None) -> None:
