@@ -24,6 +24,7 @@ from omnium_accounts._assignments import (
     ScheduleLine,
     read_schedule,
 )
+from omnium_accounts._calls import CallSessions
 from omnium_accounts._passwords import hash_password, verify_password
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "ApiKeys",
     "AssignmentView",
     "Assignments",
+    "CallSessions",
     "LiveKey",
     "RefusalView",
     "Role",

@@ -27,7 +27,13 @@ from omnium_accounts.web import (
     request_session,
     set_session_cookie,
 )
-from omnium_grpc import account_actor, act_outcome_word, actor_message, open_channel
+from omnium_grpc import (
+    SESSION_HEADER,
+    account_actor,
+    act_outcome_word,
+    actor_message,
+    open_channel,
+)
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -44,6 +50,8 @@ _STATIC_TYPES = {
 _UNIT = re.compile(r"^[0-9a-fA-F-]{36}$")
 STUB = web.AppKey("omnium_scoring_stub", scoring_pb2_grpc.ScoringServiceStub)
 CHANNEL = web.AppKey("omnium_scoring_channel", aio.Channel)
+# The signed-in scorer's session, as call metadata: scoring reads the person from it.
+_PERSON: web.RequestKey[tuple[tuple[str, str], ...]] = web.RequestKey("omnium_scorer_person")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -156,6 +164,8 @@ class ScorerConsole:
             )
         if changes and not await csrf_ok(request, session):
             return None, _problem(403, "the page is out of date: reload it and sign in again")
+        # Scoring takes the scorer from this session, not from the actor (docs/callers.md).
+        request[_PERSON] = ((SESSION_HEADER, session.token),)
         return account_actor("scorer", session.account, session.screen or SCREEN), None
 
     # -- pages ----------------------------------------------------------------------------
@@ -270,6 +280,7 @@ class ScorerConsole:
                     event_code=request.query.get("event", ""), actor=actor
                 ),
                 timeout=self.deadline,
+                metadata=request.get(_PERSON, ()),
             )
         )
         body = _plain(listing)
@@ -305,6 +316,7 @@ class ScorerConsole:
                     standing_after=int(after_text),
                 ),
                 timeout=self.deadline,
+                metadata=request.get(_PERSON, ()),
             )
         )
         return web.json_response(_match(state, standing=standing))
@@ -341,7 +353,9 @@ class ScorerConsole:
             return _problem(400, f"the action cannot be read: {exc}")
         answer = await self._call(
             lambda: self.scoring.Act(
-                scoring_pb2.ActRequest(action=action, actor=actor), timeout=self.deadline
+                scoring_pb2.ActRequest(action=action, actor=actor),
+                timeout=self.deadline,
+                metadata=request.get(_PERSON, ()),
             )
         )
         text = json.dumps(_answer(answer))
@@ -362,6 +376,7 @@ class ScorerConsole:
             lambda: self.scoring.Sync(
                 scoring_pb2.SyncRequest(actions=actions, actor=actor),
                 timeout=self.deadline * max(1, len(actions)),
+                metadata=request.get(_PERSON, ()),
             )
         )
         body: dict[str, Any] = {"answers": [_answer(a) for a in answer.answers]}
@@ -381,7 +396,9 @@ class ScorerConsole:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
-        stream = self.scoring.WatchMatch(scoring_pb2.GetMatchStateRequest(unit_id=unit_id))
+        stream = self.scoring.WatchMatch(
+            scoring_pb2.GetMatchStateRequest(unit_id=unit_id), metadata=request.get(_PERSON, ())
+        )
 
         async def pump() -> None:
             async for state in stream:

@@ -21,6 +21,7 @@ from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+SCORER = actor_pb2.Actor.KIND_SCORER
 _UNREACHABLE = (
     "the database did not answer (it may be restarting or failing over); nothing was "
     "confirmed. Ask again in a few seconds."
@@ -117,6 +118,17 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
         self, request: scoring_pb2.GetMatchStateRequest, context: aio.ServicerContext
     ) -> scoring_pb2.MatchState:
         """The match as asked for; NOT_FOUND for no such unit, UNAVAILABLE in an outage."""
+        caller = current_caller()
+        if caller is not None and caller.role.people and SCORER in caller.role.names:
+            # The scorer console reads for its signed-in scorer: only the matches they score.
+            reader = caller.acting(actor_pb2.Actor(kind=SCORER))
+            refusal = await _read(
+                context,
+                f"match {request.unit_id}",
+                self.scorer.assigned.read_problem(reader, request.unit_id),
+            )
+            if refusal is not None:
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
         state = await _read(
             context,
             f"match {request.unit_id}",
