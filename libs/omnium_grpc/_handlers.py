@@ -24,7 +24,9 @@ import grpc
 from google.protobuf.message import Message
 from grpc import aio
 
+from omnium_db import is_outage
 from omnium_grpc._callers import SESSION_HEADER, Caller, Callers, set_current_caller
+from omnium_grpc._errors import abort_internal
 from omnium_grpc._metrics import MethodMetrics
 
 log = logging.getLogger(__name__)
@@ -111,7 +113,12 @@ class _Guard:
         )
         if token:
             text = token.decode() if isinstance(token, bytes) else token
-            person = await callers.sessions(text) if callers.sessions is not None else None
+            person = None
+            if callers.sessions is not None:
+                try:
+                    person = await callers.sessions(text)
+                except Exception as exc:
+                    await self._unread_session(exc, context)
             if person is None:
                 log.info("%s: caller %s sent a session that is not live", self.method, caller.name)
                 await context.abort(
@@ -136,6 +143,18 @@ class _Guard:
             actor = request.actor  # type: ignore[attr-defined]
             actor.CopyFrom(caller.acting(actor))
         return caller
+
+    async def _unread_session(self, exc: Exception, context: aio.ServicerContext) -> None:
+        """The person's session could not be read: UNAVAILABLE in plain words when the database
+        did not answer (it passes by itself), INTERNAL with an incident for anything else."""
+        if is_outage(exc):
+            log.warning("%s: the session could not be read (%r)", self.method, exc)
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                "the signed-in person's session could not be read (the database did not "
+                "answer); nothing was done. Try again in a few seconds.",
+            )
+        await abort_internal(context, f"{self.method}: reading the person's session", exc, log)
 
     async def _refuse(self, corrupt: _Corrupt, context: aio.ServicerContext) -> None:
         log.info("%s: refused a request that does not decode", self.method)
