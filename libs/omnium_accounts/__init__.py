@@ -29,6 +29,7 @@ from omnium_accounts._assignments import (
     read_schedule,
 )
 from omnium_accounts._audit import audit
+from omnium_accounts._calls import CallSessions
 from omnium_accounts._hashing import PasswordChecks, PasswordChecksBusy, password_checks
 from omnium_accounts._passwords import hash_password, verify_password
 
@@ -43,6 +44,7 @@ __all__ = [
     "ApiKeys",
     "AssignmentView",
     "Assignments",
+    "CallSessions",
     "LiveKey",
     "PasswordChecks",
     "PasswordChecksBusy",

@@ -31,7 +31,13 @@ from omnium_accounts.web import (
     request_session,
     set_session_cookie,
 )
-from omnium_grpc import account_actor, act_outcome_word, actor_message, open_channel
+from omnium_grpc import (
+    SESSION_HEADER,
+    account_actor,
+    act_outcome_word,
+    actor_message,
+    open_channel,
+)
 from omnium_process import client_address
 from omnium_scorer_web._provider_door import ProviderDoor
 from omnium_settings import Settings
@@ -53,6 +59,8 @@ THROTTLE_REDIS = web.AppKey("omnium_sign_in_redis", aioredis.Redis)
 _LATEST_TAP_MS = 253_402_300_799_999
 # What a crafted JSON body can raise while it is read or turned into an action: each is a 400.
 _UNREADABLE = (ValueError, TypeError, KeyError, OverflowError, RecursionError)
+# The signed-in scorer's session, as call metadata: scoring reads the person from it.
+_PERSON: web.RequestKey[tuple[tuple[str, str], ...]] = web.RequestKey("omnium_scorer_person")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -178,6 +186,8 @@ class ScorerConsole:
                     )
             except CsrfUnreadable as exc:
                 return None, _problem(400, f"{exc}: reload the page and try again")
+        # Scoring takes the scorer from this session, not from the actor (docs/callers.md).
+        request[_PERSON] = ((SESSION_HEADER, session.token),)
         return account_actor("scorer", session.account, session.screen or SCREEN), None
 
     # -- pages ----------------------------------------------------------------------------
@@ -295,6 +305,7 @@ class ScorerConsole:
                     event_code=request.query.get("event", ""), actor=actor
                 ),
                 timeout=self.deadline,
+                metadata=request.get(_PERSON, ()),
             )
         )
         body = _plain(listing)
@@ -332,6 +343,7 @@ class ScorerConsole:
                     standing_after=after,
                 ),
                 timeout=self.deadline,
+                metadata=request.get(_PERSON, ()),
             )
         )
         return web.json_response(_match(state, standing=standing))
@@ -373,7 +385,9 @@ class ScorerConsole:
             return _problem(400, f"the action cannot be read: {exc}")
         answer = await self._call(
             lambda: self.scoring.Act(
-                scoring_pb2.ActRequest(action=action, actor=actor), timeout=self.deadline
+                scoring_pb2.ActRequest(action=action, actor=actor),
+                timeout=self.deadline,
+                metadata=request.get(_PERSON, ()),
             )
         )
         text = json.dumps(_answer(answer))
@@ -394,6 +408,7 @@ class ScorerConsole:
             lambda: self.scoring.Sync(
                 scoring_pb2.SyncRequest(actions=actions, actor=actor),
                 timeout=self.deadline * max(1, len(actions)),
+                metadata=request.get(_PERSON, ()),
             )
         )
         body: dict[str, Any] = {"answers": [_answer(a) for a in answer.answers]}
@@ -413,7 +428,9 @@ class ScorerConsole:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
-        stream = self.scoring.WatchMatch(scoring_pb2.GetMatchStateRequest(unit_id=unit_id))
+        stream = self.scoring.WatchMatch(
+            scoring_pb2.GetMatchStateRequest(unit_id=unit_id), metadata=request.get(_PERSON, ())
+        )
 
         async def pump() -> None:
             async for state in stream:

@@ -78,6 +78,11 @@ def _grpc_transport(settings: Settings) -> Iterator[str]:
 
 def _secrets(settings: Settings) -> Iterator[str]:
     for name, caller in _caller_tokens(settings):
+        # The servers need only each token's hash: a plain one is one more copy to steal.
+        yield (
+            f"OMNIUM_GRPC_CALLERS gives caller {name} its token in clear: list its hash instead "
+            f"({name}:<role>:sha256=<hex>, from `python -m omnium_grpc hash-token`)."
+        )
         yield from _weak("OMNIUM_GRPC_CALLERS", f"caller {name}'s token", caller)
     if settings.grpc.token:
         yield from _weak("OMNIUM_GRPC_TOKEN", "this process's token", settings.grpc.token)

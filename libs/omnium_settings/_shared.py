@@ -109,6 +109,12 @@ class GrpcSettings:
         "Bearer token this process sends to other services: its own caller's token.",
         env="grpc_token",
     )
+    session_cache_seconds: float = setting(
+        5.0,
+        "How long a gRPC server trusts a console's person session it looked up (a sign-out or "
+        "a disabled account counts within it); 0 looks it up on every call.",
+        env="grpc_session_cache_seconds",
+    )
     max_message_bytes: int = setting(
         4 * 1024 * 1024, "Largest gRPC message, each way.", env="grpc_max_message_bytes"
     )

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from omnium.command.v1 import command_pb2_grpc
 from omnium.imports.v1 import imports_pb2_grpc
+from omnium_accounts import CallSessions
 from omnium_db import NotifyListener, PoolRoad, create_pool
 from omnium_grpc import GrpcServer, open_channel
 from omnium_imports import _queue
@@ -97,6 +98,8 @@ class ImportsApp:
             self.followups = FollowUps(settings, self.pool, self.scout)
             self.tasks.append(asyncio.create_task(self.followups.run(self.stopping)))
         self.grpc = GrpcServer(settings, name="imports")
+        # The operators' console acts only through the signed-in person's session.
+        self.grpc.use_sessions(CallSessions(self.pool, settings))
         self.grpc.add(
             imports_pb2_grpc.add_ImportsServiceServicer_to_server,
             ImportsService(

@@ -221,6 +221,7 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler, bool]]:
             _reads.read_medals,
             event,
             top,
+            gateway.held,
         )
 
     async def openapi(request: web.Request) -> web.StreamResponse:

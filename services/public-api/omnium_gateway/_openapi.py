@@ -234,6 +234,12 @@ SCHEMAS: dict[str, Any] = {
         "properties": {
             "event": {"type": "string"},
             "top": _nullable("integer"),
+            "held": {
+                "type": "boolean",
+                "description": "True while a result that decides medals waits for a person's "
+                "approval (the checker step): the table then has no rows until it is approved.",
+            },
+            "note": {"type": "string", "description": "Why the table is held, when it is."},
             "rows": {
                 "type": "array",
                 "items": {

@@ -130,3 +130,10 @@ UPDATE provider_message SET outcome = $2, reason = $3, unit_id = $4::uuid, actio
 
 -- name: pulled
 UPDATE provider SET last_pulled_at = now() WHERE code = $1;
+
+-- name: held_matches
+-- Of these units, the ones whose results the checker holds ($2: the disciplines held by
+-- setting), each with its newest approval (null: never approved).
+SELECT u.id::text AS id, approved_unit(u.id) AS approved
+  FROM unit u
+ WHERE u.id = ANY($1::uuid[]) AND unit_results_held(u.id, $2::text[]);
