@@ -3,6 +3,7 @@ named on a line of its own, and a process in production refuses to start with an
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 import subprocess
@@ -26,10 +27,17 @@ def _real_looking() -> dict[tuple[str, str], str]:
     def real(match: re.Match[str]) -> str:
         return made.setdefault(match.group(0), secrets.token_hex(32))
 
-    return {
+    made_up = {
         key: re.sub(r"EXAMPLE-[A-Za-z0-9-]+", real, value)
         for key, value in example_secrets().items()
     }
+    # As the example's comment asks: the servers are given each caller's hash, not its token.
+    callers = made_up[("omnium", "grpc-callers")].split(",")
+    made_up[("omnium", "grpc-callers")] = ",".join(
+        f"{name}:{role}:sha256={hashlib.sha256(token.encode()).hexdigest()}"
+        for name, role, token in (item.split(":", 2) for item in callers)
+    )
+    return made_up
 
 
 REAL = _real_looking()

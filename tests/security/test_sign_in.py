@@ -61,6 +61,8 @@ async def consoles(
     scoring or imports service runs: sign-in and its doors need only the database (and Redis
     when given)."""
     overrides.setdefault("trusted_proxies", ("127.0.0.0/8",))
+    # Served over plain HTTP here: production would make the cookies Secure.
+    overrides.setdefault("environment", "development")
     overrides.setdefault("gateway_redis_prefix", f"test:{uuid.uuid4().hex[:10]}:")
     settings = Settings.from_env(
         {},
