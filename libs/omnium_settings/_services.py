@@ -482,7 +482,7 @@ class ScoringSettings:
     )
     providers_dir: str = setting(
         "",
-        "Folder of provider files; empty: the repo's providers/ (dev stack: dev/providers).",
+        "Folder of provider files; empty: the repo's providers/ (make run: dev/providers).",
         env="scoring_providers_dir",
     )
     attempts: int = setting(

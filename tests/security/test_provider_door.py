@@ -490,3 +490,22 @@ async def test_crafted_headers_and_values_answer_plainly_never_500(
     assert answer.status_code == status, answer.text
     assert error in answer.json()["error"]
     assert await actions(db) == 0
+
+
+async def test_while_redis_is_down_each_worker_limits_on_its_own() -> None:
+    import redis.asyncio as aioredis
+
+    from omnium_scorer_web._provider_door import DoorLimits
+    from omnium_settings import SettingsError
+
+    # Nothing listens on port 1: every call fails at once, as with Redis down.
+    down = aioredis.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=1)
+    limits = DoorLimits(Settings.from_env({}), down)
+    try:
+        waits = [await limits.wait("provider:odf-fbl", 0.01, 2) for _ in range(3)]
+    finally:
+        await down.aclose()
+    assert waits[:2] == [None, None]
+    assert waits[2] is not None and waits[2] > 1
+    with pytest.raises(SettingsError, match="OMNIUM_PROVIDER_BURST"):
+        Settings.from_env({}, provider_burst=0)
