@@ -319,3 +319,33 @@ async def test_the_gateway_s_scorer_console_sends_its_scorer_s_session(
     account = await db.fetchval("SELECT id::text FROM account WHERE login = 'mina'")
     assert await _logged(db, "w:1") == ("scorer", "Mina Park", f"account:{account}")
     assert await _logged(db, "w:2") is None
+
+
+def test_a_console_s_actor_is_its_signed_in_person_whatever_the_call_names() -> None:
+    from omnium_grpc import Person
+
+    callers = Callers.parse(
+        ["admin-console:operator-console:t-admin", "gateway:scorer-console:t-gateway"]
+    )
+    admin = callers.identify((("authorization", "Bearer t-admin"),))
+    gateway = callers.identify((("authorization", "Bearer t-gateway"),))
+    assert not isinstance(admin, str) and not isinstance(gateway, str)
+    olga = Person("a1", "olga", "Olga", "operator")
+    mina = Person("m1", "mina", "Mina Park", "scorer")
+    posing = actor_pb2.Actor(
+        kind=actor_pb2.Actor.KIND_PERSON, name="Aiko", source_code="account:7", screen="s"
+    )
+
+    def shown(actor: actor_pb2.Actor) -> tuple[int, str, str, str]:
+        return (actor.kind, actor.name, actor.source_code, actor.screen)
+
+    person, scorer_kind = actor_pb2.Actor.KIND_PERSON, actor_pb2.Actor.KIND_SCORER
+    assert shown(admin.for_person(olga).acting(posing)) == (person, "Olga", "account:a1", "s")
+    # A scorer account always acts as a scorer, so assignment applies to it.
+    assert shown(gateway.for_person(mina).acting(posing)) == (
+        scorer_kind,
+        "Mina Park",
+        "account:m1",
+        "s",
+    )
+    assert shown(gateway.acting(posing)) == (scorer_kind, "scorer (not signed in)", "", "s")
