@@ -1,7 +1,8 @@
 """Every method a GrpcServer serves is wrapped once, when its servicer is added: its request
 bytes are decoded where a bad message can be answered, when tokens are required the call's
-token names its caller, whose role must allow the method, and every call is counted and timed
-for /metrics (RED: calls by status code, seconds).
+token names its caller, whose role must allow the method (a console's call also names its person
+by their session, and its actor becomes that person), and every call is counted and timed for
+/metrics (RED: calls by status code, seconds).
 
 None of it is a gRPC interceptor: a grpc.aio interceptor runs a chain of coroutines on every
 call; a wrapped handler costs one check and, for the metrics, one clock read each side.

@@ -286,6 +286,16 @@ class ScorerConsole:
                 raise web.HTTPNotFound(
                     text=json.dumps({"error": exc.details()}), content_type="application/json"
                 ) from None
+            # Scoring would not act or read for this scorer (their session, their matches).
+            if exc.code() == grpc.StatusCode.PERMISSION_DENIED:
+                raise web.HTTPForbidden(
+                    text=json.dumps({"error": exc.details()}), content_type="application/json"
+                ) from None
+            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                raise web.HTTPUnauthorized(
+                    text=json.dumps({"error": exc.details(), "sign_in": True}),
+                    content_type="application/json",
+                ) from None
             log.warning("scoring call failed: %s %s", exc.code(), exc.details())
             raise web.HTTPServiceUnavailable(
                 text=json.dumps(

@@ -10,6 +10,7 @@ import sys
 
 import asyncpg
 import grpc
+import httpx
 import pytest
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
@@ -29,7 +30,14 @@ from tests.support.command import (
 )
 from tests.support.games import make_games, make_run
 from tests.support.imports import import_settings
-from tests.support.scoring import MINA, action, assign, running_scoring, scorer
+from tests.support.scoring import (
+    MINA,
+    action,
+    assign,
+    running_console,
+    running_scoring,
+    scorer,
+)
 from tests.support.sessions import session_metadata, signed_in
 
 FEED_TOKEN = "feed-token-that-only-the-feed-team-holds"
@@ -272,3 +280,72 @@ async def test_the_operators_console_changes_nothing_without_a_signed_in_person(
     assert [await _logged(db, f"a:{n}") for n in (1, 2, 3)] == [None, None, None]
     # The approval names the person signed in, not the one the call named.
     assert await _logged(db, "a:4") == ("person", "Olga Ivanova", f"account:{olga_id}")
+
+
+async def test_the_gateway_s_scorer_console_sends_its_scorer_s_session(
+    database_url: str, db: asyncpg.Connection
+) -> None:
+    """Through the real console, with the gateway's own role: the signed-in scorer's matches
+    only, to read and to score, and the log names them."""
+    games = await make_games(db, units=2)
+    mine, theirs = games.units
+    async with running_console(database_url, gateway_token=GATEWAY_TOKEN) as site:
+        await site.accounts.create("mina", "Mina Park", "scorer", "a long password")
+        await site.assign("mina", [mine])
+        async with httpx.AsyncClient(base_url=site.url, timeout=30) as http:
+            signed = await http.post(
+                "/score/api/sign-in", json={"login": "mina", "password": "a long password"}
+            )
+            headers = {"X-CSRF-Token": signed.json()["csrf"]}
+            listed = (await http.get("/score/api/matches")).json()["matches"]
+            own = await http.get(f"/score/api/matches/{mine}")
+            other = await http.get(f"/score/api/matches/{theirs}")
+            scored = await http.post(
+                f"/score/api/matches/{mine}/actions",
+                json={"client_id": "w:1", "kind": "start_period"},
+                headers=headers,
+            )
+            refused = await http.post(
+                f"/score/api/matches/{theirs}/actions",
+                json={"client_id": "w:2", "kind": "start_period"},
+                headers=headers,
+            )
+    assert [m["unit_id"] for m in listed] == [mine]
+    assert own.status_code == 200
+    assert other.status_code == 403
+    assert "this match is not assigned to you" in other.json()["error"]
+    assert scored.json()["outcome"] == "saved"
+    assert refused.json()["outcome"] == "refused"
+    account = await db.fetchval("SELECT id::text FROM account WHERE login = 'mina'")
+    assert await _logged(db, "w:1") == ("scorer", "Mina Park", f"account:{account}")
+    assert await _logged(db, "w:2") is None
+
+
+def test_a_console_s_actor_is_its_signed_in_person_whatever_the_call_names() -> None:
+    from omnium_grpc import Person
+
+    callers = Callers.parse(
+        ["admin-console:operator-console:t-admin", "gateway:scorer-console:t-gateway"]
+    )
+    admin = callers.identify((("authorization", "Bearer t-admin"),))
+    gateway = callers.identify((("authorization", "Bearer t-gateway"),))
+    assert not isinstance(admin, str) and not isinstance(gateway, str)
+    olga = Person("a1", "olga", "Olga", "operator")
+    mina = Person("m1", "mina", "Mina Park", "scorer")
+    posing = actor_pb2.Actor(
+        kind=actor_pb2.Actor.KIND_PERSON, name="Aiko", source_code="account:7", screen="s"
+    )
+
+    def shown(actor: actor_pb2.Actor) -> tuple[int, str, str, str]:
+        return (actor.kind, actor.name, actor.source_code, actor.screen)
+
+    person, scorer_kind = actor_pb2.Actor.KIND_PERSON, actor_pb2.Actor.KIND_SCORER
+    assert shown(admin.for_person(olga).acting(posing)) == (person, "Olga", "account:a1", "s")
+    # A scorer account always acts as a scorer, so assignment applies to it.
+    assert shown(gateway.for_person(mina).acting(posing)) == (
+        scorer_kind,
+        "Mina Park",
+        "account:m1",
+        "s",
+    )
+    assert shown(gateway.acting(posing)) == (scorer_kind, "scorer (not signed in)", "", "s")
