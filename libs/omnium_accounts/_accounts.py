@@ -303,10 +303,7 @@ class Accounts:
         taken = counts(self._settings, address, login)
         wait = await throttle.take(taken)
         if wait > 0:
-            audit(
-                "sign_in", login=shown, console=screen, address=address,
-                outcome="throttled", retry_after=round(wait),
-            )  # fmt: skip
+            _audit_sign_in(shown, screen, address, "throttled", retry_after=round(wait))
             raise SignInThrottled(f"too many failed sign-ins: try again in {_seconds(wait)}", wait)
         row = (
             await self._pool.fetchrow(QUERIES["account_for_sign_in"], login)
@@ -326,17 +323,14 @@ class Accounts:
             good = await self.checks.run(verify_password, password, stored)
         except PasswordChecksBusy:
             await throttle.give_back(taken)  # nothing was checked: not a failure
-            audit("sign_in", login=shown, console=screen, address=address, outcome="busy")
+            _audit_sign_in(shown, screen, address, "busy")
             raise SignInBusy(
                 "too many people are signing in at this moment: try again in "
                 f"{_seconds(s.busy_retry_seconds)}",
                 s.busy_retry_seconds,
             ) from None
         if reason or not good or row is None:
-            audit(
-                "sign_in", login=shown, console=screen, address=address,
-                outcome="refused", reason=reason or "wrong password",
-            )  # fmt: skip
+            _audit_sign_in(shown, screen, address, "refused", reason=reason or "wrong password")
             raise SignInRefused(WRONG)
         await throttle.give_back(taken)
         if needs_rehash(row["password_hash"]):
@@ -357,10 +351,7 @@ class Accounts:
             screen,
             s.session_hours * 3600.0,
         )
-        audit(
-            "sign_in", login=row["login"], console=screen, address=address,
-            outcome="signed_in", role=row["role"],
-        )  # fmt: skip
+        _audit_sign_in(row["login"], screen, address, "signed_in", role=row["role"])
         return Session(token, _account(row), csrf, screen, expires_at)
 
     async def session(self, token: str | None, *, screen: str | None = None) -> Session | None:
@@ -398,6 +389,10 @@ class Accounts:
     async def forget_expired(self) -> None:
         await self._pool.execute(QUERIES["delete_expired_sessions"])
         await self._pool.execute(QUERIES["throttle_forget"])
+
+
+def _audit_sign_in(login: str, console: str, address: str, outcome: str, **more: str | int) -> None:
+    audit("sign_in", login=login, console=console, address=address, outcome=outcome, **more)
 
 
 def _account(row: asyncpg.Record) -> Account:

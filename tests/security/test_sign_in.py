@@ -137,10 +137,12 @@ async def test_a_guesser_is_slowed_per_address_and_login_and_the_answer_names_no
         at_venue = await scorer_sign_in(venue, "mina")
     for refused in (mina, nobody, right):
         assert refused.status_code == 429
-        assert 290 <= int(refused.headers["Retry-After"]) <= 300
-    # The same words whether the login exists or not.
-    assert mina.json() == nobody.json() == right.json()
-    assert mina.json()["error"].startswith("too many failed sign-ins: try again in")
+        assert 60 < int(refused.headers["Retry-After"]) <= 300
+    # The same words whether the login exists or not (the wait left is the guesser's own:
+    # from its first failure on that login).
+    wait = r"\d+ min( \d+ s)?|\d+ s"
+    words = {re.sub(wait, "N", a.json()["error"]) for a in (mina, nobody, right)}
+    assert words == {"too many failed sign-ins: try again in N"}
     assert at_venue.status_code == 200 and at_venue.json()["login"] == "mina"
 
 
@@ -262,7 +264,7 @@ async def test_the_admin_console_throttles_per_address_in_postgresql(doors: Door
         refused = await admin_sign_in(guesser, "ana")
         signed = await admin_sign_in(office, "ana")
     assert wrong == [401] * 5
-    assert refused.status_code == 429 and 290 <= int(refused.headers["Retry-After"]) <= 300
+    assert refused.status_code == 429 and 60 < int(refused.headers["Retry-After"]) <= 300
     assert "Too many failed sign-ins: try again in" in refused.text
     assert signed.status_code == 303
 
