@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -27,6 +28,14 @@ def dev_environment() -> dict[str, str]:
     # The demo provider is dev-only, so it lives outside providers/ (which the image has).
     if DEV_PROVIDERS_DIR.is_dir():
         env["OMNIUM_SCORING_PROVIDERS_DIR"] = str(DEV_PROVIDERS_DIR)
+    return env
+
+
+def dev_process_environ() -> dict[str, str]:
+    """This process's environment without its own OMNIUM_ settings, as a dev process started
+    from here needs it: the base a test or a benchmark adds its settings to."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env.update(dev_environment())
     return env
 
 

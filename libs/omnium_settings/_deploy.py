@@ -145,6 +145,15 @@ def _loopback(host: str | None) -> bool:
         return False
 
 
+def _public_metrics(settings: Settings) -> Iterator[str]:
+    if settings.gateway.public_metrics:
+        yield (
+            "OMNIUM_GATEWAY_PUBLIC_METRICS is true: anyone on the internet could read the "
+            "gateway's metrics (routes, keys' traffic, pools). Remove it; Prometheus reads "
+            "the metrics port (OMNIUM_GATEWAY_METRICS_PORT)."
+        )
+
+
 def _proxies(settings: Settings) -> Iterator[str]:
     for cidr in settings.server.trusted_proxies:
         try:
@@ -184,5 +193,6 @@ _CHECKS: tuple[Check, ...] = (
     _secrets,
     _telemetry,
     _proxies,
+    _public_metrics,
     _provider_files,
 )

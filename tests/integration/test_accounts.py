@@ -25,6 +25,7 @@ from omnium_accounts import (
 )
 from omnium_accounts.web import CSRF_FIELD, csrf_ok, request_session, set_session_cookie
 from omnium_db import PoolRoad, create_pool
+from omnium_devstack.stack import dev_process_environ
 from omnium_settings import Settings
 
 PASSWORD = "correct horse battery"
@@ -310,7 +311,7 @@ async def test_a_login_is_made_once(accounts: Accounts) -> None:
 
 
 def _cli(database_url: str, stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env = dev_process_environ()
     env["OMNIUM_DATABASE_URL"] = database_url
     return subprocess.run(
         [sys.executable, "-m", "omnium_accounts", *args],
@@ -379,7 +380,8 @@ async def test_cli_turns_an_account_off_and_signs_it_out(
 
 async def test_csrf_token_is_required_on_forms(accounts: Accounts) -> None:
     await accounts.create("formuser", "Form User", "operator", PASSWORD)
-    settings = Settings.from_env({})
+    # Plain HTTP: production's Secure cookie would never come back.
+    settings = Settings.from_env({"OMNIUM_ENVIRONMENT": "development"})
 
     async def sign_in(request: web.Request) -> web.Response:
         session = await accounts.sign_in("formuser", PASSWORD, screen="test", address="127.0.0.1")

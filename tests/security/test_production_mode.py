@@ -111,6 +111,10 @@ DEV_DEFAULTS = {
         },
         "OMNIUM_OTLP_ENDPOINT",
     ),
+    "metrics on the public port": (
+        {"OMNIUM_GATEWAY_PUBLIC_METRICS": "true"},
+        "OMNIUM_GATEWAY_PUBLIC_METRICS is true",
+    ),
     "forwarded headers from anywhere": (
         {"OMNIUM_TRUSTED_PROXIES": "10.0.0.0/8,0.0.0.0/0"},
         "OMNIUM_TRUSTED_PROXIES has 0.0.0.0/0",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import shutil
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 import asyncpg
 
 from omnium_db import apply_migrations, init_connection
-from omnium_devstack.stack import Stack
+from omnium_devstack.stack import Stack, dev_process_environ
 from omnium_imports import (
     ImportsApp,
 )
@@ -88,7 +87,7 @@ class Walkthrough:
 
 
 def terminal_env(command_address: str, **settings: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env = dev_process_environ()
     return env | {"OMNIUM_COMMAND_ADDRESS": command_address} | settings
 
 
