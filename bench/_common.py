@@ -139,6 +139,8 @@ def service_env(
         "OMNIUM_GRPC_CALLERS": f"bench:service:{token}",
         "OMNIUM_GRPC_TOKEN": token,
         "OMNIUM_LOG_LEVEL": "WARNING",
+        # The bench's receivers and Scout simulator listen on this machine.
+        "OMNIUM_OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128",
         **extra,
     }
     return env

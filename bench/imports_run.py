@@ -309,6 +309,8 @@ class Service:
 
 def service_env(extra: Mapping[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    # The bench's Scout simulator listens on this machine.
+    env["OMNIUM_OUTBOUND_ALLOWED_NETWORKS"] = "127.0.0.0/8,::1/128"
     return env | dict(extra)
 
 
