@@ -237,6 +237,8 @@ def _env(database_url: str, command_port: int, doorbell_port: int) -> dict[str, 
         "OMNIUM_LEASE_EXPIRE_SECONDS": str(LEASE),
         "OMNIUM_IMPORTS_STOP_GRACE_SECONDS": str(STOP_GRACE),
         "OMNIUM_LOG_LEVEL": "INFO",
+        # The Scout simulator listens on this machine.
+        "OMNIUM_OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
     }
 
 

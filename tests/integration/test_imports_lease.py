@@ -44,6 +44,8 @@ async def _start_worker_process(day: GamesDay) -> asyncio.subprocess.Process:
         "OMNIUM_IMPORTS_WORKERS": "1",
         "OMNIUM_IMPORTS_NICE": "0",
         "OMNIUM_GRPC_DEADLINE_SECONDS": "60",
+        # The Scout simulator listens on this machine.
+        "OMNIUM_OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
     }
     return await asyncio.create_subprocess_exec(
         sys.executable,

@@ -131,6 +131,8 @@ async def test_every_service_serves_metrics_that_move_with_work(
         OMNIUM_GRPC_CALLERS=CALLERS_ENV,
         OMNIUM_GRPC_TOKEN=TOKEN,
         OMNIUM_LOG_LEVEL="WARNING",
+        # The webhook receiver listens on this machine.
+        OMNIUM_OUTBOUND_ALLOWED_NETWORKS="127.0.0.0/8",
         OMNIUM_METRICS_SAMPLE_SECONDS="0.2",
         OMNIUM_FEED_DEBOUNCE_SECONDS="0.05",
         OMNIUM_GATEWAY_WORKERS="2",
