@@ -247,12 +247,19 @@ def outbound_client(
     )
 
 
-async def read_limited(response: httpx.Response, limit: int, *, what: str) -> bytes:
-    """The body of a streamed answer, read to `limit` bytes; past it, AnswerTooLarge."""
+async def read_limited(
+    response: httpx.Response,
+    limit: int,
+    *,
+    what: str,
+    setting: str = "OMNIUM_OUTBOUND_ANSWER_MAX_BYTES",
+) -> bytes:
+    """The body of a streamed answer, read to `limit` bytes (the `setting`); past it,
+    AnswerTooLarge."""
     declared = response.headers.get("content-length", "")
     too_large = AnswerTooLarge(
-        f"{what} answered with more than {limit:,} bytes, more than omnium reads; the call "
-        "counts as failed. Ask its owner to answer briefly."
+        f"{what} answered with more than {limit:,} bytes, more than omnium reads ({setting}); "
+        "the call counts as failed."
     )
     if declared.isdigit() and int(declared) > limit:
         raise too_large

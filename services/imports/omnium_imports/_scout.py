@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 SCOUT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
 
+_ANSWER_SETTING = "OMNIUM_OUTBOUND_ANSWER_MAX_BYTES"
+_PAGE_SETTING = "OMNIUM_SCOUT_PAGE_SIZE × OMNIUM_SCOUT_ROW_MAX_BYTES"
+
+
 def _part(value: str) -> str:
     """A value placed in a URL path: quoted whole, so it stays one segment whatever it holds."""
     return quote(value, safe="")
@@ -161,9 +165,6 @@ class ScoutClient:
                 "Nothing from this run was written."
             )
         url = f"{_base(base_url)}/v1/runs/{_part(run.id)}/items"
-        # A page holds at most `page` rows, each of a bounded size: an answer past that is not
-        # a page of Scout's, and is not read to its end.
-        page_bytes = page * self.settings.imports.scout_row_max_bytes
         seen = seen or {}
         # Where the run's row count says a next page is there, it is asked for while this one
         # is read and decoded: Scout makes one page while we take in the other.
@@ -176,7 +177,7 @@ class ScoutClient:
             while not in_flight or (len(in_flight) < 2 and next_offset <= known):
                 query = {"offset": str(next_offset), "limit": str(page)}
                 in_flight.append(
-                    (next_offset, asyncio.ensure_future(self._get(url, query, page_bytes)))
+                    (next_offset, asyncio.ensure_future(self._get(url, query, page=True)))
                 )
                 next_offset += page
 
@@ -226,9 +227,7 @@ class ScoutClient:
                 body = await read_limited(
                     response, self.settings.server.outbound_answer_max_bytes, what="Scout"
                 )
-        except (OutboundRefused, AnswerTooLarge) as exc:
-            raise ScoutError(f"Scout could not be asked for a page run: {exc}") from None
-        except httpx.HTTPError as exc:
+        except httpx.HTTPError as exc:  # OutboundRefused and AnswerTooLarge among them
             raise ScoutError(f"Scout could not be asked for a page run: {exc}") from None
         if response.status_code >= 300:
             raise ScoutError(f"Scout answered HTTP {response.status_code} to a page run request")
@@ -242,20 +241,27 @@ class ScoutClient:
         return _decoded(url, await self._get(url, params))
 
     async def _get(
-        self, url: str, params: dict[str, str] | None = None, limit: int | None = None
+        self, url: str, params: dict[str, str] | None = None, page: bool = False
     ) -> bytes:
-        """The body of a 200 answer (read to `limit` bytes, OMNIUM_OUTBOUND_ANSWER_MAX_BYTES by
-        default), asking again on a failure that may pass."""
+        """The body of a 200 answer, asking again on a failure that may pass. It is read to
+        OMNIUM_OUTBOUND_ANSWER_MAX_BYTES, or for a `page` of rows to the page's bound."""
         tries = self.settings.imports.scout_tries
         wait = self.settings.imports.scout_retry_base_seconds
-        limit = self.settings.server.outbound_answer_max_bytes if limit is None else limit
+        limit, setting = self.settings.server.outbound_answer_max_bytes, _ANSWER_SETTING
+        if page:
+            # A page holds at most scout_page_size rows, each of a bounded size: an answer past
+            # that is not a page of Scout's, and is not read to its end.
+            imports = self.settings.imports
+            limit, setting = imports.scout_page_size * imports.scout_row_max_bytes, _PAGE_SETTING
         # Logs and stored errors show the URL without a user, password or query (a secret).
         shown = redacted(url)
         for attempt in range(1, tries + 1):
             try:
                 async with self._http.stream("GET", url, params=params) as response:
                     if response.status_code == 200:
-                        return await read_limited(response, limit, what=f"Scout at {shown}")
+                        return await read_limited(
+                            response, limit, what=f"Scout at {shown}", setting=setting
+                        )
             except (OutboundRefused, AnswerTooLarge) as exc:
                 # Asking again would be refused again, or read as much again.
                 raise ScoutError(f"{exc} Nothing from this run was written.") from None
