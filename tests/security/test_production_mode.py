@@ -111,6 +111,14 @@ DEV_DEFAULTS = {
         },
         "OMNIUM_OTLP_ENDPOINT",
     ),
+    "outbound calls to the metadata service": (
+        {"OMNIUM_OUTBOUND_ALLOWED_NETWORKS": "10.20.0.0/16,169.254.169.254"},
+        "OMNIUM_OUTBOUND_ALLOWED_NETWORKS has 169.254.169.254",
+    ),
+    "outbound calls anywhere": (
+        {"OMNIUM_OUTBOUND_ALLOWED_NETWORKS": "0.0.0.0/0"},
+        "OMNIUM_OUTBOUND_ALLOWED_NETWORKS has 0.0.0.0/0",
+    ),
     "metrics on the public port": (
         {"OMNIUM_GATEWAY_PUBLIC_METRICS": "true"},
         "OMNIUM_GATEWAY_PUBLIC_METRICS is true",
