@@ -45,14 +45,15 @@ async def _submit(cmd: CommandClient, command_id: str, code: str, payload: Any, 
     assert answer.outcome == ACCEPTED, answer.reason
 
 
-async def _medal_row(cmd: CommandClient, noc: str, gold: int, rank: int) -> None:
+async def _medal_row(cmd: CommandClient, noc: str, gold: int, rank: int, scope: str = "") -> None:
+    """A row of the whole Games' table, or of a discipline's (`scope`)."""
     await _submit(
         cmd,
-        f"row-{noc}-{gold}",
+        f"row-{scope}{noc}-{gold}",
         "medals.set_row",
         {"fields": {"gold": gold, "total": gold, "rank": rank}},
         kind="medal_row",
-        code_ref=f":{noc}",
+        code_ref=f"{scope}:{noc}",
         event_code=EVENT,
     )
 
@@ -152,6 +153,54 @@ async def test_a_client_s_medal_tables_wait_for_the_approval_of_a_medal_they_wou
     assert waiting_sends == first
     assert all("JPN" in text and "KOR" in text for text in after)
     assert json.loads(after[0])["medals"][0]["noc"] == "JPN"
+
+
+def _discipline_table(server: SftpServer, discipline: str) -> list[str]:
+    path = server.root / "scoped" / f"{EVENT}_{discipline.ljust(34, '-')}_DT_MEDALS.json"
+    return [row["noc"] for row in json.loads(path.read_text())["medals"]] if path.exists() else []
+
+
+async def test_a_discipline_s_medal_table_waits_only_for_its_own_medals(
+    db: asyncpg.Connection, database_url: str, tmp_path: Path
+) -> None:
+    games = await make_games(db, units=1)
+    unit = games.units[0]  # football
+    feeds = [
+        {"kind": "medals", "format": "json", "discipline": "FBL"},
+        {"kind": "medals", "format": "json", "discipline": "ATH"},
+    ]
+    async with asyncssh_server(tmp_path) as server:
+        (server.root / "scoped").mkdir()
+        client = {**_client("scoped", server, True), "feeds": feeds}
+        await load_clients(db, [client])
+        async with (
+            running_command(database_url) as cmd,
+            running_delivery(database_url, feed_debounce_seconds=0.2),
+        ):
+            await _submit(
+                cmd,
+                "gold",
+                "results.set_sides",
+                {"sides": [{"order": 1, "score": "2", "medal": "GOLD"}]},
+                unit_id=unit,
+            )
+            await _medal_row(cmd, "JPN", 1, 1, scope="FBL")
+            await _medal_row(cmd, "JPN", 1, 1, scope="ATH")
+            await eventually(lambda: _built_past(db, "scoped", "row-FBLJPN-1"), what="built")
+            # Athletics has no medal waiting: its table goes out; football's waits.
+            await eventually(
+                lambda: _when_true(_discipline_table(server, "ATH") == ["JPN"]), what="ATH"
+            )
+            football_waiting = _discipline_table(server, "FBL")
+            await _submit(cmd, "approve", "results.approve", {}, unit_id=unit)
+            await eventually(
+                lambda: _when_true(_discipline_table(server, "FBL") == ["JPN"]), what="FBL"
+            )
+    assert football_waiting == []
+
+
+async def _when_true(value: bool) -> bool:
+    return value
 
 
 async def _stream(redis: aioredis.Redis) -> list[dict[str, Any]]:
