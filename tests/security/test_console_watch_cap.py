@@ -11,7 +11,9 @@ from contextlib import AsyncExitStack
 
 import asyncpg
 import httpx
+import pytest
 
+from omnium_settings import Settings, SettingsError
 from tests.support.delivery import eventually
 from tests.support.games import make_games
 from tests.support.scoring import ConsoleSite, running_console
@@ -114,3 +116,16 @@ async def test_one_address_holds_at_most_its_watch_streams_whatever_the_session(
             # The cap is the fan's real address behind the proxies, not the proxy's.
             async with AsyncExitStack() as elsewhere:
                 assert (await _watch(elsewhere, ravi, unit, "198.51.100.9")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        {"scorer_watch_per_session": -1},
+        {"scorer_watch_per_address": -4},
+        {"scorer_watch_retry_after_seconds": 0},
+    ],
+)
+def test_a_cap_that_cannot_work_is_refused_at_start(override: dict[str, int]) -> None:
+    with pytest.raises(SettingsError, match="OMNIUM_SCORER_WATCH_PER_SESSION"):
+        Settings.from_env({}, **override)
