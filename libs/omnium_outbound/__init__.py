@@ -29,6 +29,7 @@ __all__ = [
     "OutboundRefused",
     "address_problem",
     "allowed_networks",
+    "carried_ipv4",
     "outbound_client",
     "read_limited",
     "redacted",
@@ -73,10 +74,37 @@ _NOT_PUBLIC: tuple[tuple[str, str], ...] = (
 )
 
 
+# IPv6 prefixes whose addresses carry an IPv4 address in their last 32 bits: a gateway or the
+# host's own stack may turn them into a connection to that IPv4 address, so they are judged by it.
+_CARRIES_IPV4_LOW: tuple[ipaddress.IPv6Network, ...] = (
+    ipaddress.IPv6Network("64:ff9b::/96"),  # NAT64's well-known prefix (RFC 6052)
+    ipaddress.IPv6Network("::ffff:0:0:0/96"),  # IPv4-translated, SIIT (RFC 2765)
+    ipaddress.IPv6Network("::/96"),  # IPv4-compatible, deprecated (RFC 4291)
+)
+# NAT64's local-use prefix (RFC 8215) puts the IPv4 address where the network's own prefix
+# length says, which omnium cannot know: no address in it is taken for public.
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def carried_ipv4(address: Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries (IPv4-mapped, NAT64, 6to4, IPv4-translated or
+    -compatible), which is where a connection to it may end up; None when it carries none."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    # :: and ::1 are IPv6's own unspecified and loopback addresses, not 0.0.0.0 and 0.0.0.1.
+    if int(address) > 1 and any(address in prefix for prefix in _CARRIES_IPV4_LOW):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
 def _kind(address: Address) -> str | None:
     """Why an address is not public, in words; None for a public one."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return _kind(address.ipv4_mapped)
+    if isinstance(address, ipaddress.IPv6Address) and address in _NAT64_LOCAL:
+        return "a local-use NAT64 address (it may lead to any IPv4 address of your network)"
     for test, words in _NOT_PUBLIC:
         if getattr(address, test):
             return words
@@ -88,11 +116,16 @@ def _kind(address: Address) -> str | None:
 def address_problem(address: str, allowed: Iterable[Network]) -> str | None:
     """Why omnium will not call this IP address, or None when it may."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])  # a zone (fe80::1%eth0) is not the address
-    kind = _kind(ip)
-    if kind is None or any(ip in network for network in allowed):
+    # An address carrying an IPv4 one is judged by it alone, against the IPv4 ranges allowed:
+    # 64:ff9b::a9fe:a9fe is 169.254.169.254 once a NAT64 gateway has passed it on.
+    ipv4 = carried_ipv4(ip)
+    judged = ip if ipv4 is None else ipv4
+    kind = _kind(judged)
+    if kind is None or any(judged in network for network in allowed):
         return None
+    what = f"{ip} is {kind}" if ipv4 is None else f"{ip} carries {ipv4}, which is {kind}"
     return (
-        f"{ip} is {kind}; omnium calls only public addresses. If this receiver is meant to be "
+        f"{what}; omnium calls only public addresses. If this receiver is meant to be "
         f"on your own network, an operator can allow its range in {_SETTING}."
     )
 

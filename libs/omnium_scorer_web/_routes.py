@@ -61,6 +61,8 @@ _LATEST_TAP_MS = 253_402_300_799_999
 _UNREADABLE = (ValueError, TypeError, KeyError, OverflowError, RecursionError)
 # The signed-in scorer's session, as call metadata: scoring reads the person from it.
 _PERSON: web.RequestKey[tuple[tuple[str, str], ...]] = web.RequestKey("omnium_scorer_person")
+# The signed-in scorer's session token, for what is counted per session (watch streams).
+_SESSION: web.RequestKey[str] = web.RequestKey("omnium_scorer_session")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -151,6 +153,53 @@ def _answer(answer: scoring_pb2.ActAnswer) -> dict[str, Any]:
     return out
 
 
+class _Watchers:
+    """Watch streams open on this worker, per signed-in session and per client address. Only
+    holders with a stream open are kept, so the maps never outgrow the streams themselves."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.per_session = settings.scoring.scorer_watch_per_session
+        self.per_address = settings.scoring.scorer_watch_per_address
+        self.retry_after = settings.scoring.scorer_watch_retry_after_seconds
+        self.sessions: dict[str, int] = {}
+        self.addresses: dict[str, int] = {}
+
+    def refusal(self, session: str | None, address: str) -> web.Response | None:
+        """A 429 when this session or address already holds its most streams here, else None."""
+        if session is not None and 0 < self.per_session <= self.sessions.get(session, 0):
+            message = (
+                f"this session already watches {self.per_session} matches on this server, "
+                "its most (OMNIUM_SCORER_WATCH_PER_SESSION); close a screen or tab that "
+                "watches one, or try again after Retry-After seconds"
+            )
+        elif 0 < self.per_address <= self.addresses.get(address, 0):
+            message = (
+                f"your address already has {self.per_address} match watches open on this "
+                "server, its most (OMNIUM_SCORER_WATCH_PER_ADDRESS); close one, or try again "
+                "after Retry-After seconds"
+            )
+        else:
+            return None
+        answer = _problem(429, message)
+        answer.headers["Retry-After"] = str(self.retry_after)
+        return answer
+
+    def hold(self, session: str | None, address: str) -> None:
+        if session is not None:
+            self.sessions[session] = self.sessions.get(session, 0) + 1
+        self.addresses[address] = self.addresses.get(address, 0) + 1
+
+    def release(self, session: str | None, address: str) -> None:
+        for counts, key in ((self.sessions, session), (self.addresses, address)):
+            if key is None:
+                continue
+            left = counts.get(key, 0) - 1
+            if left > 0:
+                counts[key] = left
+            else:
+                counts.pop(key, None)
+
+
 class ScorerConsole:
     """The handlers; one per app, holding the settings, accounts and the scoring client."""
 
@@ -159,6 +208,7 @@ class ScorerConsole:
         self.settings = settings
         self.accounts = accounts
         self.deadline = settings.grpc.deadline_seconds
+        self.watchers = _Watchers(settings)
 
     @property
     def scoring(self) -> scoring_pb2_grpc.ScoringServiceStub:
@@ -188,6 +238,7 @@ class ScorerConsole:
                 return None, _problem(400, f"{exc}: reload the page and try again")
         # Scoring takes the scorer from this session, not from the actor (docs/callers.md).
         request[_PERSON] = ((SESSION_HEADER, session.token),)
+        request[_SESSION] = session.token
         return account_actor("scorer", session.account, session.screen or SCREEN), None
 
     # -- pages ----------------------------------------------------------------------------
@@ -427,13 +478,26 @@ class ScorerConsole:
         return web.json_response(body)
 
     async def watch(self, request: web.Request) -> web.StreamResponse:
-        """Server-sent events: the match state each time it changes."""
+        """Server-sent events: the match state each time it changes. Each holds a scoring
+        stream and a connection, so one session, and one address, hold only so many."""
         _, problem = await self._actor(request, changes=False)
         if problem is not None:
             return problem
         unit_id = request.match_info["unit_id"]
         if not _UNIT.match(unit_id):
             return _problem(404, f"there is no match {unit_id}")
+        session = request.get(_SESSION)
+        address = client_address(request, self.settings)
+        refusal = self.watchers.refusal(session, address)
+        if refusal is not None:
+            return refusal
+        self.watchers.hold(session, address)
+        try:
+            return await self._watch(request, unit_id)
+        finally:
+            self.watchers.release(session, address)
+
+    async def _watch(self, request: web.Request, unit_id: str) -> web.StreamResponse:
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )

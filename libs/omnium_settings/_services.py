@@ -517,6 +517,19 @@ class ScoringSettings:
         "Gateway: a scorer's session is re-read this often, not per tap; a sign-out elsewhere "
         "or a disabled account takes effect within it (0: every request).",
     )
+    scorer_watch_per_session: int = setting(
+        4,
+        "Gateway: most match watch streams (/score/api/matches/{id}/watch) one signed-in session "
+        "holds on one gateway worker; past it, 429 with Retry-After (0: no cap).",
+    )
+    scorer_watch_per_address: int = setting(
+        64,
+        "Gateway: most match watch streams one client address holds on one gateway worker (a "
+        "venue's scorers may share one address); past it, 429 with Retry-After (0: no cap).",
+    )
+    scorer_watch_retry_after_seconds: int = setting(
+        10, "Gateway: the Retry-After sent with a 429 to a client past its most watch streams."
+    )
     provider_max_bytes: int = setting(
         1_000_000, "Largest provider message taken; the gateway reads no more of a push body."
     )

@@ -98,6 +98,7 @@ class Settings:
         _check_telemetry(self.telemetry)
         _check_grpc(self.grpc)
         _check_provider_door(self.scoring)
+        _check_scorer_watch(self.scoring)
         if self.live.redis_connections < 5:
             raise SettingsError(
                 f"OMNIUM_LIVE_REDIS_CONNECTIONS is {self.live.redis_connections}; live push "
@@ -137,6 +138,15 @@ def _check_provider_door(scoring: service.ScoringSettings) -> None:
         raise SettingsError(
             "OMNIUM_PROVIDER_MAX_BYTES and OMNIUM_PROVIDER_DAY_MAX_BYTES must be at least 1; "
             "to turn a provider off, set enabled = false in its file."
+        )
+
+
+def _check_scorer_watch(scoring: service.ScoringSettings) -> None:
+    caps = (scoring.scorer_watch_per_session, scoring.scorer_watch_per_address)
+    if min(caps) < 0 or scoring.scorer_watch_retry_after_seconds < 1:
+        raise SettingsError(
+            "OMNIUM_SCORER_WATCH_PER_SESSION and OMNIUM_SCORER_WATCH_PER_ADDRESS must be 0 (no "
+            "cap) or more, and OMNIUM_SCORER_WATCH_RETRY_AFTER_SECONDS at least 1."
         )
 
 

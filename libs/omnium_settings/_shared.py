@@ -45,7 +45,9 @@ class ServerSettings:
     outbound_allowed_networks: tuple[str, ...] = setting(
         (),
         "Ranges (CIDRs, comma list) that client webhooks, Scout and the alert webhook may reach "
-        "although they are not public (loopback, link-local, private...). Empty: public only.",
+        "although they are not public (loopback, link-local, private...). Empty: public only. "
+        "An IPv6 address carrying an IPv4 one (::ffff:..., 64:ff9b::..., 2002:...) needs the "
+        "IPv4 range.",
     )
     outbound_answer_max_bytes: int = setting(
         1024 * 1024, "Largest answer read from a client webhook, the alert webhook or Scout."

@@ -23,7 +23,7 @@ from omnium.delivery.v1 import delivery_pb2_grpc
 from omnium_db import DATABASE_ERRORS, NotifyListener, PoolRoad, create_pool, is_outage
 from omnium_delivery import _metrics
 from omnium_delivery._alerts import client_alert
-from omnium_delivery._build import FeedRow, build
+from omnium_delivery._build import FeedRow, build, held_disciplines
 from omnium_delivery._clients import load_clients, read_clients_file
 from omnium_delivery._documents import Document, off_loop, render
 from omnium_delivery._live import LivePush
@@ -475,16 +475,6 @@ class DeliveryApp:
                     raise
                 log.warning("delivery: could not renew client %s (%r)", client.code, exc)
 
-    def _held(self, client: ClientRow) -> frozenset[str] | None:
-        """Disciplines whose results wait for a person (target 7); None: all of them."""
-        checker = client.settings.get("checker", False)
-        if checker is True:
-            return None
-        held = {d.upper() for d in self.settings.delivery.checker_disciplines}
-        if isinstance(checker, list):
-            held.update(str(c).upper() for c in checker)
-        return frozenset(held)
-
     async def _deliver(self, client: ClientRow, transport: Transport, feed: FeedRow) -> bool:
         assert self.pool is not None
         settings = self.settings
@@ -495,9 +485,15 @@ class DeliveryApp:
                 event_id=client.event_id,
                 event_code=client.event_code,
                 feed=feed,
-                held=self._held(client),
+                held=held_disciplines(client.settings, settings.delivery),
             )
             self.builds += 1
+            if document is None:  # a held medal table: the client keeps the version it has
+                await conn.execute(
+                    QUERIES["held_feed"], feed.id, feed.marks, window, feed.wanted_id
+                )
+                log.info("delivery: %s's medal table waits for a medal's approval", client.code)
+                return True
             content_sha = await off_loop(document, document.content_sha, feed.format)
             if content_sha == feed.delivered_content_sha and not feed.force:
                 await conn.execute(

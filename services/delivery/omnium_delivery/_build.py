@@ -40,6 +40,20 @@ class FeedRow:
         return delivery.live_debounce_seconds if self.live else delivery.feed_debounce_seconds
 
 
+def held_disciplines(
+    client_settings: Mapping[str, Any], delivery: DeliverySettings
+) -> frozenset[str] | None:
+    """Disciplines whose results wait for a person for this client (target 7): its checker's
+    and OMNIUM_CHECKER_DISCIPLINES; None: all of them."""
+    checker = client_settings.get("checker", False)
+    if checker is True:
+        return None
+    held = {d.upper() for d in delivery.checker_disciplines}
+    if isinstance(checker, list):
+        held.update(str(c).upper() for c in checker)
+    return frozenset(held)
+
+
 async def build(
     conn: asyncpg.Connection,
     *,
@@ -47,9 +61,21 @@ async def build(
     event_code: str,
     feed: FeedRow,
     held: frozenset[str] | None,
-) -> Document:
-    """`held`: disciplines whose results wait for approval; None holds every discipline."""
+) -> Document | None:
+    """`held`: disciplines whose results wait for approval; None holds every discipline.
+
+    None: the feed waits, sending nothing, as the public medal table does: a medal table while
+    a unit the client's checker holds shows a medal no approval covers (a medal row does not
+    say which unit's result it counts, so no table goes out that might rest on it)."""
     if feed.kind == "medals":
+        if (held is None or held) and await conn.fetchval(
+            QUERIES["medals_held"],
+            event_id,
+            feed.discipline_id,
+            sorted(held or ()),
+            held is None,
+        ):
+            return None
         rows = await conn.fetch(
             QUERIES["medal_rows"], event_id, feed.discipline_id, feed.top_n or 10_000
         )

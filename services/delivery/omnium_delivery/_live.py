@@ -29,14 +29,27 @@ _HELD_FIELD = re.compile(r"^sides\[\d+\]\.(score|result|rank|medal)$")
 _RESULT_FIELDS = ("score", "result", "rank", "medal")
 
 
+# Outbox rows that change no data a listener shows: a client's checker switched on or off
+# (the gateway's relay drops its cached copies from the outbox itself; the row names a media
+# client and its settings, which are not the fans' business).
+_NOT_FOR_LISTENERS = frozenset({"checker.changed"})
+
+
 def live_item(row: asyncpg.Record) -> dict[str, Any] | None:
-    """One outbox row as listeners see it; None when the checker holds all it says.
+    """One outbox row as listeners see it; None when the checker holds all it says, or when
+    it changes nothing a listener shows.
 
     While the checker holds a unit's results (`row["held"]`), its sides' results are left out
     of its changes, and its approval carries them as the person approved them: fans see what
-    the client files show, never before."""
+    the client files show, never before. While the public medal table is held (a medal waits
+    for approval), a medal row's change is left out whole, as /medals leaves out the rows; the
+    approval that frees the table says so (its changes carry the medals as approved)."""
+    if row["kind"] in _NOT_FOR_LISTENERS:
+        return None
     payload = row["payload"] or {}
     changes = payload.get("changes", [])
+    if row["held"] and row["subject_kind"] == "medal_row":
+        return None
     if row["held"]:
         if row["kind"] == "results.approved":
             changes = _approved_changes(payload.get("unit") or {})

@@ -34,7 +34,7 @@ from omnium_telemetry import continued_span
 log = logging.getLogger(__name__)
 
 NOTIFY_CHANNEL = "omnium_domain_event"
-#: The outbox row a client's checker switched on or off writes (migration 0022).
+#: The outbox row a client's checker switched on or off writes (migration 0021).
 CHECKER_CHANGED = "checker.changed"
 LEASE_SECONDS = 5.0
 BATCH_ROWS = 1000

@@ -11,18 +11,32 @@ SELECT pg_notify('omnium_domain_event', '');
 -- name: read_outbox
 -- Past the cursor, and rows saved within the lag window not read yet: a transaction that took
 -- an id early and committed late is still read once. `held`: the checker holds the unit's
--- results for everyone ($5: the disciplines held by setting), so live push leaves them out.
+-- results for everyone ($5: the disciplines held by setting), so live push leaves them out;
+-- for a medal row, the public medal table is held (a medal waits for approval), so live push
+-- leaves the row's change out as /medals leaves the rows out.
+WITH batch AS (
+  SELECT d.* FROM domain_event d
+   WHERE d.id > $1
+      OR (d.saved_at > clock_timestamp() - make_interval(secs => $3::float8)
+          AND NOT d.id = ANY($2::bigint[]))
+   ORDER BY d.id
+   LIMIT $4
+),
+-- Asked once per Games in the batch, not once per medal row (an import brings dozens).
+medal_tables AS (
+  SELECT x.event_id, event_medals_held(x.event_id, $5::text[]) AS held
+    FROM (SELECT DISTINCT b.event_id FROM batch b WHERE b.subject_kind = 'medal_row') x
+)
 SELECT d.id, d.kind, d.subject_kind, d.unit_id::text, e.code AS event_code, d.payload, d.saved_at,
-       d.trace_context, coalesce(results_held(d.event_id, dd.code, $5::text[]), false) AS held
-  FROM domain_event d
+       d.trace_context,
+       CASE WHEN d.subject_kind = 'medal_row' THEN coalesce(m.held, false)
+            ELSE coalesce(results_held(d.event_id, dd.code, $5::text[]), false) END AS held
+  FROM batch d
   JOIN event e ON e.id = d.event_id
   LEFT JOIN unit u ON u.id = d.unit_id
   LEFT JOIN discipline dd ON dd.id = u.discipline_id
- WHERE d.id > $1
-    OR (d.saved_at > clock_timestamp() - make_interval(secs => $3::float8)
-        AND NOT d.id = ANY($2::bigint[]))
- ORDER BY d.id
- LIMIT $4;
+  LEFT JOIN medal_tables m ON m.event_id = d.event_id
+ ORDER BY d.id;
 
 -- name: move_cursor
 -- recent_ids keeps only what is still inside the lag window.
@@ -44,7 +58,12 @@ WITH ev AS (
          d.kind = 'unit.changed' AND NOT EXISTS (
            SELECT 1 FROM jsonb_array_elements(d.payload->'changes') c
             WHERE c->>'field' !~ '^sides\[[0-9]+\]\.(score|result|rank|medal)$'
-         ) AS results_only
+         ) AS results_only,
+         -- An approval, or a side's medal saved: it may hold or free a medal table (checker).
+         d.subject_kind = 'unit' AND (d.kind = 'results.approved' OR EXISTS (
+           SELECT 1 FROM jsonb_array_elements(coalesce(d.payload->'changes', '[]')) c
+            WHERE c->>'field' ~ '^sides\[[0-9]+\]\.medal$'
+         )) AS medals
     FROM domain_event d
     LEFT JOIN unit u ON u.id = d.unit_id
     LEFT JOIN medal_row m ON d.subject_kind = 'medal_row' AND m.id = d.subject_id
@@ -62,6 +81,8 @@ hits AS (
                    AND (f.discipline_id IS NULL OR f.discipline_id = ev.discipline_id))))
       OR (f.kind = 'medals' AND ev.subject_kind = 'medal_row'
           AND f.discipline_id IS NOT DISTINCT FROM ev.discipline_id)
+      OR (f.kind = 'medals' AND ev.medals
+          AND (f.discipline_id IS NULL OR f.discipline_id = ev.discipline_id))
    GROUP BY f.id
 )
 UPDATE client_feed f SET

@@ -77,6 +77,23 @@ SELECT DISTINCT ON (a.unit_id) a.unit_id::text, a.payload
 -- name: competitors
 SELECT id::text, code, name, noc, kind FROM competitor WHERE id = ANY($1::uuid[]);
 
+-- name: medals_held
+-- The checker step for a medal table feed: whether a unit of its scope ($2: a discipline, or
+-- null: the whole Games) held by this client's checker ($3: the disciplines held; $4: every
+-- one) shows a medal its newest approval does not (migration 0022, the public table's rule).
+SELECT client_medals_held($1, $2::uuid, $3::text[], $4);
+
+-- name: held_feed
+-- A feed that waits for the checker (a held medal table): nothing sent, the client keeps the
+-- version it has; built up to mark $2 (outbox id $4), so only a new change (an approval, a
+-- medal) or the sweep builds it again; changes that came in while it was built open a new
+-- window ($3). A resend asked for meanwhile is dropped with it: it would meet the same wait.
+UPDATE client_feed SET built_marks = greatest(built_marks, $2), built_id = greatest(built_id, $4),
+  force = false,
+  due_at = CASE WHEN marks > greatest(built_marks, $2)
+                THEN clock_timestamp() + make_interval(secs => $3::float8) ELSE NULL END
+ WHERE id = $1;
+
 -- name: medal_rows
 SELECT m.noc, m.gold, m.silver, m.bronze, m.total, m.rank
   FROM medal_row m
