@@ -301,28 +301,33 @@ class Accounts:
         shown = login[:80]
         throttle = self.throttle
         taken = counts(self._settings, address, login)
-        wait = await throttle.take(taken)
-        if wait > 0:
-            _audit_sign_in(shown, screen, address, "throttled", retry_after=round(wait))
-            raise SignInThrottled(f"too many failed sign-ins: try again in {_seconds(wait)}", wait)
-        row = (
-            await self._pool.fetchrow(QUERIES["account_for_sign_in"], login)
-            if _LOGIN.match(login)
-            else None
-        )
-        if row is None:
-            reason = "unknown login"
-        elif row["disabled"]:
-            reason = "account turned off"
-        elif not may_sign_in_on(row["role"], screen):
-            reason = f"{row['role']} account not for this console"
-        else:
-            reason = ""
-        stored = DUMMY_HASH if reason or row is None else row["password_hash"]
         try:
-            good = await self.checks.run(verify_password, password, stored)
+            # A place among the password checks first: past the pool's size an attempt costs
+            # nothing more (no throttle count, no database read, no hash), so a flood of
+            # sign-ins is answered busy as cheaply as it can be.
+            with self.checks.place():
+                wait = await throttle.take(taken)
+                if wait > 0:
+                    _audit_sign_in(shown, screen, address, "throttled", retry_after=round(wait))
+                    raise SignInThrottled(
+                        f"too many failed sign-ins: try again in {_seconds(wait)}", wait
+                    )
+                row = (
+                    await self._pool.fetchrow(QUERIES["account_for_sign_in"], login)
+                    if _LOGIN.match(login)
+                    else None
+                )
+                if row is None:
+                    reason = "unknown login"
+                elif row["disabled"]:
+                    reason = "account turned off"
+                elif not may_sign_in_on(row["role"], screen):
+                    reason = f"{row['role']} account not for this console"
+                else:
+                    reason = ""
+                stored = DUMMY_HASH if reason or row is None else row["password_hash"]
+                good = await self.checks.check(verify_password, password, stored)
         except PasswordChecksBusy:
-            await throttle.give_back(taken)  # nothing was checked: not a failure
             _audit_sign_in(shown, screen, address, "busy")
             raise SignInBusy(
                 "too many people are signing in at this moment: try again in "

@@ -177,8 +177,11 @@ async def test_parallel_guesses_get_no_more_tries_than_the_limit(doors: Doors) -
         answers = await asyncio.gather(
             *(scorer_sign_in(guesser, "mina", f"guess {n}") for n in range(20))
         )
-    statuses = sorted(a.status_code for a in answers)
-    assert statuses == [401] * 5 + [429] * 15
+    statuses = [a.status_code for a in answers]
+    # Five reach a password check; the rest are throttled, or answered busy before any count
+    # when every password check is taken (a flood costs nothing past the pool's size).
+    assert statuses.count(401) == 5
+    assert set(statuses) - {401} <= {429, 503} and statuses.count(429) >= 1
 
 
 async def test_many_addresses_cannot_hold_a_scorer_s_login_for_long(
