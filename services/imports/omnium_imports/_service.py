@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TypedDict
 
@@ -58,6 +59,14 @@ class CheckFailed(TypedDict):
     raised_at: datetime
 
 
+class OpenAlert(TypedDict):
+    """An open alert of the integration, as the card reads it."""
+
+    kind: str
+    message: str
+    raised_at: datetime
+
+
 class ScoutVerdict(TypedDict):
     """Scout's newest run, as its own checks judged it."""
 
@@ -89,6 +98,16 @@ def run_message(row: RunRow) -> imports_pb2.Run:
 NOT_DUE = "Not due yet"
 
 
+# Open alerts the omnium line shows when its newest full run looks fine, most urgent first:
+# the word it takes then.
+_ALERT_WORDS = (
+    ("guard", "Stopped by a check"),
+    ("batch_failed", "Failing"),
+    ("run_failed", "Failing"),
+    ("quiet", "Very late"),
+)
+
+
 def omnium_health(
     state: str,
     check_seconds: int,
@@ -96,11 +115,17 @@ def omnium_health(
     now: datetime,
     check_failed: CheckFailed | None = None,
     added_at: datetime | None = None,
+    *,
+    alerts: Sequence[OpenAlert] = (),
+    waiting: int = 0,
+    late_intervals: int = 3,
 ) -> imports_pb2.Health:
-    """Our side of the card. Nothing is green unless our last run is good and on time.
+    """Our side of the card. Nothing is green unless our newest full run is good and on time,
+    no alert about us is open and nothing waits for a person.
 
-    `check_failed` is the open run_failed alert: a check that could not read Scout at all
-    records no run, but the card must still say Failing until a run is done again.
+    `last` is the newest full run: page runs come many times an hour and say nothing of the
+    whole site. `check_failed` is the open run_failed alert: a check that could not read Scout
+    at all records no run, but the card must still say Failing until a run is done again.
     `added_at`: an integration with no run yet is late only once its first check interval
     since it was added is over; before that its first run is not due yet.
     """
@@ -125,10 +150,34 @@ def omnium_health(
                 detail=f"no run yet; the first is due within {check_seconds} s of being added",
             )
         return imports_pb2.Health(word="Late", ok=False, detail="no run yet")
-    return _last_run_health(last, check_seconds, now)
+    health = _last_run_health(last, check_seconds, now, late_intervals)
+    return _still_open(health, alerts, waiting) if health.ok else health
 
 
-def _last_run_health(last: RunRow, check_seconds: int, now: datetime) -> imports_pb2.Health:
+def _still_open(
+    health: imports_pb2.Health, alerts: Sequence[OpenAlert], waiting: int
+) -> imports_pb2.Health:
+    """A good last run is not green while an alert about us is open or an item waits."""
+    by_kind = {a["kind"]: a for a in alerts}
+    for kind, word in _ALERT_WORDS:
+        if kind in by_kind:
+            alert = by_kind[kind]
+            return imports_pb2.Health(
+                word=word, ok=False, detail=alert["message"], at=timestamp(alert["raised_at"])
+            )
+    if waiting:
+        return imports_pb2.Health(
+            word="Waiting for you",
+            ok=False,
+            detail=f"{waiting} waiting for you: see Waiting for you",
+            at=health.at,
+        )
+    return health
+
+
+def _last_run_health(
+    last: RunRow, check_seconds: int, now: datetime, late_intervals: int
+) -> imports_pb2.Health:
     """The card from our last run: how it ended, and how long ago it came."""
     at = timestamp(last["received_at"])
     if last["status"] == "paused_by_guard":
@@ -137,10 +186,12 @@ def _last_run_health(last: RunRow, check_seconds: int, now: datetime) -> imports
         )
     if last["status"] in ("failed", "partly_done"):
         return imports_pb2.Health(word="Failing", ok=False, detail=last["reason"] or "", at=at)
+    if last["status"] in ("received", "applying"):
+        return imports_pb2.Health(word="Running", ok=True, detail="", at=at)
     age = (now - last["received_at"]).total_seconds()
     if age <= check_seconds:
         return imports_pb2.Health(word="On time", ok=True, detail="", at=at)
-    if age <= 3 * check_seconds:
+    if age <= late_intervals * check_seconds:
         return imports_pb2.Health(
             word="Late", ok=False, detail=f"last run {int(age // 60)} min ago", at=at
         )
@@ -149,8 +200,19 @@ def _last_run_health(last: RunRow, check_seconds: int, now: datetime) -> imports
     )
 
 
-def scout_health(verdict: ScoutVerdict | None) -> imports_pb2.Health:
-    """Scout's side of the card: its newest run passed its own checks, or not."""
+def scout_health(
+    verdict: ScoutVerdict | None, alerts: Sequence[OpenAlert] = ()
+) -> imports_pb2.Health:
+    """Scout's side of the card: its newest run passed its own checks, and no alert says
+    its runs keep failing them (it clears after passing full runs, not one page run)."""
+    failing = next((a for a in alerts if a["kind"] == "scout_failed"), None)
+    if failing is not None:
+        return imports_pb2.Health(
+            word="Failed its checks",
+            ok=False,
+            detail=failing["message"],
+            at=timestamp(failing["raised_at"]),
+        )
     if verdict is None:
         return imports_pb2.Health(word="No run yet", ok=False)
     if verdict["scout_status"] == "failed":
@@ -184,6 +246,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
         async with self.pool.acquire() as conn:
             for row in await conn.fetch(QUERIES["integrations"]):
                 last = await conn.fetchrow(QUERIES["newest_run"], row["id"])
+                last_full = await conn.fetchrow(QUERIES["newest_full_run"], row["id"])
                 verdict = await conn.fetchrow(QUERIES["newest_scout_verdict"], row["id"])
                 alerts = await conn.fetch(QUERIES["open_alerts"], row["id"])
                 out.append(
@@ -193,14 +256,17 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                         name=row["name"],
                         state=row["state"],
                         target=row["target"],
-                        scout=scout_health(verdict),
+                        scout=scout_health(verdict, alerts),
                         omnium=omnium_health(
                             row["state"],
                             row["check_seconds"],
-                            last,
+                            last_full,
                             now,
                             _check_failed(alerts),
                             added_at=row["created_at"],
+                            alerts=alerts,
+                            waiting=row["waiting"],
+                            late_intervals=self.settings.imports.alert_quiet_intervals,
                         ),
                         open_alerts=[
                             imports_pb2.Alert(

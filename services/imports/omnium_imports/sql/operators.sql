@@ -14,6 +14,15 @@ SELECT r.*, r.id::text AS run_id, i.code AS integration_code
  ORDER BY r.received_at DESC
  LIMIT 1;
 
+-- name: newest_full_run
+-- The card's omnium line is judged by full runs: a page run reads a few keys again, and says
+-- nothing of whether the whole site still comes through.
+SELECT r.*, r.id::text AS run_id, i.code AS integration_code
+  FROM integration_run r JOIN integration i ON i.id = r.integration_id
+ WHERE r.integration_id = $1::uuid AND r.build = 'all'
+ ORDER BY r.received_at DESC
+ LIMIT 1;
+
 -- name: newest_scout_verdict
 SELECT scout_status, reason, coalesce(scout_finished_at, received_at) AS at
   FROM integration_run

@@ -49,6 +49,26 @@ UPDATE review_item w
         OR (n.status IN ('done', 'partly_done') AND p.scout_finished_at < n.scout_finished_at
             AND (n.build = 'all' OR n.build = p.build)));
 
+-- name: run_for_alerts
+SELECT build, status, scout_status FROM integration_run WHERE id = $1::uuid;
+
+-- name: clear_run_failed
+-- After run $2 is done: its own failure, a check's that read no run, and (a full run, $3)
+-- every failed run's: a full run done reads and writes all a failed one would have.
+UPDATE alert SET status = 'cleared', cleared_at = now()
+ WHERE integration_id = $1::uuid AND kind = 'run_failed' AND status = 'open'
+   AND (run_id IS NULL OR run_id = $2::uuid OR $3::bool);
+
+-- name: any_partly_done
+SELECT EXISTS (SELECT 1 FROM integration_run
+                WHERE integration_id = $1::uuid AND status = 'partly_done');
+
+-- name: recent_full_scout_statuses
+SELECT scout_status FROM integration_run
+ WHERE integration_id = $1::uuid AND scout_status IS NOT NULL AND build = 'all'
+ ORDER BY received_at DESC
+ LIMIT $2;
+
 -- name: recent_scout_statuses
 SELECT scout_status FROM integration_run
  WHERE integration_id = $1::uuid AND scout_status IS NOT NULL
@@ -83,10 +103,12 @@ UPDATE integration_key_state k
 RETURNING k.subject_key, k.subject_id::text AS subject_id, k.missing_runs;
 
 -- name: quiet_for_long
--- No new run for `alert_quiet_intervals` check intervals.
+-- No new full run for `alert_quiet_intervals` check intervals: page runs, asked for by the
+-- settle window, come whether or not Scout still reads the whole site.
 SELECT i.id::text AS id, i.check_seconds
   FROM integration i
  WHERE i.state = 'on'
-   AND coalesce((SELECT max(r.received_at) FROM integration_run r WHERE r.integration_id = i.id),
+   AND coalesce((SELECT max(r.received_at) FROM integration_run r
+                  WHERE r.integration_id = i.id AND r.build = 'all'),
                 i.created_at)
        < now() - make_interval(secs => i.check_seconds * $1);

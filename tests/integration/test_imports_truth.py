@@ -1,0 +1,136 @@
+"""Imports tell the operator the truth (issue 31): an alert stays up while its cause holds, and
+the card is green only when Scout, omnium and Waiting for you are all fine."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
+from omnium_admin import _present as present
+from omnium_command import CommandApp
+from omnium_grpc import open_channel
+from tests.support.delivery import query_until
+from tests.support.imports import SCHEDULE, GamesDay, games_day
+
+
+@asynccontextmanager
+async def operator(day: GamesDay) -> AsyncIterator[imports_pb2_grpc.ImportsServiceStub]:
+    channel = open_channel(f"127.0.0.1:{day.imports.grpc_port}", day.imports.settings)
+    try:
+        yield imports_pb2_grpc.ImportsServiceStub(channel)
+    finally:
+        await channel.close()
+
+
+@asynccontextmanager
+async def command_back(day: GamesDay) -> AsyncIterator[CommandApp]:
+    """The command service started again, on the port imports already sends to."""
+    app = CommandApp(day.command.settings)
+    await app.start(day.command.port, migrate=False)
+    try:
+        yield app
+    finally:
+        await app.stop(grace=1)
+
+
+async def done(day: GamesDay, job: str = "schedule") -> dict[str, Any]:
+    run = await day.sim.make_run(job, wait_doorbell=True)
+    ours = dict(await day.wait_for_run(run.id))
+    assert ours["status"] == "done", ours["reason"]
+    return ours
+
+
+async def page_run(day: GamesDay, keys: list[str], job: str = "schedule") -> dict[str, Any]:
+    run = await day.sim.make_run(job, build="page", keys=keys, wait_doorbell=True)
+    return dict(await day.wait_for_run(run.id))
+
+
+async def open_alerts(day: GamesDay) -> list[str]:
+    rows = await day.db.fetch("SELECT kind FROM alert WHERE status = 'open' ORDER BY kind")
+    return [row["kind"] for row in rows]
+
+
+async def run_status(day: GamesDay, run_id: str) -> str:
+    status: str = await day.db.fetchval(
+        "SELECT status FROM integration_run WHERE id = $1::uuid", run_id
+    )
+    return status
+
+
+async def card(ops: imports_pb2_grpc.ImportsServiceStub, code: str = SCHEDULE) -> dict[str, Any]:
+    """The integration's card as the admin console shows it."""
+    answer = await ops.ListIntegrations(imports_pb2.ListIntegrationsRequest(), timeout=10)
+    return present.card(next(i for i in answer.integrations if i.code == code))
+
+
+def first_key(day: GamesDay) -> str:
+    key: str = day.sim.reference()["units"][0]["externalId"]
+    return key
+
+
+# Finding 1: a done page run cleared every alert and turned the card green.
+
+
+async def test_a_page_run_leaves_a_guard_pause_standing(database_url: str) -> None:
+    async with games_day(database_url) as day, operator(day) as ops:
+        await done(day)
+        day.sim.shorten_next_run(100)
+        short = await day.sim.make_run("schedule", wait_doorbell=True)
+        paused = dict(await day.wait_for_run(short.id))
+        before = await card(ops)
+        page = await page_run(day, [first_key(day)])
+        alerts = await open_alerts(day)
+        after = await card(ops)
+        still = await run_status(day, paused["id"])
+    assert paused["status"] == "paused_by_guard"
+    assert page["status"] == "done", page["reason"]
+    assert alerts == ["guard"]
+    assert still == "paused_by_guard"
+    assert before["omnium"]["word"] == "Stopped by a check"
+    assert after["omnium"]["word"] == "Stopped by a check"
+    assert not after["green"] and after["verdict"] == "Needs a look"
+
+
+async def test_a_page_run_leaves_a_run_waiting_for_a_person_failing(database_url: str) -> None:
+    overrides = {
+        "batch_retry_seconds": 3.0,
+        "batch_retry_first_seconds": 0.1,
+        "batch_retry_max_seconds": 0.1,
+        "resume_tries": 0,
+    }
+    async with games_day(database_url, import_overrides=overrides) as day, operator(day) as ops:
+        await done(day)
+        for unit in day.sim.reference()["units"][:30]:
+            day.sim.reschedule(unit["externalId"], venue="Moved")
+        await day.command.app.stop(grace=1)
+        full = await day.sim.make_run("schedule", wait_doorbell=True)
+        partly = dict(await day.wait_for_run(full.id))
+        async with command_back(day):
+            page = await page_run(day, [first_key(day)])
+            alerts = await open_alerts(day)
+            after = await card(ops)
+            still = await run_status(day, partly["id"])
+    assert partly["status"] == "partly_done"
+    assert page["status"] == "done", page["reason"]
+    assert alerts == ["batch_failed"]
+    assert still == "partly_done"
+    assert after["omnium"]["word"] == "Failing"
+    assert not after["green"]
+
+
+async def test_the_card_is_not_green_while_an_item_waits_for_you(database_url: str) -> None:
+    async with games_day(database_url) as day, operator(day) as ops:
+        await done(day)
+        gone = first_key(day)
+        day.sim.drop(gone)
+        for _ in range(2):
+            await done(day)
+        await query_until(
+            day.db, "SELECT count(*) FROM review_item WHERE kind = 'missing' AND status = 'open'"
+        )
+        seen = await card(ops)
+    assert seen["waiting"] == 1
+    assert not seen["green"]
+    assert seen["omnium"]["word"] == "Waiting for you"
