@@ -221,6 +221,7 @@ def _env(database_url: str, command_port: int, doorbell_port: int) -> dict[str, 
     """The process as a deployment starts it, on free ports, with the test's short waits."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
     return env | {
+        "OMNIUM_ENVIRONMENT": "development",
         "OMNIUM_DATABASE_URL": database_url,
         "OMNIUM_COMMAND_ADDRESS": f"127.0.0.1:{command_port}",
         "OMNIUM_GRPC_CALLERS": CALLERS_ENV,

@@ -32,6 +32,7 @@ def _free_port() -> int:
 async def _start_worker_process(day: GamesDay) -> asyncio.subprocess.Process:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
     env |= {
+        "OMNIUM_ENVIRONMENT": "development",
         "OMNIUM_DATABASE_URL": day.database_url,
         "OMNIUM_COMMAND_ADDRESS": f"127.0.0.1:{day.command.port}",
         "OMNIUM_GRPC_TOKEN": TOKEN,

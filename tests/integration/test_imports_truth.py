@@ -11,6 +11,7 @@ from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
 from omnium_admin import _present as present
 from omnium_command import CommandApp
 from omnium_grpc import open_channel
+from omnium_imports._worker import sweep_abandoned_runs
 from tests.support.delivery import query_until
 from tests.support.imports import SCHEDULE, GamesDay, games_day
 
@@ -134,3 +135,67 @@ async def test_the_card_is_not_green_while_an_item_waits_for_you(database_url: s
     assert seen["waiting"] == 1
     assert not seen["green"]
     assert seen["omnium"]["word"] == "Waiting for you"
+
+
+# Finding 2: an error inside a run left it "Running" for ever, with no alert.
+
+
+async def test_an_error_after_the_batches_ends_the_run_failed_with_an_alert(
+    database_url: str,
+) -> None:
+    overrides = {
+        "auto_cancel_missing": True,
+        "batch_retry_seconds": 0.5,
+        "batch_retry_first_seconds": 0.1,
+        "batch_retry_max_seconds": 0.2,
+    }
+    async with games_day(database_url, import_overrides=overrides) as day, operator(day) as ops:
+        await done(day)
+        gone = first_key(day)
+        day.sim.drop(gone)
+        await done(day)  # missing once
+        # The command service is down; the next full run writes nothing new (every row takes
+        # the fast path), and its missing-keys step sends the cancel of the unit gone twice.
+        await day.command.app.stop(grace=1)
+        full = await day.sim.make_run("schedule", wait_doorbell=True)
+        ended = dict(await day.wait_for_run(full.id, seconds=30))
+        finished_at = await day.db.fetchval(
+            "SELECT finished_at FROM integration_run WHERE id = $1::uuid", ended["id"]
+        )
+        alerts = await open_alerts(day)
+        seen = await card(ops)
+        asked = await day.db.fetchval(
+            "SELECT count(*) FROM review_item WHERE kind = 'missing' AND status = 'open'"
+        )
+    assert ended["status"] == "failed"
+    assert f"the cancel of {gone}" in ended["reason"]
+    assert "UNAVAILABLE" in ended["reason"]
+    assert finished_at is not None
+    assert alerts == ["run_failed"]
+    assert seen["omnium"]["word"] == "Failing"
+    assert asked == 1  # the question stays for a person
+
+
+async def test_a_run_left_applying_is_swept_with_a_reason_and_an_alert(database_url: str) -> None:
+    async with games_day(database_url, import_overrides={"lease_expire_seconds": 1.0}) as day:
+        first = await done(day)
+        # A run whose job ended without closing it (a version before every stage was inside
+        # the run's error handling left runs so).
+        await day.db.execute(
+            "UPDATE integration_run SET status = 'applying', finished_at = NULL, "
+            "received_at = now() - interval '1 minute' WHERE id = $1::uuid",
+            first["id"],
+        )
+        swept = await sweep_abandoned_runs(
+            day.imports.settings, day.db, day.imports.workers[0].pipeline.alerts
+        )
+        run = await day.db.fetchrow(
+            "SELECT status, reason, finished_at FROM integration_run WHERE id = $1::uuid",
+            first["id"],
+        )
+        alerts = await open_alerts(day)
+    assert swept == 1
+    assert run["status"] == "failed"
+    assert "was left applying" in run["reason"]
+    assert run["finished_at"] is not None
+    assert alerts == ["run_failed"]

@@ -9,7 +9,6 @@ between runs: the pool, Scout's client, the command service and the key state.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -19,7 +18,7 @@ import asyncpg
 import httpx
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
-from omnium_db import outlast
+from omnium_db import DATABASE_ERRORS, outlast
 from omnium_grpc import ROW_OUTCOMES
 from omnium_imports import _batches, _dryrun, _missing, _runs, _send
 from omnium_imports import _guards as guards
@@ -28,7 +27,7 @@ from omnium_imports._keystate import KeyStateCache, up_to_date
 from omnium_imports._pages import PageMemory
 from omnium_imports._queue import Job
 from omnium_imports._review import Alerts, ask_about_held, open_review, tell_of_run
-from omnium_imports._run import HandedOver, Run, RunResult
+from omnium_imports._run import HandedOver, Run, RunResult, StageError
 from omnium_imports._runs import Integration
 from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
 from omnium_imports._sql import QUERIES
@@ -42,6 +41,8 @@ _T = TypeVar("_T")
 # Runs in these states take no more work: a new attempt finds them and stops.
 FINISHED = frozenset({"done", "scout_failed", "older"})
 _PLACED = frozenset({"accepted", "unchanged", "kept_by_hand"})
+# Not the end of a run: another copy continues it (handed over, or after the lease).
+_NOT_AN_END: tuple[type[BaseException], ...] = (HandedOver, *DATABASE_ERRORS)
 # Stages whose span takes the design's word for them ("guards", not the function's name).
 _STAGE_SPANS = {"map_rows": "map", "check": "guards", "cut_batches": "batches"}
 
@@ -68,13 +69,40 @@ async def run_stages(pipeline: Pipeline, integration: Integration, job: Job) -> 
     for stage in stages:
         # One span per stage, named as the design names it: where a run spends its time.
         name = _STAGE_SPANS.get(stage.__name__, stage.__name__)
-        with spans.start_as_current_span(f"imports.{name}") as span:
-            result = await stage(run)
-            if result is not None:
-                span.set_attribute("omnium.run.status", result.status)
+        try:
+            with spans.start_as_current_span(f"imports.{name}") as span:
+                result = await stage(run)
+                if result is not None:
+                    span.set_attribute("omnium.run.status", result.status)
+        except _NOT_AN_END:
+            # Another copy continues the run (handed over, or after the lease): not an end.
+            raise
+        except Exception as exc:
+            return await _stage_failed(run, name, exc)
         if result is not None:
             return result
     raise AssertionError("the close stage always ends the run")
+
+
+async def _stage_failed(run: Run, stage: str, exc: Exception) -> RunResult:
+    """Every stage runs inside the run's error handling: an error ends the run failed, on
+    record with its reason (and so with an alert), never left "Running"."""
+    if isinstance(exc, StageError):
+        reason = str(exc)
+        log.warning("run %s: %s", getattr(run, "id", "?"), reason)
+    else:
+        log.exception("run %s: the %s step failed", getattr(run, "id", "?"), stage)
+        reason = (
+            f"Something went wrong on our side in the {stage} step ({type(exc).__name__}: "
+            f"{exc}). What was saved stays; the run is read again on the next check, or press "
+            "Run now."
+        )
+    run_id: str | None = getattr(run, "id", None)
+    if run_id is None:
+        return RunResult("failed", reason=reason)
+    outcomes = Counter(getattr(run, "counted", {}).values())
+    await run.pipeline.finish(run_id, "failed", reason, outcomes)
+    return RunResult("failed", run_id, reason, outcomes)
 
 
 async def fetch(run: Run) -> RunResult | None:
@@ -369,7 +397,9 @@ async def held_rows(run: Run) -> RunResult | None:
 
 
 async def missing(run: Run) -> RunResult | None:
-    """After a full run that saved every batch: count the keys it no longer lists."""
+    """After a full run that saved every batch: count the keys it no longer lists, in one short
+    transaction tried again like the others (a repeat for the same run counts nothing twice),
+    then send the cancels the integration asks for, each tried again like a batch."""
     if run.failures or not run.complete:
         return None
     gone, back = _missing.changes(run.mapped, run.key_state)
@@ -382,15 +412,34 @@ async def missing(run: Run) -> RunResult | None:
     auto_cancel = bool(
         integration.settings.get("auto_cancel_missing", settings.imports.auto_cancel_missing)
     )
-    cancel = (
-        functools.partial(_send.cancel, run.pipeline.command, settings, integration)
-        if auto_cancel
-        else None
+    counts, asked = await run.db(
+        "missing keys",
+        lambda conn: _missing.mark(conn, integration.id, run.id, gone, back, needed),
+        transaction=True,
     )
-    # Not tried again: it counts the runs a key has been missing, and a repeat after a lost
-    # answer would count this one twice.
-    async with run.pipeline.pool.acquire() as conn:
-        await _missing.mark(conn, integration.id, run.id, gone, back, run.key_state, needed, cancel)
+    run.key_state.missing.update(counts)
+    if not auto_cancel:
+        return None
+    problems = []
+    for key in asked:
+        problem = await _send.withdraw(
+            run.pipeline.command, settings, integration, key.key, key.subject_id
+        )
+        if problem:
+            problems.append(f"the cancel of {key.key} could not be sent ({problem})")
+            continue
+        await run.db(
+            "missing key cancelled",
+            lambda conn, key=key: _missing.answered(  # type: ignore[misc]
+                conn, integration.id, key.key, "done", "auto_cancel_missing"
+            ),
+            transaction=True,
+        )
+    if problems:
+        raise StageError(
+            f"Run written, but {'; '.join(problems[:3])}. Nothing saved is lost; the question "
+            "stays in Waiting for you: confirm it there once the command service answers again."
+        )
     return None
 
 

@@ -28,6 +28,11 @@ class HandedOver(Exception):
     with its run kept, so another copy continues it at once (saved batches answer duplicate)."""
 
 
+class StageError(Exception):
+    """A stage could not do its work: the run ends failed with this message as its reason, so
+    it says what happened and what to do."""
+
+
 @dataclass(slots=True)
 class RunResult:
     """What one job did, for its log line, the job row and the tests."""

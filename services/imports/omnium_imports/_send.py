@@ -86,27 +86,55 @@ async def batch(
     return None, f"{problem} ({tries} tries in {time.monotonic() - started:.0f} s)"
 
 
-async def cancel(
+async def withdraw(
     command: command_pb2_grpc.CommandServiceStub,
     settings: Settings,
     integration: Integration,
     key: str,
-    unit_id: str,
-) -> None:
-    """auto_cancel_missing: the same command a person would send, never a direct write."""
-    answer = await command.Submit(
-        command_message(
-            f"{integration.code}:missing:{key}",
-            "results.set_status",
-            {"status": "CANCELLED"},
-            source_actor("integration", integration.code, "imports:missing"),
-            unit_id=unit_id,
-        ),
-        timeout=settings.grpc.deadline_seconds,
+    subject_id: str,
+) -> str:
+    """auto_cancel_missing: the same command a person would send, never a direct write, tried
+    again like a batch while the answer is "try again". Answers what went wrong, or ""."""
+    message = command_message(
+        f"{integration.code}:missing:{key}",
+        "results.set_status",
+        {"status": "CANCELLED"},
+        source_actor("integration", integration.code, "imports:missing"),
+        unit_id=subject_id,
     )
-    log.info(
-        "missing %s: cancel answered %s %s",
-        key,
-        command_pb2.Outcome.Name(answer.outcome),
-        answer.reason,
-    )
+    _, problem = await submit(command, settings, message)
+    log.info("missing %s: cancel answered %s", key, problem or "accepted")
+    return problem
+
+
+async def submit(
+    command: command_pb2_grpc.CommandServiceStub,
+    settings: Settings,
+    message: command_pb2.Command,
+) -> tuple[command_pb2.Answer | None, str]:
+    """One command, tried again (growing waits, batch_retry_seconds in all) while the command
+    service is away or says try again; its command id makes a repeat answer duplicate."""
+    started = time.monotonic()
+    deadline = started + settings.imports.batch_retry_seconds
+    wait = settings.imports.batch_retry_first_seconds
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            answer: command_pb2.Answer = await command.Submit(
+                message, timeout=settings.grpc.deadline_seconds
+            )
+        except grpc.aio.AioRpcError as exc:
+            problem = f"the command service answered {exc.code().name}: {exc.details()}"
+            if exc.code() not in _PASSING_CODES:
+                return None, problem
+        else:
+            if answer.outcome in (command_pb2.OUTCOME_ACCEPTED, command_pb2.OUTCOME_DUPLICATE):
+                return answer, ""
+            if answer.outcome == command_pb2.OUTCOME_REFUSED:
+                return answer, f"refused: {answer.reason}"
+            problem = answer.reason or "try again"
+        if time.monotonic() + wait > deadline:
+            return None, f"{problem} ({tries} tries in {time.monotonic() - started:.0f} s)"
+        await asyncio.sleep(wait)
+        wait = min(wait * 2, settings.imports.batch_retry_max_seconds)

@@ -22,6 +22,7 @@ from omnium_grpc import (
     timestamp,
 )
 from omnium_imports import _queue
+from omnium_imports._missing import answered
 from omnium_imports._pipeline import Pipeline
 from omnium_imports._setup import add_lookups
 from omnium_imports._sql import QUERIES
@@ -417,10 +418,13 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
             )
             if answer.outcome not in (command_pb2.OUTCOME_ACCEPTED, command_pb2.OUTCOME_DUPLICATE):
                 return imports_pb2.ActionAnswer(done=False, message=answer.reason)
-        async with self.pool.acquire() as conn:
-            await conn.execute(
-                QUERIES["resolve_review"],
-                request.item_id,
+        async with self.pool.acquire() as conn, conn.transaction():
+            # The answer stays answered: the key is not counted or asked about again until a
+            # run lists it and it goes missing once more.
+            await answered(
+                conn,
+                item["integration_id"],
+                item["subject_key"],
                 "done" if request.cancel else "dismissed",
                 person.name,
             )

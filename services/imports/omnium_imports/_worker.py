@@ -243,6 +243,7 @@ async def run_scheduler(
         try:
             async with pool.acquire() as conn:
                 queued = await _queue.queue_quiet_integrations(conn)
+                await sweep_abandoned_runs(settings, conn, alerts)
                 for row in await conn.fetch(
                     QUERIES["quiet_for_long"], settings.imports.alert_quiet_intervals
                 ):
@@ -266,3 +267,15 @@ async def run_scheduler(
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(settings.imports.scheduler_seconds):
                 await stop.wait()
+
+
+async def sweep_abandoned_runs(settings: Settings, conn: asyncpg.Connection, alerts: Alerts) -> int:
+    """Runs left received or applying past the lease with no job on them: closed failed, each
+    with an alert. Answers how many."""
+    swept = await conn.fetch(QUERIES["sweep_abandoned_runs"], settings.imports.lease_expire_seconds)
+    for run in swept:
+        log.warning("run %s swept: %s", run["id"], run["reason"])
+        await alerts.raise_(
+            conn, run["integration_id"], "run_failed", f"Run failed: {run['reason']}", run["id"]
+        )
+    return len(swept)

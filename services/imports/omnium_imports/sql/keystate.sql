@@ -1,7 +1,8 @@
 -- Key state: what an integration last saw and wrote, per key (Section 3 seed, K1 and K2).
 
 -- name: load_key_state
-SELECT subject_key, subject_id::text AS subject_id, last_hash, applied_seq, missing_runs
+SELECT subject_key, subject_id::text AS subject_id, last_hash, applied_seq, missing_runs,
+       missing_answered
   FROM integration_key_state
  WHERE integration_id = $1::uuid;
 
