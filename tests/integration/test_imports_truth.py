@@ -7,11 +7,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from omnium.command.v1 import command_pb2
 from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
 from omnium_admin import _present as present
 from omnium_command import CommandApp
 from omnium_grpc import open_channel
 from omnium_imports._worker import sweep_abandoned_runs
+from tests.support.command import person
 from tests.support.delivery import query_until
 from tests.support.imports import SCHEDULE, GamesDay, games_day
 
@@ -199,3 +201,66 @@ async def test_a_run_left_applying_is_swept_with_a_reason_and_an_alert(database_
     assert "was left applying" in run["reason"]
     assert run["finished_at"] is not None
     assert alerts == ["run_failed"]
+
+
+# Finding 3: an answered question came back.
+
+
+async def missing_items(day: GamesDay) -> dict[str, int]:
+    rows = await day.db.fetch(
+        "SELECT subject_key, id FROM review_item WHERE kind = 'missing' AND status = 'open'"
+    )
+    return {row["subject_key"]: row["id"] for row in rows}
+
+
+async def missing_counts(day: GamesDay, keys: list[str]) -> dict[str, int]:
+    rows = await day.db.fetch(
+        "SELECT subject_key, missing_runs FROM integration_key_state WHERE subject_key = ANY($1)",
+        keys,
+    )
+    return {row["subject_key"]: row["missing_runs"] for row in rows}
+
+
+async def test_an_answered_missing_key_is_not_asked_again(database_url: str) -> None:
+    async with games_day(database_url) as day, operator(day) as ops:
+        await done(day)
+        units = day.sim.reference()["units"]
+        dismissed, cancelled, by_hand = (units[n]["externalId"] for n in (0, 1, 2))
+        # A person cancels one unit first; Scout then drops it with two others.
+        by_hand_cancel = await day.command.submit(
+            command_id="by-hand-cancel",
+            code="results.set_status",
+            payload={"status": "CANCELLED"},
+            code_ref=units[2]["rsc"],
+            event_code="AG2026",
+        )
+        assert by_hand_cancel.outcome == command_pb2.OUTCOME_ACCEPTED, by_hand_cancel.reason
+        for key in (dismissed, cancelled, by_hand):
+            day.sim.drop(key)
+        for _ in range(2):
+            await done(day)
+        asked = await missing_items(day)
+        for key, cancel in ((dismissed, False), (cancelled, True)):
+            answer = await ops.ResolveMissing(
+                imports_pb2.ResolveMissingRequest(
+                    item_id=asked[key], cancel=cancel, actor=person("Mei", screen="admin:waiting")
+                ),
+                timeout=10,
+            )
+            assert answer.done, answer.message
+        # Two more full runs (Waiting for you used to refill every ten minutes).
+        for _ in range(2):
+            await done(day)
+        after = await missing_items(day)
+        counts = await missing_counts(day, [dismissed, cancelled, by_hand])
+        # Seen again, then missed again: it may be asked about once more.
+        day.sim.restore(dismissed)
+        await done(day)
+        day.sim.drop(dismissed)
+        for _ in range(2):
+            await done(day)
+        again = await missing_items(day)
+    assert set(asked) == {dismissed, cancelled}  # the unit cancelled by hand is not asked about
+    assert after == {}
+    assert counts[dismissed] == 0 and counts[cancelled] == 0
+    assert set(again) == {dismissed}
