@@ -15,7 +15,9 @@ from omnium_grpc import open_channel
 from omnium_imports._worker import sweep_abandoned_runs
 from tests.support.command import person
 from tests.support.delivery import query_until
+from tests.support.gateway import running_gateway
 from tests.support.imports import SCHEDULE, GamesDay, games_day
+from tests.support.servers import Servers
 
 
 @asynccontextmanager
@@ -264,3 +266,53 @@ async def test_an_answered_missing_key_is_not_asked_again(database_url: str) -> 
     assert after == {}
     assert counts[dismissed] == 0 and counts[cancelled] == 0
     assert set(again) == {dismissed}
+
+
+# Finding 4: a medal withdrawn after a protest could not be removed.
+
+
+async def test_a_medal_withdrawn_after_a_protest_leaves_the_table(
+    database_url: str, servers: Servers
+) -> None:
+    async with games_day(database_url) as day, operator(day) as ops:
+        final = next(
+            unit.external_id
+            for unit in day.sim.games.units.values()
+            if unit.medals not in ("none", "bronze") and len(unit.contestants) > 3
+        )
+        day.sim.mark_official(final)
+        totals = {row["noc"]: row["total"] for row in day.sim.medal_table()}
+        medallist = next(
+            c
+            for c in day.sim.unit(final)["competitors"]
+            if c["medal"] and totals.get(c["noc"]) == 1
+        )
+        noc = medallist["noc"]
+        await done(day, "medals")
+        before = await day.db.fetchval("SELECT total FROM medal_row WHERE noc = $1", noc)
+        # The protest is upheld: the NOC's only medal is taken back, and Scout's table no
+        # longer lists it.
+        day.sim.disqualify(final, medallist["externalId"])
+        assert noc not in {row["noc"] for row in day.sim.medal_table()}
+        for _ in range(2):
+            await done(day, "medals")
+        asked = await day.db.fetchrow(
+            "SELECT id, subject_key FROM review_item WHERE kind = 'missing' AND status = 'open'"
+        )
+        answer = await ops.ResolveMissing(
+            imports_pb2.ResolveMissingRequest(
+                item_id=asked["id"], cancel=True, actor=person("Mei", screen="admin:waiting")
+            ),
+            timeout=10,
+        )
+        after = await day.db.fetchrow(
+            "SELECT gold, silver, bronze, total, rank FROM medal_row WHERE noc = $1", noc
+        )
+        async with running_gateway(database_url, servers.redis_url) as gateway:
+            served = (await gateway.get("/v1/events/AG2026/medals")).json()
+    assert before == 1
+    assert asked["subject_key"] == noc
+    assert answer.done, answer.message
+    assert tuple(after) == (0, 0, 0, 0, None)
+    assert noc not in {row["noc"] for row in served["rows"]}
+    assert served["rows"]  # the rest of the table is still there

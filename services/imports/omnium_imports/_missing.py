@@ -19,6 +19,8 @@ class Gone:
 
     key: str
     subject_id: str
+    # A medal row's "<discipline code or empty>:<NOC>", the name its withdrawal takes.
+    medal_ref: str | None = None
 
 
 def changes(mapped: Sequence[MappedRow], key_state: KeyStateCache) -> tuple[list[str], list[str]]:
@@ -58,6 +60,10 @@ async def mark(
         question = (
             f"Scout's last {row['missing_runs']} full runs no longer list "
             f"{row['subject_key']}. Cancel it, or dismiss this if it is still on."
+            if row["medal_ref"] is None
+            else f"Scout's last {row['missing_runs']} full medal tables no longer list "
+            f"{row['subject_key']}. Confirm to take its row out of the table (a medal taken "
+            "back), or dismiss this if it should stay."
         )
         await open_review(
             conn,
@@ -69,7 +75,7 @@ async def mark(
             row["subject_id"],
         )
         if row["subject_id"]:
-            asked.append(Gone(row["subject_key"], row["subject_id"]))
+            asked.append(Gone(row["subject_key"], row["subject_id"], row["medal_ref"]))
     return counts, asked
 
 

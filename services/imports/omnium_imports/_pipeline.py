@@ -423,7 +423,7 @@ async def missing(run: Run) -> RunResult | None:
     problems = []
     for key in asked:
         problem = await _send.withdraw(
-            run.pipeline.command, settings, integration, key.key, key.subject_id
+            run.pipeline.command, settings, integration, key.key, key.subject_id, key.medal_ref
         )
         if problem:
             problems.append(f"the cancel of {key.key} could not be sent ({problem})")

@@ -10,6 +10,7 @@ import time
 import grpc
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
+from omnium.common.v1 import actor_pb2
 from omnium_grpc import command_message, source_actor
 from omnium_imports._metrics import BATCH_RETRIES, BATCHES
 from omnium_imports._runs import Integration
@@ -86,24 +87,49 @@ async def batch(
     return None, f"{problem} ({tries} tries in {time.monotonic() - started:.0f} s)"
 
 
+def withdrawal(
+    command_id: str,
+    integration: Integration,
+    subject_id: str,
+    medal_ref: str | None,
+    actor: actor_pb2.Actor,
+) -> command_pb2.Command:
+    """The command that takes a missing key's record away: a unit's cancel, or a medal row's
+    withdrawal (a medal taken back after a protest), by the same road a person's edit takes."""
+    if integration.target == "medal_row":
+        return command_message(
+            command_id,
+            "medals.withdraw_row",
+            {},
+            actor,
+            subject=command_pb2.Subject(
+                kind="medal_row", code=medal_ref or "", event_code=integration.event_code
+            ),
+        )
+    return command_message(
+        command_id, "results.set_status", {"status": "CANCELLED"}, actor, unit_id=subject_id
+    )
+
+
 async def withdraw(
     command: command_pb2_grpc.CommandServiceStub,
     settings: Settings,
     integration: Integration,
     key: str,
     subject_id: str,
+    medal_ref: str | None = None,
 ) -> str:
     """auto_cancel_missing: the same command a person would send, never a direct write, tried
     again like a batch while the answer is "try again". Answers what went wrong, or ""."""
-    message = command_message(
+    message = withdrawal(
         f"{integration.code}:missing:{key}",
-        "results.set_status",
-        {"status": "CANCELLED"},
+        integration,
+        subject_id,
+        medal_ref,
         source_actor("integration", integration.code, "imports:missing"),
-        unit_id=subject_id,
     )
     _, problem = await submit(command, settings, message)
-    log.info("missing %s: cancel answered %s", key, problem or "accepted")
+    log.info("missing %s: %s answered %s", key, message.code, problem or "accepted")
     return problem
 
 

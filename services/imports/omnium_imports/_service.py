@@ -15,13 +15,12 @@ from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
 from omnium_grpc import (
-    command_message,
     field_changes,
     is_id,
     row_outcome_word,
     timestamp,
 )
-from omnium_imports import _queue
+from omnium_imports import _queue, _runs, _send
 from omnium_imports._missing import answered
 from omnium_imports._pipeline import Pipeline
 from omnium_imports._setup import add_lookups
@@ -399,20 +398,27 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
         person = await _acting_person(request.actor, "ResolveMissing", what, context)
         async with self.pool.acquire() as conn:
             item = await conn.fetchrow(QUERIES["review_item"], request.item_id)
+            integration = await _runs.integration(conn, item["integration_id"]) if item else None
         if item is None or item["kind"] != "missing" or item["status"] != "open":
             await context.abort(
                 grpc.StatusCode.NOT_FOUND, f"there is no open missing-key item {request.item_id}"
             )
         if request.cancel:
-            if not item["subject_id"]:
-                return imports_pb2.ActionAnswer(done=False, message="the key names no unit")
+            if not item["subject_id"] or integration is None:
+                return imports_pb2.ActionAnswer(
+                    done=False,
+                    message="the key names no record of ours, so there is nothing to cancel: "
+                    "dismiss it instead",
+                )
+            # A unit is cancelled; a medal row (a medal withdrawn after a protest) is taken out
+            # of the table by its own command.
             answer = await self.command.Submit(
-                command_message(
+                _send.withdrawal(
                     f"missing:{item['id']}:cancel",
-                    "results.set_status",
-                    {"status": "CANCELLED"},
+                    integration,
+                    item["subject_id"],
+                    item["medal_ref"],
                     person,
-                    unit_id=item["subject_id"],
                 ),
                 timeout=self.settings.grpc.deadline_seconds,
             )

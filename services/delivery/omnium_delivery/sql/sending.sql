@@ -78,9 +78,10 @@ SELECT DISTINCT ON (a.unit_id) a.unit_id::text, a.payload
 SELECT id::text, code, name, noc, kind FROM competitor WHERE id = ANY($1::uuid[]);
 
 -- name: medal_rows
+-- A row with no medal is not in the table (medals.withdraw_row takes a NOC's last medal away).
 SELECT m.noc, m.gold, m.silver, m.bronze, m.total, m.rank
   FROM medal_row m
- WHERE m.event_id = $1 AND m.discipline_id IS NOT DISTINCT FROM $2::uuid
+ WHERE m.event_id = $1 AND m.discipline_id IS NOT DISTINCT FROM $2::uuid AND m.total > 0
  ORDER BY m.rank NULLS LAST, m.gold DESC, m.silver DESC, m.bronze DESC, m.noc
  LIMIT $3;
 

@@ -83,8 +83,12 @@ SELECT w.id, i.code AS integration_code, w.kind, w.subject_key, w.question,
  ORDER BY w.created_at;
 
 -- name: review_item
+-- `medal_ref` names a medal row as its withdrawal does.
 SELECT w.id, w.kind, w.subject_key, w.subject_id::text AS subject_id, w.status,
-       i.code AS integration_code, i.id::text AS integration_id
+       i.code AS integration_code, i.id::text AS integration_id,
+       (SELECT coalesce(d.code, '') || ':' || m.noc
+          FROM medal_row m LEFT JOIN discipline d ON d.id = m.discipline_id
+         WHERE m.id = w.subject_id) AS medal_ref
   FROM review_item w JOIN integration i ON i.id = w.integration_id
  WHERE w.id = $1;
 

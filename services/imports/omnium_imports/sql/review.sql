@@ -116,7 +116,10 @@ UPDATE integration_key_state k
 RETURNING k.subject_key, k.subject_id::text AS subject_id, k.missing_runs,
           (EXISTS (SELECT 1 FROM unit u WHERE u.id = k.subject_id AND u.status = 'CANCELLED')
            OR EXISTS (SELECT 1 FROM medal_row m
-                       WHERE m.id = k.subject_id AND m.total = 0)) AS gone_already;
+                       WHERE m.id = k.subject_id AND m.total = 0)) AS gone_already,
+          (SELECT coalesce(d.code, '') || ':' || m.noc
+             FROM medal_row m LEFT JOIN discipline d ON d.id = m.discipline_id
+            WHERE m.id = k.subject_id) AS medal_ref;
 
 -- name: answer_missing
 -- A person answered the key's missing question: not counted or asked again until it is seen.

@@ -86,14 +86,15 @@ SELECT json_build_object(
   FROM shown x;
 
 -- name: medals
--- The whole Games' table (rows with no discipline), best first; $2 is the top N or null.
+-- The whole Games' table (rows with no discipline), best first; $2 is the top N or null. A row
+-- with no medal is not in it (medals.withdraw_row takes a NOC's last medal away so).
 SELECT e.code AS event,
        (SELECT coalesce(json_agg(json_build_object(
                  'rank', m.rank, 'noc', m.noc, 'gold', m.gold, 'silver', m.silver,
                  'bronze', m.bronze, 'total', m.total)
                ORDER BY m.rank NULLS LAST, m.gold DESC, m.silver DESC, m.bronze DESC, m.noc), '[]')
           FROM (SELECT * FROM medal_row r
-                 WHERE r.event_id = e.id AND r.discipline_id IS NULL
+                 WHERE r.event_id = e.id AND r.discipline_id IS NULL AND r.total > 0
                  ORDER BY r.rank NULLS LAST, r.gold DESC, r.silver DESC, r.bronze DESC, r.noc
                  LIMIT $2) m)::text AS items
   FROM event e
