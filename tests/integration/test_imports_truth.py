@@ -316,3 +316,52 @@ async def test_a_medal_withdrawn_after_a_protest_leaves_the_table(
     assert tuple(after) == (0, 0, 0, 0, None)
     assert noc not in {row["noc"] for row in served["rows"]}
     assert served["rows"]  # the rest of the table is still there
+
+
+# Finding 5: an older run could undo a newer correction.
+
+
+async def test_a_resumed_older_run_does_not_undo_a_newer_page_run(database_url: str) -> None:
+    overrides = {
+        "batch_retry_seconds": 3.0,
+        "batch_retry_first_seconds": 0.1,
+        "batch_retry_max_seconds": 0.5,
+        # The worker resumes it when the test says (by then a newer page run is written).
+        "resume_first_seconds": 3600.0,
+        "resume_max_seconds": 3600.0,
+    }
+    async with games_day(database_url, import_overrides=overrides) as day:
+        await done(day)
+        units = day.sim.reference()["units"][:30]
+        for unit in units:
+            day.sim.reschedule(unit["externalId"], venue="Moved")
+        await day.command.app.stop(grace=1)
+        full = await day.sim.make_run("schedule", wait_doorbell=True)
+        partly = dict(await day.wait_for_run(full.id))
+        async with command_back(day):
+            # After the full run was read, the site corrects one venue; a page run reads it.
+            corrected = units[0]
+            day.sim.reschedule(corrected["externalId"], venue="Corrected")
+            page = await page_run(day, [corrected["externalId"]])
+            # The worker resumes the older run.
+            await day.db.execute(
+                "UPDATE integration_job SET not_before = now() "
+                "WHERE run_id = $1::uuid AND status = 'queued'",
+                partly["id"],
+            )
+            resumed = await query_until(
+                day.db,
+                "SELECT outcomes FROM integration_run WHERE id = $1::uuid AND status = 'done'",
+                partly["id"],
+                within=60,
+            )
+            await day.jobs_idle()
+            venue = await day.db.fetchval(
+                "SELECT venue FROM unit WHERE code = $1", corrected["rsc"]
+            )
+            moved = await day.db.fetchval("SELECT count(*) FROM unit WHERE venue = 'Moved'")
+    assert partly["status"] == "partly_done"
+    assert page["status"] == "done", page["reason"]
+    assert venue == "Corrected"
+    assert moved == 29
+    assert resumed.get("older") == 1

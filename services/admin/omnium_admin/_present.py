@@ -37,6 +37,7 @@ OUTCOME_WORDS = {
     "fast_path": "unchanged, skipped early",
     "not_sent": "not written yet",
     "skipped": "skipped by the mapping",
+    "older": "left as a newer run wrote it",
 }
 
 

@@ -27,7 +27,7 @@ from omnium_imports._keystate import KeyStateCache, up_to_date
 from omnium_imports._pages import PageMemory
 from omnium_imports._queue import Job
 from omnium_imports._review import Alerts, ask_about_held, open_review, tell_of_run
-from omnium_imports._run import HandedOver, Run, RunResult, StageError
+from omnium_imports._run import HandedOver, Run, RunResult, StageError, failure_reason
 from omnium_imports._runs import Integration
 from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
 from omnium_imports._sql import QUERIES
@@ -87,17 +87,8 @@ async def run_stages(pipeline: Pipeline, integration: Integration, job: Job) -> 
 async def _stage_failed(run: Run, stage: str, exc: Exception) -> RunResult:
     """Every stage runs inside the run's error handling: an error ends the run failed, on
     record with its reason (and so with an alert), never left "Running"."""
-    if isinstance(exc, StageError):
-        reason = str(exc)
-        log.warning("run %s: %s", getattr(run, "id", "?"), reason)
-    else:
-        log.exception("run %s: the %s step failed", getattr(run, "id", "?"), stage)
-        reason = (
-            f"Something went wrong on our side in the {stage} step ({type(exc).__name__}: "
-            f"{exc}). What was saved stays; the run is read again on the next check, or press "
-            "Run now."
-        )
     run_id: str | None = getattr(run, "id", None)
+    reason = failure_reason(run_id, stage, exc)
     if run_id is None:
         return RunResult("failed", reason=reason)
     outcomes = Counter(getattr(run, "counted", {}).values())
@@ -214,10 +205,20 @@ async def map_rows(run: Run) -> RunResult | None:
 
 
 async def fast_path(run: Run) -> RunResult | None:
-    """The rows whose key state says they are written as they are: not sent again."""
+    """The rows whose key state says they are written as they are: not sent again. Nor are
+    the keys a newer run wrote (a page run, say, while this one waited to resume): newer data
+    wins, and those rows end `older`."""
     skippable = run.key_state.skippable
+    run.newer = dict(
+        await run.db(
+            "newer runs",
+            lambda conn: conn.fetch(QUERIES["keys_of_newer_runs"], run.integration.id, run.id),
+        )
+    )
     run.ready = [
-        row for row in run.mapped if row.outcome == "ok" and not skippable(row.key, row.hash)
+        row
+        for row in run.mapped
+        if row.outcome == "ok" and not skippable(row.key, row.hash) and row.key not in run.newer
     ]
     run.unit_ids = await run.db(
         "mapping", lambda conn: _runs.unit_ids(conn, run.integration, run.ready)
@@ -273,7 +274,11 @@ async def cut_batches(run: Run) -> RunResult | None:
     run.counted = {
         row.position: row.outcome
         if row.outcome != "ok"
-        else ("not_sent" if row.position in sent else "fast_path")
+        else (
+            "not_sent"
+            if row.position in sent
+            else ("older" if row.key in run.newer else "fast_path")
+        )
         for row in run.mapped
     }
     await run.db(
@@ -291,8 +296,16 @@ async def cut_batches(run: Run) -> RunResult | None:
             run.ready,
             run.unit_ids,
             run.settings.database.batch_max_units,
+            set(run.newer),
         ),
     )
+    if run.newer:
+        log.info(
+            "run %s: %d keys were written by newer runs (%s) and are left as they are",
+            run.scout_run.id,
+            len(run.newer),
+            ", ".join(sorted(set(run.newer.values()))[:3]),
+        )
     return None
 
 
@@ -310,6 +323,9 @@ async def send(run: Run) -> RunResult | None:
     async def sender() -> None:
         nonlocal handed_over
         for batch_no, group in queue:
+            if not group:
+                # A planned batch whose every key a newer run wrote since: nothing to send.
+                continue
             if pipeline.stopping.is_set():
                 # The batches in flight finish; this one and the rest are another copy's.
                 handed_over = True

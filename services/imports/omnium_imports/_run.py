@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from omnium_imports._pipeline import Pipeline
 
 _T = TypeVar("_T")
+log = logging.getLogger(__name__)
 
 
 class HandedOver(Exception):
@@ -31,6 +33,18 @@ class HandedOver(Exception):
 class StageError(Exception):
     """A stage could not do its work: the run ends failed with this message as its reason, so
     it says what happened and what to do."""
+
+
+def failure_reason(run_id: str | None, stage: str, exc: Exception) -> str:
+    """What a failed run's record says: a StageError's own words, or what happened where."""
+    if isinstance(exc, StageError):
+        log.warning("run %s: %s", run_id, exc)
+        return str(exc)
+    log.exception("run %s: the %s step failed", run_id, stage)
+    return (
+        f"Something went wrong on our side in the {stage} step ({type(exc).__name__}: {exc}). "
+        "What was saved stays; the run is read again on the next check, or press Run now."
+    )
 
 
 @dataclass(slots=True)
@@ -62,6 +76,8 @@ class Run:
     # fast path: the ok rows it did not skip, and our ids of the units they name by code
     key_state: KeyStateCache = field(init=False)
     ready: list[MappedRow] = field(init=False)
+    # keys a run newer than this one wrote, with its Scout id: left as they are ("older")
+    newer: dict[str, str] = field(default_factory=dict)
     unit_ids: dict[str, str] = field(init=False)
     # guards: a full run that passed the size check by itself lists every key
     complete: bool = field(init=False)

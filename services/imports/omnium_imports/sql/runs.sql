@@ -95,3 +95,18 @@ SELECT sized FROM integration_run WHERE id = $1::uuid;
 
 -- name: link_job_to_run
 UPDATE integration_job SET run_id = $2::uuid WHERE id = $1;
+
+-- name: keys_of_newer_runs
+-- The keys a run newer than run $2 (by when Scout finished it), of any build, wrote since:
+-- run $2, started or resumed late, must not take them back. Newer runs are few, and none in
+-- the usual case, so this reads nothing then.
+WITH newer AS (
+  SELECT n.id, n.scout_run_id
+    FROM integration_run n, integration_run r
+   WHERE r.id = $2::uuid AND n.integration_id = $1::uuid AND n.id <> r.id
+     AND n.scout_finished_at > r.scout_finished_at
+     AND n.status IN ('done', 'partly_done', 'failed', 'applying', 'received')
+)
+SELECT k.subject_key, newer.scout_run_id
+  FROM integration_key_state k JOIN newer ON newer.id = k.last_seen_run
+ WHERE k.integration_id = $1::uuid;
