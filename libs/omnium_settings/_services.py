@@ -103,6 +103,9 @@ class ImportsSettings:
         "(Scout's 900 s run limit).",
     )
     alert_scout_failed_in_row: int = setting(2, "Scout runs failed in a row before an alert.")
+    alert_batch_failed_times: int = setting(
+        3, "Times a run's batches fail to be saved (it and its resumes) before an alert."
+    )
     batch_retry_seconds: float = setting(
         90.0, "One batch is tried again this long (a failover) before the run is partly done."
     )

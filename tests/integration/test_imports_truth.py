@@ -365,3 +365,49 @@ async def test_a_resumed_older_run_does_not_undo_a_newer_page_run(database_url: 
     assert venue == "Corrected"
     assert moved == 29
     assert resumed.get("older") == 1
+
+
+# Also: "a batch that failed 3 times" alerted at the first partly done run, and again later.
+
+
+async def test_a_batch_failed_alert_waits_for_the_third_failure_and_is_raised_once(
+    database_url: str,
+) -> None:
+    overrides = {
+        "batch_retry_seconds": 0.3,
+        "batch_retry_first_seconds": 0.1,
+        "batch_retry_max_seconds": 0.1,
+        "resume_first_seconds": 2.0,
+        "resume_max_seconds": 2.0,
+        "resume_tries": 3,
+    }
+    async with games_day(database_url, import_overrides=overrides) as day:
+        await done(day)
+        for unit in day.sim.reference()["units"][:30]:
+            day.sim.reschedule(unit["externalId"], venue="Moved")
+        await day.command.app.stop(grace=1)  # down for good
+        full = await day.sim.make_run("schedule", wait_doorbell=True)
+        first = dict(await day.wait_for_run(full.id))
+        after_first = await open_alerts(day)
+        raised = await query_until(
+            day.db,
+            "SELECT message FROM alert WHERE kind = 'batch_failed' AND status = 'open'",
+            within=60,
+        )
+        resumes_then = await day.db.fetchval(
+            "SELECT count(*) FROM integration_job "
+            "WHERE run_id = $1::uuid AND via = 'resume' AND started_at IS NOT NULL",
+            first["id"],
+        )
+        waiting = await query_until(
+            day.db,
+            "SELECT message FROM alert WHERE kind = 'batch_failed' AND message LIKE '%waiting%'",
+            within=60,
+        )
+        alerts = await day.db.fetchval("SELECT count(*) FROM alert WHERE kind = 'batch_failed'")
+    assert first["status"] == "partly_done"
+    assert after_first == []
+    assert raised.startswith("Run partly done 3 times: ")
+    assert resumes_then == 2  # the first attempt and two resumes (the next waits 2 s)
+    assert waiting.startswith("Run partly done, waiting for you: ")
+    assert alerts == 1

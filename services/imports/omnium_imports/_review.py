@@ -49,6 +49,19 @@ class Alerts:
             await conn.execute(QUERIES["alert_sent"], alert_id)
         return True
 
+    async def restate(
+        self,
+        conn: asyncpg.Connection,
+        integration_id: str,
+        kind: str,
+        message: str,
+        run_id: str | None = None,
+    ) -> None:
+        """The open alert of this kind says `message` now; raised if none is open. A person
+        already told of the cause is not told of it a second time."""
+        if await conn.fetchval(QUERIES["restate_alert"], integration_id, kind, message) is None:
+            await self.raise_(conn, integration_id, kind, message, run_id)
+
     async def clear(self, conn: asyncpg.Connection, integration_id: str, *kinds: str) -> None:
         await conn.execute(QUERIES["clear_alerts"], integration_id, list(kinds))
 
@@ -132,7 +145,19 @@ async def tell_of_run(
     on a Games day) clears nothing but its own failure."""
     run = await conn.fetchrow(QUERIES["run_for_alerts"], run_id) if run_id else None
     full = run is not None and run["build"] == "all"
-    if status in _ALERTS:
+    if status == "partly_done" and run_id is not None:
+        # The seed's "a batch that failed 3 times": this attempt and the resumes before it.
+        needed = alerts.settings.imports.alert_batch_failed_times
+        attempts = 1 + await conn.fetchval(QUERIES["resumes_of_run"], run_id)
+        if attempts >= needed:
+            await alerts.raise_(
+                conn,
+                integration_id,
+                "batch_failed",
+                f"Run partly done {attempts} times: {reason}",
+                run_id,
+            )
+    elif status in _ALERTS:
         kind, words = _ALERTS[status]
         await alerts.raise_(conn, integration_id, kind, f"{words}: {reason}", run_id)
     elif status == "scout_failed":

@@ -160,15 +160,15 @@ class Worker:
         self, conn: asyncpg.Connection, job: _queue.Job, run_id: str, reason: str
     ) -> None:
         """A run that has resumed by itself `resume_tries` times waits for a person: its reason
-        says so, and its alert is raised again with those words (so the webhook hears it)."""
+        says so, and so does its alert (one alert: raised now if it was not yet)."""
         resumes = await _queue.resumes_of_run(conn, run_id)
         if resumes < self.settings.imports.resume_tries:
             return  # not given up: a resume of it is queued already
         waiting = _waiting_reason(reason, resumes)
         await conn.execute(QUERIES["stop_resuming"], run_id, waiting)
-        alerts = self.pipeline.alerts
-        await alerts.clear(conn, job.integration_id, "batch_failed")
-        await alerts.raise_(
+        # The open alert (raised after alert_batch_failed_times) now says it waits; one is
+        # raised if it is not open yet (resume_tries below that number).
+        await self.pipeline.alerts.restate(
             conn,
             job.integration_id,
             "batch_failed",

@@ -6,6 +6,11 @@ VALUES ($1::uuid, $2, $3, $4::uuid)
 ON CONFLICT (integration_id, kind) WHERE status = 'open' DO NOTHING
 RETURNING id;
 
+-- name: restate_alert
+UPDATE alert SET message = $3
+ WHERE integration_id = $1::uuid AND kind = $2 AND status = 'open'
+RETURNING id;
+
 -- name: alert_sent
 UPDATE alert SET sent_at = now() WHERE id = $1;
 
