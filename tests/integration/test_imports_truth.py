@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from omnium.command.v1 import command_pb2
@@ -411,3 +412,28 @@ async def test_a_batch_failed_alert_waits_for_the_third_failure_and_is_raised_on
     assert resumes_then == 2  # the first attempt and two resumes (the next waits 2 s)
     assert waiting.startswith("Run partly done, waiting for you: ")
     assert alerts == 1
+
+
+# Also: the settle window started when omnium first saw a result official.
+
+
+async def test_the_settle_window_starts_when_the_source_said_official(database_url: str) -> None:
+    async with games_day(database_url) as day:
+        final = next(
+            unit.external_id
+            for unit in day.sim.games.units.values()
+            if unit.medals not in ("none", "bronze")
+        )
+        day.sim.mark_official(final)
+        # Scout read the official result three hours ago; omnium gets to the run only now.
+        read_at = datetime.now(UTC) - timedelta(hours=3)
+        run = await day.sim.make_run("schedule", finished_at=read_at, wait_doorbell=True)
+        ours = await day.wait_for_run(run.id)
+        window = await day.db.fetchrow(
+            "SELECT official_at, next_read_at FROM integration_key_state WHERE subject_key = $1",
+            final,
+        )
+    assert ours["status"] == "done", ours["reason"]
+    assert abs(window["official_at"] - read_at) < timedelta(seconds=1)
+    # The first read again is an hour after the source said official: due already.
+    assert window["next_read_at"] - window["official_at"] == timedelta(hours=1)

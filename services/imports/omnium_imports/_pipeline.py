@@ -389,7 +389,9 @@ async def settle_window(run: Run) -> RunResult | None:
     build = run.scout_run.build
     await run.db(
         "settle",
-        lambda conn: settle.open_windows(conn, run.settings, run.integration.id, build, run.mapped),
+        lambda conn: settle.open_windows(
+            conn, run.settings, run.integration.id, build, run.mapped, run.scout_run.finished_at
+        ),
     )
     return None
 
