@@ -437,3 +437,39 @@ async def test_the_settle_window_starts_when_the_source_said_official(database_u
     assert abs(window["official_at"] - read_at) < timedelta(seconds=1)
     # The first read again is an hour after the source said official: due already.
     assert window["next_read_at"] - window["official_at"] == timedelta(hours=1)
+
+
+# Also: a resumed run kept its old status while it wrote ("Partly done", not Running).
+
+
+async def test_a_resumed_run_shows_running_while_it_writes(database_url: str) -> None:
+    overrides = {
+        "batch_retry_seconds": 2.0,
+        "batch_retry_first_seconds": 0.2,
+        "batch_retry_max_seconds": 0.5,
+        "resume_first_seconds": 0.5,
+        "resume_max_seconds": 0.5,
+        "resume_tries": 1,
+    }
+    async with games_day(database_url, import_overrides=overrides) as day:
+        await done(day)
+        for unit in day.sim.reference()["units"][:30]:
+            day.sim.reschedule(unit["externalId"], venue="Moved")
+        await day.command.app.stop(grace=1)
+        full = await day.sim.make_run("schedule", wait_doorbell=True)
+        partly = dict(await day.wait_for_run(full.id))
+        reason = await day.db.fetchval(
+            "SELECT reason FROM integration_run WHERE id = $1::uuid", partly["id"]
+        )
+        # Its resume tries its batches (the command service is still down) for 2 s.
+        running = await query_until(
+            day.db,
+            "SELECT status FROM integration_run WHERE id = $1::uuid "
+            "AND status IN ('received', 'applying')",
+            partly["id"],
+            within=20,
+        )
+        await day.jobs_idle()
+    assert partly["status"] == "partly_done"
+    assert "It resumes by itself at " in reason and "(resume 1 of 1;" in reason
+    assert running in ("received", "applying")

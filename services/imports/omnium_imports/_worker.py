@@ -9,6 +9,7 @@ import os
 import secrets
 import socket
 import time
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
@@ -154,6 +155,15 @@ class Worker:
             )
             if resumed is None:
                 await self._stop_resuming(conn, job, result.run_id, result.reason or "")
+            else:
+                at = datetime.now(UTC) + timedelta(seconds=resumed[1])
+                tries = await _queue.resumes_of_run(conn, result.run_id)
+                await conn.execute(
+                    QUERIES["note_resume"],
+                    result.run_id,
+                    f"It resumes by itself at {at:%H:%M:%S} UTC (resume {tries} of "
+                    f"{settings.imports.resume_tries}; after the last it waits for you).",
+                )
             return resumed
 
     async def _stop_resuming(

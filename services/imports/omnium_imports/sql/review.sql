@@ -69,8 +69,14 @@ UPDATE alert SET status = 'cleared', cleared_at = now()
    AND (run_id IS NULL OR run_id = $2::uuid OR $3::bool);
 
 -- name: any_partly_done
-SELECT EXISTS (SELECT 1 FROM integration_run
-                WHERE integration_id = $1::uuid AND status = 'partly_done');
+-- A run partly done, or one being resumed now (Running again until it ends).
+SELECT EXISTS (SELECT 1 FROM integration_run r
+                WHERE r.integration_id = $1::uuid
+                  AND (r.status = 'partly_done'
+                       OR (r.status IN ('received', 'applying')
+                           AND EXISTS (SELECT 1 FROM integration_job j
+                                        WHERE j.run_id = r.id AND j.via = 'resume'
+                                          AND j.status IN ('queued', 'running')))));
 
 -- name: recent_full_scout_statuses
 SELECT scout_status FROM integration_run

@@ -35,10 +35,14 @@ INSERT INTO integration_run AS r (integration_id, scout_run_id, status, scout_st
 VALUES (:integration_id::uuid, :scout_run_id, :status, :scout_status, :build, :day::date,
         :row_count, :scout_finished_at, :version, :job_id, :reason, now(),
         CASE WHEN :status IN ('received') THEN NULL ELSE now() END)
+-- A run resumed (partly done) or started past its guards is Running again while it writes,
+-- not shown as it was left.
 ON CONFLICT (integration_id, scout_run_id) DO UPDATE SET
-  status = CASE WHEN r.status = 'failed' OR EXCLUDED.status <> 'received' THEN EXCLUDED.status
+  status = CASE WHEN r.status IN ('failed', 'partly_done', 'paused_by_guard')
+                  OR EXCLUDED.status <> 'received' THEN EXCLUDED.status
                 ELSE r.status END,
-  reason = CASE WHEN r.status = 'failed' OR EXCLUDED.status <> 'received' THEN EXCLUDED.reason
+  reason = CASE WHEN r.status IN ('failed', 'partly_done', 'paused_by_guard')
+                  OR EXCLUDED.status <> 'received' THEN EXCLUDED.reason
                 ELSE r.reason END,
   row_count = EXCLUDED.row_count,
   version = EXCLUDED.version,
