@@ -473,3 +473,41 @@ async def test_a_resumed_run_shows_running_while_it_writes(database_url: str) ->
     assert partly["status"] == "partly_done"
     assert "It resumes by itself at " in reason and "(resume 1 of 1;" in reason
     assert running in ("received", "applying")
+
+
+# Also: a row naming a unit we do not know came back not_placed, with no question.
+
+
+async def test_a_row_naming_a_unit_we_do_not_have_is_held_with_a_question(
+    database_url: str,
+) -> None:
+    async with games_day(database_url) as day, operator(day) as ops:
+        await done(day)
+        # From now on the integration places rows on our units only; Scout adds a replay.
+        await day.db.execute(
+            "UPDATE integration SET creates_units = false WHERE id = $1::uuid", day.schedule_id
+        )
+        source = day.sim.reference()["units"][5]
+        replay = day.sim.copy_unit(source["externalId"])["externalId"]
+        held = await done(day)
+        question = await day.db.fetchval(
+            "SELECT question FROM review_item WHERE kind = 'held' AND status = 'open' "
+            "AND subject_key = $1",
+            replay,
+        )
+        # A person answers: it is our unit of the source's code.
+        ours = await day.db.fetchval("SELECT id::text FROM unit WHERE code = $1", source["rsc"])
+        await ops.AddLookup(
+            imports_pb2.AddLookupRequest(
+                integration_code=SCHEDULE, kind="unit", external_id=replay, our_id=ours
+            ),
+            timeout=10,
+        )
+        placed = await done(day)
+        still_open = await day.db.fetchval(
+            "SELECT count(*) FROM review_item WHERE kind = 'held' AND status = 'open'"
+        )
+    assert held["outcomes"].get("held") == 1 and "not_placed" not in held["outcomes"]
+    assert question is not None and "Which of our units is this?" in question
+    assert "held" not in placed["outcomes"]
+    assert still_open == 0

@@ -165,12 +165,14 @@ async def first_stop(
         if integration.target == "unit" and ids
         else {}
     )
+    # Only rows to be sent can name a unit we lack: one the fast path skipped is written on
+    # our unit already (and `unit_ids` knows only the rows to be sent).
     unplaceable = (
         0
         if integration.creates_units or integration.target != "unit"
         else sum(
             1
-            for r in mapped
+            for r in ready
             if r.outcome == "ok"
             and not (r.value.get("unit_id") or unit_ids.get(str(r.value.get("code"))))
         )

@@ -19,7 +19,6 @@ import httpx
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium_db import DATABASE_ERRORS, outlast
-from omnium_grpc import ROW_OUTCOMES
 from omnium_imports import _batches, _dryrun, _missing, _runs, _send
 from omnium_imports import _guards as guards
 from omnium_imports import _settle as settle
@@ -27,7 +26,14 @@ from omnium_imports._keystate import KeyStateCache, up_to_date
 from omnium_imports._pages import PageMemory
 from omnium_imports._queue import Job
 from omnium_imports._review import Alerts, ask_about_held, open_review, tell_of_run
-from omnium_imports._run import HandedOver, Run, RunResult, StageError, failure_reason
+from omnium_imports._run import (
+    HandedOver,
+    Run,
+    RunResult,
+    StageError,
+    count_batch,
+    failure_reason,
+)
 from omnium_imports._runs import Integration
 from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
 from omnium_imports._sql import QUERIES
@@ -40,7 +46,6 @@ _T = TypeVar("_T")
 
 # Runs in these states take no more work: a new attempt finds them and stops.
 FINISHED = frozenset({"done", "scout_failed", "older"})
-_PLACED = frozenset({"accepted", "unchanged", "kept_by_hand"})
 # Not the end of a run: another copy continues it (handed over, or after the lease).
 _NOT_AN_END: tuple[type[BaseException], ...] = (HandedOver, *DATABASE_ERRORS)
 # Stages whose span takes the design's word for them ("guards", not the function's name).
@@ -343,45 +348,13 @@ async def send(run: Run) -> RunResult | None:
                 )
                 if problem:
                     span.set_attribute("omnium.batch.problem", problem)
-            _count(run, batch_no, rows, answer, problem)
+            count_batch(run, batch_no, rows, answer, problem)
 
     await asyncio.gather(*(sender() for _ in range(run.settings.imports.batches_in_flight)))
     if handed_over:
         raise HandedOver(run.id)
     run.key_state.loaded_for_run = run.id
     return None
-
-
-def _count(
-    run: Run,
-    batch_no: int,
-    rows: list[command_pb2.BatchRow],
-    answer: command_pb2.BatchAnswer | None,
-    problem: str,
-) -> None:
-    """One batch's answer in the run's outcomes and its key state."""
-    key_state = run.key_state
-    if answer is None:
-        run.failures.append(f"batch {batch_no}: {problem}")
-        for row in rows:
-            run.counted[row.position] = "not_sent"
-            key_state.forget(row.key)
-        return
-    hashes = {row.key: row.hash for row in rows}
-    for row_answer in answer.rows:
-        outcome = ROW_OUTCOMES.get(row_answer.outcome, "problem")
-        run.counted[row_answer.position] = outcome
-        if outcome == "held":
-            run.held_reasons[row_answer.position] = row_answer.reason
-        if outcome in _PLACED:
-            key_state.written(
-                row_answer.key,
-                hashes.get(row_answer.key),
-                row_answer.subject_id,
-                row_answer.applied_seq,
-            )
-        else:
-            key_state.forget(row_answer.key)
 
 
 async def settle_window(run: Run) -> RunResult | None:
