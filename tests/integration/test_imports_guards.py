@@ -272,7 +272,7 @@ async def test_a_run_clearing_many_values_pauses(database_url: str) -> None:
         paused = await day.wait_for_run(run.id)
         venues = await day.db.fetchval("SELECT count(*) FROM unit WHERE venue IS NOT NULL")
     assert paused["status"] == "paused_by_guard"
-    assert "would clear 1252 values we hold" in paused["reason"]
+    assert "would clear 1252 records we hold" in paused["reason"]
     assert venues == 1252
 
 

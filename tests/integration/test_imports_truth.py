@@ -511,3 +511,32 @@ async def test_a_row_naming_a_unit_we_do_not_have_is_held_with_a_question(
     assert question is not None and "Which of our units is this?" in question
     assert "held" not in placed["outcomes"]
     assert still_open == 0
+
+
+# Also: I12 counted cleared values of units only: a medal table of zeros passed every guard.
+
+
+async def test_a_medal_table_of_zeros_is_paused_by_the_clear_guard(database_url: str) -> None:
+    async with games_day(database_url) as day:
+        finals = [
+            unit.external_id
+            for unit in day.sim.games.units.values()
+            if unit.medals not in ("none", "bronze")
+        ][:3]
+        for final in finals:
+            day.sim.mark_official(final)
+        await done(day, "medals")
+        nocs = await day.db.fetchval("SELECT count(*) FROM medal_row WHERE total > 0")
+        await day.db.execute(
+            "UPDATE integration SET settings = settings || '{\"max_cleared\": 2}'::jsonb "
+            "WHERE id = $1::uuid",
+            day.medals_id,
+        )
+        day.sim.zero_next_medal_table()
+        zeros = await day.sim.make_run("medals", wait_doorbell=True)
+        paused = await day.wait_for_run(zeros.id)
+        still = await day.db.fetchval("SELECT count(*) FROM medal_row WHERE total > 0")
+    assert nocs > 2
+    assert paused["status"] == "paused_by_guard", paused["reason"]
+    assert f"would clear {nocs} records we hold" in paused["reason"]
+    assert still == nocs

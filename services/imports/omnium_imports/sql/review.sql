@@ -109,6 +109,13 @@ SELECT u.id::text AS id, u.status, u.phase, u.start_at, u.venue, u.pinned,
   FROM unit u
  WHERE u.id = ANY($1::uuid[]);
 
+-- name: current_medal_rows
+-- The I12 guard of a medal table: our rows of the integration's event, by the name a batch
+-- gives them.
+SELECT coalesce(d.code, '') || ':' || m.noc AS ref, m.total, m.pinned
+  FROM medal_row m LEFT JOIN discipline d ON d.id = m.discipline_id
+ WHERE m.event_id = (SELECT i.event_id FROM integration i WHERE i.id = $1::uuid);
+
 -- name: mark_missing
 -- After full run $4: keys it did not list ($2) count one more missing run, once per run (the
 -- step is tried again after a lost answer, and a repeat counts nothing twice); keys it listed
