@@ -51,6 +51,9 @@ class ImportsSettings:
         60.0, "How often the scheduler looks for quiet integrations."
     )
     check_seconds: int = setting(600, "Default: check an integration not heard from for this long.")
+    secret_rotation_seconds: int = setting(
+        3600, "A doorbell secret replaced from the integration file is still accepted this long."
+    )
     lease_renew_seconds: float = setting(10.0, "A running import job renews its lease this often.")
     workers: int = setting(
         2, "Import jobs one imports process runs at once.", env="imports_workers"

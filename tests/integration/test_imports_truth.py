@@ -1,80 +1,27 @@
-"""Imports tell the operator the truth (issue 31): an alert stays up while its cause holds, and
-the card is green only when Scout, omnium and Waiting for you are all fine."""
+"""Imports tell the operator the truth (issue 31): an alert stays up while its cause holds, the
+card is green only when all is fine, every run ends, an answer stays answered, a withdrawn
+medal goes, and newer data wins."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
-from typing import Any
-
 from omnium.command.v1 import command_pb2
-from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
-from omnium_admin import _present as present
-from omnium_command import CommandApp
-from omnium_grpc import open_channel
+from omnium.imports.v1 import imports_pb2
 from omnium_imports._worker import sweep_abandoned_runs
 from tests.support.command import person
 from tests.support.delivery import query_until
 from tests.support.gateway import running_gateway
-from tests.support.imports import SCHEDULE, GamesDay, games_day
+from tests.support.imports import GamesDay, games_day
 from tests.support.servers import Servers
-
-
-@asynccontextmanager
-async def operator(day: GamesDay) -> AsyncIterator[imports_pb2_grpc.ImportsServiceStub]:
-    channel = open_channel(f"127.0.0.1:{day.imports.grpc_port}", day.imports.settings)
-    try:
-        yield imports_pb2_grpc.ImportsServiceStub(channel)
-    finally:
-        await channel.close()
-
-
-@asynccontextmanager
-async def command_back(day: GamesDay) -> AsyncIterator[CommandApp]:
-    """The command service started again, on the port imports already sends to."""
-    app = CommandApp(day.command.settings)
-    await app.start(day.command.port, migrate=False)
-    try:
-        yield app
-    finally:
-        await app.stop(grace=1)
-
-
-async def done(day: GamesDay, job: str = "schedule") -> dict[str, Any]:
-    run = await day.sim.make_run(job, wait_doorbell=True)
-    ours = dict(await day.wait_for_run(run.id))
-    assert ours["status"] == "done", ours["reason"]
-    return ours
-
-
-async def page_run(day: GamesDay, keys: list[str], job: str = "schedule") -> dict[str, Any]:
-    run = await day.sim.make_run(job, build="page", keys=keys, wait_doorbell=True)
-    return dict(await day.wait_for_run(run.id))
-
-
-async def open_alerts(day: GamesDay) -> list[str]:
-    rows = await day.db.fetch("SELECT kind FROM alert WHERE status = 'open' ORDER BY kind")
-    return [row["kind"] for row in rows]
-
-
-async def run_status(day: GamesDay, run_id: str) -> str:
-    status: str = await day.db.fetchval(
-        "SELECT status FROM integration_run WHERE id = $1::uuid", run_id
-    )
-    return status
-
-
-async def card(ops: imports_pb2_grpc.ImportsServiceStub, code: str = SCHEDULE) -> dict[str, Any]:
-    """The integration's card as the admin console shows it."""
-    answer = await ops.ListIntegrations(imports_pb2.ListIntegrationsRequest(), timeout=10)
-    return present.card(next(i for i in answer.integrations if i.code == code))
-
-
-def first_key(day: GamesDay) -> str:
-    key: str = day.sim.reference()["units"][0]["externalId"]
-    return key
-
+from tests.support.truth import (
+    card,
+    command_back,
+    done,
+    first_key,
+    open_alerts,
+    operator,
+    page_run,
+    run_status,
+)
 
 # Finding 1: a done page run cleared every alert and turned the card green.
 
@@ -366,177 +313,3 @@ async def test_a_resumed_older_run_does_not_undo_a_newer_page_run(database_url: 
     assert venue == "Corrected"
     assert moved == 29
     assert resumed.get("older") == 1
-
-
-# Also: "a batch that failed 3 times" alerted at the first partly done run, and again later.
-
-
-async def test_a_batch_failed_alert_waits_for_the_third_failure_and_is_raised_once(
-    database_url: str,
-) -> None:
-    overrides = {
-        "batch_retry_seconds": 0.3,
-        "batch_retry_first_seconds": 0.1,
-        "batch_retry_max_seconds": 0.1,
-        "resume_first_seconds": 2.0,
-        "resume_max_seconds": 2.0,
-        "resume_tries": 3,
-    }
-    async with games_day(database_url, import_overrides=overrides) as day:
-        await done(day)
-        for unit in day.sim.reference()["units"][:30]:
-            day.sim.reschedule(unit["externalId"], venue="Moved")
-        await day.command.app.stop(grace=1)  # down for good
-        full = await day.sim.make_run("schedule", wait_doorbell=True)
-        first = dict(await day.wait_for_run(full.id))
-        after_first = await open_alerts(day)
-        raised = await query_until(
-            day.db,
-            "SELECT message FROM alert WHERE kind = 'batch_failed' AND status = 'open'",
-            within=60,
-        )
-        resumes_then = await day.db.fetchval(
-            "SELECT count(*) FROM integration_job "
-            "WHERE run_id = $1::uuid AND via = 'resume' AND started_at IS NOT NULL",
-            first["id"],
-        )
-        waiting = await query_until(
-            day.db,
-            "SELECT message FROM alert WHERE kind = 'batch_failed' AND message LIKE '%waiting%'",
-            within=60,
-        )
-        alerts = await day.db.fetchval("SELECT count(*) FROM alert WHERE kind = 'batch_failed'")
-    assert first["status"] == "partly_done"
-    assert after_first == []
-    assert raised.startswith("Run partly done 3 times: ")
-    assert resumes_then == 2  # the first attempt and two resumes (the next waits 2 s)
-    assert waiting.startswith("Run partly done, waiting for you: ")
-    assert alerts == 1
-
-
-# Also: the settle window started when omnium first saw a result official.
-
-
-async def test_the_settle_window_starts_when_the_source_said_official(database_url: str) -> None:
-    async with games_day(database_url) as day:
-        final = next(
-            unit.external_id
-            for unit in day.sim.games.units.values()
-            if unit.medals not in ("none", "bronze")
-        )
-        day.sim.mark_official(final)
-        # Scout read the official result three hours ago; omnium gets to the run only now.
-        read_at = datetime.now(UTC) - timedelta(hours=3)
-        run = await day.sim.make_run("schedule", finished_at=read_at, wait_doorbell=True)
-        ours = await day.wait_for_run(run.id)
-        window = await day.db.fetchrow(
-            "SELECT official_at, next_read_at FROM integration_key_state WHERE subject_key = $1",
-            final,
-        )
-    assert ours["status"] == "done", ours["reason"]
-    assert abs(window["official_at"] - read_at) < timedelta(seconds=1)
-    # The first read again is an hour after the source said official: due already.
-    assert window["next_read_at"] - window["official_at"] == timedelta(hours=1)
-
-
-# Also: a resumed run kept its old status while it wrote ("Partly done", not Running).
-
-
-async def test_a_resumed_run_shows_running_while_it_writes(database_url: str) -> None:
-    overrides = {
-        "batch_retry_seconds": 2.0,
-        "batch_retry_first_seconds": 0.2,
-        "batch_retry_max_seconds": 0.5,
-        "resume_first_seconds": 0.5,
-        "resume_max_seconds": 0.5,
-        "resume_tries": 1,
-    }
-    async with games_day(database_url, import_overrides=overrides) as day:
-        await done(day)
-        for unit in day.sim.reference()["units"][:30]:
-            day.sim.reschedule(unit["externalId"], venue="Moved")
-        await day.command.app.stop(grace=1)
-        full = await day.sim.make_run("schedule", wait_doorbell=True)
-        partly = dict(await day.wait_for_run(full.id))
-        reason = await day.db.fetchval(
-            "SELECT reason FROM integration_run WHERE id = $1::uuid", partly["id"]
-        )
-        # Its resume tries its batches (the command service is still down) for 2 s.
-        running = await query_until(
-            day.db,
-            "SELECT status FROM integration_run WHERE id = $1::uuid "
-            "AND status IN ('received', 'applying')",
-            partly["id"],
-            within=20,
-        )
-        await day.jobs_idle()
-    assert partly["status"] == "partly_done"
-    assert "It resumes by itself at " in reason and "(resume 1 of 1;" in reason
-    assert running in ("received", "applying")
-
-
-# Also: a row naming a unit we do not know came back not_placed, with no question.
-
-
-async def test_a_row_naming_a_unit_we_do_not_have_is_held_with_a_question(
-    database_url: str,
-) -> None:
-    async with games_day(database_url) as day, operator(day) as ops:
-        await done(day)
-        # From now on the integration places rows on our units only; Scout adds a replay.
-        await day.db.execute(
-            "UPDATE integration SET creates_units = false WHERE id = $1::uuid", day.schedule_id
-        )
-        source = day.sim.reference()["units"][5]
-        replay = day.sim.copy_unit(source["externalId"])["externalId"]
-        held = await done(day)
-        question = await day.db.fetchval(
-            "SELECT question FROM review_item WHERE kind = 'held' AND status = 'open' "
-            "AND subject_key = $1",
-            replay,
-        )
-        # A person answers: it is our unit of the source's code.
-        ours = await day.db.fetchval("SELECT id::text FROM unit WHERE code = $1", source["rsc"])
-        await ops.AddLookup(
-            imports_pb2.AddLookupRequest(
-                integration_code=SCHEDULE, kind="unit", external_id=replay, our_id=ours
-            ),
-            timeout=10,
-        )
-        placed = await done(day)
-        still_open = await day.db.fetchval(
-            "SELECT count(*) FROM review_item WHERE kind = 'held' AND status = 'open'"
-        )
-    assert held["outcomes"].get("held") == 1 and "not_placed" not in held["outcomes"]
-    assert question is not None and "Which of our units is this?" in question
-    assert "held" not in placed["outcomes"]
-    assert still_open == 0
-
-
-# Also: I12 counted cleared values of units only: a medal table of zeros passed every guard.
-
-
-async def test_a_medal_table_of_zeros_is_paused_by_the_clear_guard(database_url: str) -> None:
-    async with games_day(database_url) as day:
-        finals = [
-            unit.external_id
-            for unit in day.sim.games.units.values()
-            if unit.medals not in ("none", "bronze")
-        ][:3]
-        for final in finals:
-            day.sim.mark_official(final)
-        await done(day, "medals")
-        nocs = await day.db.fetchval("SELECT count(*) FROM medal_row WHERE total > 0")
-        await day.db.execute(
-            "UPDATE integration SET settings = settings || '{\"max_cleared\": 2}'::jsonb "
-            "WHERE id = $1::uuid",
-            day.medals_id,
-        )
-        day.sim.zero_next_medal_table()
-        zeros = await day.sim.make_run("medals", wait_doorbell=True)
-        paused = await day.wait_for_run(zeros.id)
-        still = await day.db.fetchval("SELECT count(*) FROM medal_row WHERE total > 0")
-    assert nocs > 2
-    assert paused["status"] == "paused_by_guard", paused["reason"]
-    assert f"would clear {nocs} records we hold" in paused["reason"]
-    assert still == nocs

@@ -89,7 +89,9 @@ class Walkthrough:
 
 def terminal_env(command_address: str, **settings: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
-    return env | {"OMNIUM_COMMAND_ADDRESS": command_address} | settings
+    # A dev machine's terminal: production mode (the default) refuses the dev defaults.
+    dev = {"OMNIUM_ENVIRONMENT": "development", "OMNIUM_COMMAND_ADDRESS": command_address}
+    return env | dev | settings
 
 
 def like_the_repository(folder: Path) -> None:

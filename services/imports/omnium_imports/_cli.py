@@ -247,7 +247,12 @@ async def _integration_add(
     async with ctx.pool.acquire() as conn:
         existed = await integration_id(conn, spec.code) is not None
         try:
-            await register_integration(conn, spec)
+            await register_integration(
+                conn,
+                spec,
+                check_seconds=ctx.settings.imports.check_seconds,
+                rotation_seconds=ctx.settings.imports.secret_rotation_seconds,
+            )
         except SetupError as exc:
             raise doc.fail(exc.problems) from None
         row = await conn.fetchrow(QUERIES["integration_overview"], spec.code)
