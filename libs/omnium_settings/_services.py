@@ -143,6 +143,7 @@ class ImportsSettings:
     )
     alert_quiet_intervals: int = setting(3, "Intervals without a new run before an alert.")
     row_log_days: int = setting(30, "Days the import row log is kept.")
+    row_log_trim_seconds: float = setting(3600.0, "How often the scheduler trims the row log.")
 
 
 @dataclass(frozen=True, slots=True)

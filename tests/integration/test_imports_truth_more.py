@@ -4,18 +4,23 @@ integration file carries."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
+import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 
 from omnium.imports.v1 import imports_pb2
-from omnium_imports._files import integration_from
+from omnium_imports._files import integration_from, mapping_file
 from omnium_imports._inputs import read_document
 from omnium_imports._setup import register_integration
+from tests.support.command import TOKEN
 from tests.support.delivery import query_until
 from tests.support.imports import SCHEDULE, GamesDay, games_day, sign
+from tests.support.onboarding import terminal_env
 from tests.support.truth import (
     EXAMPLES,
     done,
@@ -250,3 +255,57 @@ async def test_the_integration_file_s_settings_interval_and_secret_rotation(
     assert stored["check_seconds"] == 900
     assert stored["settings"] == {"max_cleared": 40}
     assert (old_within, new, old_after) == (200, 200, 401)
+
+
+# Also: `mapping publish` gave no warning when key_fields changed (every old key turns missing).
+
+
+async def _publish(day: GamesDay, path: Path, *extra: str) -> tuple[int, str]:
+    env = terminal_env(
+        f"127.0.0.1:{day.command.port}",
+        OMNIUM_DATABASE_URL=day.database_url,
+        OMNIUM_GRPC_TOKEN=TOKEN,
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "omnium_imports",
+        "mapping",
+        "publish",
+        SCHEDULE,
+        str(path),
+        *extra,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await process.communicate()
+    return process.returncode or 0, out.decode()
+
+
+async def test_mapping_publish_asks_yes_when_the_key_fields_change(
+    database_url: str, tmp_path: Path
+) -> None:
+    mapping = mapping_file("scout_units")
+    mapping["key_fields"] = ["disciplineCode", "externalId"]
+    path = tmp_path / "rekeyed.json"
+    path.write_text(json.dumps(mapping))
+    async with games_day(database_url) as day:
+        await done(day)
+        before = await day.db.fetchval(
+            "SELECT current_version FROM integration WHERE id = $1::uuid", day.schedule_id
+        )
+        refused, said = await _publish(day, path)
+        unchanged = await day.db.fetchval(
+            "SELECT current_version FROM integration WHERE id = $1::uuid", day.schedule_id
+        )
+        published, _ = await _publish(day, path, "--yes")
+        after = await day.db.fetchval(
+            "SELECT current_version FROM integration WHERE id = $1::uuid", day.schedule_id
+        )
+    assert refused == 1, said
+    assert "key_fields change from ['externalId'] to ['disciplineCode', 'externalId']" in said
+    assert "1,252 keys" in said and "--yes" in said
+    assert unchanged == before
+    assert published == 0
+    assert after == before + 1

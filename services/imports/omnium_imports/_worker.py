@@ -244,7 +244,8 @@ async def run_scheduler(
     settings: Settings, pool: asyncpg.Pool, stop: asyncio.Event, alerts: Alerts
 ) -> None:
     """Every scheduler_seconds: a check for each integration not heard from for its interval,
-    an alert for one with no new run for alert_quiet_intervals, and (hourly) row log trimming.
+    an alert for one with no new run for alert_quiet_intervals, runs left without a job
+    swept, and (every row_log_trim_seconds) row log trimming.
     """
     # None: trim on the first pass. (0.0 would wait until the machine had been up an hour,
     # since time.monotonic() counts from boot.)
@@ -264,7 +265,8 @@ async def run_scheduler(
                         f"No new run from Scout for {settings.imports.alert_quiet_intervals} check "
                         f"intervals ({row['check_seconds']} s each).",
                     )
-                if trimmed_at is None or time.monotonic() - trimmed_at > 3600:
+                trim_every = settings.imports.row_log_trim_seconds
+                if trimmed_at is None or time.monotonic() - trimmed_at > trim_every:
                     trimmed_at = time.monotonic()
                     result = await conn.execute(
                         QUERIES["trim_row_log"], settings.imports.row_log_days

@@ -118,3 +118,12 @@ INSERT INTO integration_lookup (integration_id, kind, external_id, our_id)
 SELECT $1::uuid, $2, v.external_id, v.our_id
   FROM unnest($3::text[], $4::uuid[]) AS v(external_id, our_id)
 ON CONFLICT (integration_id, kind, external_id) DO UPDATE SET our_id = EXCLUDED.our_id;
+
+-- name: current_key_fields
+-- The current version's key fields (a mapping leaving them out keys on externalId), and how
+-- many keys the integration knows: `mapping publish` warns when a new version changes them.
+SELECT coalesce(v.spec->'key_fields', '["externalId"]'::jsonb)::text AS key_fields,
+       (SELECT count(*) FROM integration_key_state k WHERE k.integration_id = i.id) AS keys
+  FROM integration i
+  LEFT JOIN integration_version v ON v.integration_id = i.id AND v.version = i.current_version
+ WHERE i.id = $1::uuid;
