@@ -97,6 +97,9 @@ class ImportsSettings:
     settle_six_hourly_step_hours: float = setting(6.0, "Settle window: the 'every 6 h' step.")
     settle_daily_step_hours: float = setting(24.0, "Settle window: the 'daily' step.")
     followup_keys_per_run: int = setting(250, "Most keys in one Scout page run.")
+    followup_page_runs_at_once: int = setting(
+        2, "Most page runs of one integration asked of Scout and not read yet."
+    )
     followup_seconds: float = setting(
         60.0, "How often imports asks Scout for page runs of the keys due in their settle window."
     )

@@ -15,6 +15,7 @@ import httpx
 
 from omnium.imports.v1 import imports_pb2
 from omnium_imports._files import integration_from, mapping_file
+from omnium_imports._followups import FollowUps
 from omnium_imports._inputs import read_document
 from omnium_imports._setup import register_integration
 from tests.support.command import TOKEN
@@ -309,3 +310,28 @@ async def test_mapping_publish_asks_yes_when_the_key_fields_change(
     assert unchanged == before
     assert published == 0
     assert after == before + 1
+
+
+# Also: nothing bounded how many page runs were asked of Scout at once.
+
+
+async def test_page_runs_asked_of_scout_at_once_are_bounded(database_url: str) -> None:
+    async with games_day(database_url) as day:
+        await done(day)
+        # Scout makes the page runs but never rings them in: no key asked is read.
+        day.sim.mute_doorbell(True)
+        keys = [u["externalId"] for u in day.sim.reference()["units"][:1000]]
+        await day.db.execute(
+            "UPDATE integration_key_state SET official_at = now() - interval '2 hours', "
+            "next_read_at = now() - interval '1 minute' "
+            "WHERE integration_id = $1::uuid AND subject_key = ANY($2::text[])",
+            day.schedule_id,
+            keys,
+        )
+        settings = day.imports.settings
+        assert day.imports.pool is not None
+        timer = FollowUps(settings, day.imports.pool, day.imports.workers[0].pipeline.scout)
+        asked = [len(await timer.ask_due()) for _ in range(4)]
+    # Two page runs of 250 keys (followup_page_runs_at_once) wait to be read: the next passes
+    # ask for none.
+    assert asked == [1, 1, 0, 0]

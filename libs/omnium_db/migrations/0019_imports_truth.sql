@@ -15,3 +15,7 @@ COMMENT ON COLUMN integration.settings IS
   'Overrides of the service defaults, set from the integration file: min_share, usual_runs, '
   'max_not_placed, max_refused, max_cleared, max_reopened, missing_runs_to_review, '
   'auto_cancel_missing. Other keys are refused when the file is read.';
+
+-- When the settle window's timer last asked Scout to read the key again (cleared once a page
+-- run lists it): the keys asked and not read yet bound the page runs asked of Scout at once.
+ALTER TABLE integration_key_state ADD COLUMN read_asked_at timestamptz;
