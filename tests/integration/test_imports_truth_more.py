@@ -335,3 +335,38 @@ async def test_page_runs_asked_of_scout_at_once_are_bounded(database_url: str) -
     # Two page runs of 250 keys (followup_page_runs_at_once) wait to be read: the next passes
     # ask for none.
     assert asked == [1, 1, 0, 0]
+
+
+# Also: `mapping check` did not say what the guards would do.
+
+
+async def test_mapping_check_says_what_each_guard_would(database_url: str, tmp_path: Path) -> None:
+    async with games_day(database_url) as day:
+        await done(day)
+        short = day.sim.reference()["units"][:100]
+        rows = [day.sim.unit(unit["externalId"]) for unit in short]
+        items = tmp_path / "short.json"
+        items.write_text(json.dumps(rows))
+        address = f"127.0.0.1:{day.command.port}"
+        env = terminal_env(address, OMNIUM_DATABASE_URL=day.database_url, OMNIUM_GRPC_TOKEN=TOKEN)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "omnium_imports",
+            "mapping",
+            "check",
+            SCHEDULE,
+            "--items",
+            str(items),
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        out, _ = await process.communicate()
+    said = out.decode()
+    assert "Guards, as they would judge this run now: 1 would pause it." in said, said
+    assert (
+        "size (at least half the usual rows): Scout sent 100 rows; it usually sends about 1,252."
+        in said
+    )
+    assert "rows that cannot be read: passes" in said

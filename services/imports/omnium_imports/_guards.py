@@ -170,6 +170,15 @@ def _first_reason(mapped: Sequence[MappedRow]) -> str:
     return next((row.reason for row in mapped if row.outcome == "problem"), "")
 
 
+# Each guard's name, as `mapping check` lists them, in the order they are asked.
+GUARD_NAMES = (
+    "size (at least half the usual rows)",
+    "rows that cannot be read",
+    "rows naming what we do not have",
+    "records cleared or finished units reopened (I12)",
+)
+
+
 async def first_stop(
     conn: asyncpg.Connection,
     integration: Integration,
@@ -182,6 +191,22 @@ async def first_stop(
 ) -> tuple[str | None, bool | None]:
     """The first guard that stops this run, in plain words (None when all pass), and
     whether it passed the size check (None for a page run, which has none)."""
+    said = await verdicts(conn, integration, build, mapped, ready, unit_ids, clearing, limits)
+    stop = next((reason for reason in said if reason is not None), None)
+    return stop, (said[0] is None if build != "page" else None)
+
+
+async def verdicts(
+    conn: asyncpg.Connection,
+    integration: Integration,
+    build: str | None,
+    mapped: list[MappedRow],
+    ready: list[MappedRow],
+    unit_ids: dict[str, str],
+    clearing: Clearing,
+    limits: Limits,
+) -> list[str | None]:
+    """What each guard says of the run (GUARD_NAMES' order): its reason to stop, or None."""
     history = [
         r["row_count"]
         for r in await conn.fetch(
@@ -219,11 +244,9 @@ async def first_stop(
         cleared = zeroed_medal_rows(ready, medals, limits)
     else:
         cleared = cleared_and_reopened(ready, current, unit_ids, clearing, limits)
-    checks = (
+    return [
         short,
         unusable(mapped, limits),
         not_placed_or_held(mapped, unplaceable, limits),
         cleared,
-    )
-    stop = next((reason for reason in checks if reason is not None), None)
-    return stop, (short is None if build != "page" else None)
+    ]
