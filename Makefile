@@ -24,6 +24,7 @@ TYPED := \
   libs/omnium_devstack \
   libs/omnium_process \
   libs/omnium_alerts \
+  libs/omnium_outbound \
   libs/omnium_metrics \
   libs/omnium_accounts \
   libs/omnium_live \

@@ -16,6 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+from omnium_devstack.stack import dev_process_environ
+
 
 class BenchError(RuntimeError):
     """The benchmark cannot go on; the message says why."""
@@ -131,7 +133,7 @@ def service_env(
     """The environment a bench gives the services it starts: this shell's without its OMNIUM_
     settings, their ports, the servers, one caller (role service) for all, quiet logs, then
     the bench's own settings (`extra`, which win)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env = dev_process_environ()
     env |= {k: str(v) for k, v in ports.items()}
     env |= {
         "OMNIUM_DATABASE_URL": db_url,

@@ -35,6 +35,7 @@ import asyncpg
 from aiohttp import web
 
 from bench._common import BenchError, add_scored_match, percentile, say
+from omnium_devstack.stack import dev_process_environ
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENT = "AG2026"
@@ -159,7 +160,7 @@ def noisy_lines(logfile: Path) -> list[str]:
 
 
 def child_env(settings_env: Mapping[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env = dev_process_environ()
     env["PYTHONUNBUFFERED"] = "1"
     return env | dict(settings_env)
 

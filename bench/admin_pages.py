@@ -66,6 +66,8 @@ async def stack(database_url: str, runs: int) -> AsyncIterator[tuple[AdminApp, s
         grpc_token=TOKEN,
         scout_retry_base_seconds=0.01,
         imports_poll_seconds=0.2,
+        # The bench's Scout simulator listens on this machine.
+        outbound_allowed_networks=("127.0.0.0/8", "::1/128"),
     )
     command = CommandApp(base)
     command_port = await command.start(0, migrate=False)

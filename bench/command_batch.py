@@ -7,7 +7,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import os
 import random
 import signal
 import statistics
@@ -36,6 +35,7 @@ from bench._common import (
 )
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium_db import apply_migrations
+from omnium_devstack.stack import dev_process_environ
 from omnium_grpc import open_channel
 from omnium_settings import Settings
 
@@ -751,7 +751,7 @@ async def with_command_process(
     Its idle RSS is read after start-up, before any call; its RSS after the work too.
     """
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env = dev_process_environ()
     env |= {
         "OMNIUM_DATABASE_URL": db_url,
         "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",

@@ -49,6 +49,7 @@ from bench._common import (
     servers,
 )
 from bench.scoring import PASSWORD, PIDS, process, seed
+from omnium_devstack.stack import dev_process_environ
 
 ROOT = Path(__file__).resolve().parents[1]
 DB_NAME = "omnium_drill_abuse"
@@ -187,7 +188,7 @@ async def run(server_url: str, redis_url: str, args: argparse.Namespace) -> dict
             providers = folder / "providers"
             providers.mkdir()
             provider_file(providers, secrets.token_hex(32))
-            env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+            env = dev_process_environ()
             env |= {
                 "OMNIUM_ENVIRONMENT": "development",
                 "OMNIUM_DATABASE_URL": db_url,

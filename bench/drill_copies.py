@@ -718,6 +718,8 @@ async def _with_servers(
         "OMNIUM_GRPC_TOKEN": TOKEN,
         "OMNIUM_GATEWAY_API_KEYS": f"drill:{READER_KEY}:10000:10000",
         "OMNIUM_LOG_LEVEL": "INFO",
+        # The drill's receivers and Scout simulator listen on this machine.
+        "OMNIUM_OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128",
     }
     settings = Settings.from_env(values)
     values |= addresses(settings)

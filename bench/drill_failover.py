@@ -318,6 +318,8 @@ async def _with_servers(
         "OMNIUM_IMPORTS_ADDRESS": f"127.0.0.1:{ports['imports']}",
         "OMNIUM_GATEWAY_API_KEYS": f"drill:{READER_KEY}:10000:10000",
         "OMNIUM_LOG_LEVEL": "INFO",
+        # The drill's receivers and Scout simulator listen on this machine.
+        "OMNIUM_OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128",
     }
     settings = settings_type.from_env(values)
     env = child_env(values)

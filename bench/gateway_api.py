@@ -33,6 +33,7 @@ from bench._common import (
 )
 from omnium_db import apply_migrations
 from omnium_devstack import free_port
+from omnium_devstack.stack import dev_process_environ
 from omnium_devstack.varnish import RunningVarnish, running_varnish
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -235,7 +236,7 @@ def process(cmd: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[st
 
 
 def gateway_env(database_url: str, redis_url: str, port: int, workers: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env = dev_process_environ()
     env.update(
         OMNIUM_DATABASE_URL=database_url,
         OMNIUM_REDIS_URL=redis_url,
@@ -243,6 +244,8 @@ def gateway_env(database_url: str, redis_url: str, port: int, workers: int) -> d
         OMNIUM_GATEWAY_WORKERS=str(workers),
         OMNIUM_GATEWAY_API_KEYS=f"bench:{API_KEY}:10000000:100000000",
         OMNIUM_GATEWAY_REDIS_PREFIX=f"bench:{uuid.uuid4().hex[:8]}:",
+        # db_reads() reads the counters on the public port.
+        OMNIUM_GATEWAY_PUBLIC_METRICS="true",
         OMNIUM_LOG_LEVEL="WARNING",
     )
     return env

@@ -9,7 +9,6 @@ import hashlib
 import hmac
 import json
 import logging
-import os
 import random
 import signal
 import statistics
@@ -40,6 +39,7 @@ from bench._common import (
 )
 from dev.demo import Feed, demo_integrations
 from omnium_db import apply_migrations, init_connection
+from omnium_devstack.stack import dev_process_environ
 from omnium_grpc import ROW_OUTCOMES as COMMAND_ROW_OUTCOMES
 from omnium_scout_sim import ScoutSimulator
 
@@ -308,7 +308,7 @@ class Service:
 
 
 def service_env(extra: Mapping[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env = dev_process_environ()
     return env | dict(extra)
 
 

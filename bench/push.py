@@ -153,6 +153,8 @@ def gateway_env(base: dict[str, str], port: int, workers: int) -> dict[str, str]
         "OMNIUM_GATEWAY_WORKERS": str(workers),
         "OMNIUM_GATEWAY_API_KEYS": f"bench:{API_KEY}:10000000:100000000",
         "OMNIUM_GATEWAY_REDIS_PREFIX": f"bench:{uuid.uuid4().hex[:8]}:",
+        # Every listener uses the bench's one key: no cap on one client's streams.
+        "OMNIUM_LIVE_MAX_STREAMS_PER_CLIENT": "0",
     }
 
 

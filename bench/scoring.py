@@ -41,6 +41,7 @@ from bench._common import (
     wait_for_port,
 )
 from omnium_db import apply_migrations
+from omnium_devstack.stack import dev_process_environ
 
 ROOT = Path(__file__).resolve().parents[1]
 DB_NAME = "omnium_bench_scoring"
@@ -274,7 +275,7 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
     try:
         units = await seed(db_url, args.scorers)
         command_port, scoring_port, gateway_port = free_port(), free_port(), free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+        env = dev_process_environ()
         env |= {
             "OMNIUM_DATABASE_URL": db_url,
             "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",

@@ -39,6 +39,10 @@ _HTTP = {
 # The same checks by service, for anything else that waits for a copy to be ready.
 READY_PATH = {service: path for service, (_, path) in _HTTP.items()}
 _BACKEND = {"gateway": "gateway", "imports": "doorbell", "admin": "admin"}
+# HAProxy reaches the copies over loopback and says who its client was in X-Forwarded-For
+# (option forwardfor): the copies believe that header from loopback only, so each fan (and each
+# scorer) has its own rate limits, not one bucket for everyone behind HAProxy.
+TRUSTED_PROXIES = "127.0.0.0/8,::1/128"
 # What HAProxy sends again to the other copy. The gateway's reads and the scorers' syncs (client
 # ids) and the doorbell (run ids) are safe to send twice; the console's forms are not, so admin
 # retries only a connection that was never made.
@@ -85,6 +89,7 @@ def _copy(spec: ServiceSpec, settings: Settings, n: int) -> ServiceSpec:
         setting, _ = _HTTP[spec.name]
         port = http_port(settings, spec.name, n)
         env[f"OMNIUM_{setting}"] = str(port)
+        env["OMNIUM_TRUSTED_PROXIES"] = TRUSTED_PROXIES
         listens.append((_BACKEND[spec.name], f"http://{host}:{port}"))
     # A service's section carries its /metrics port (the sinks and the simulator have none).
     metrics_port: int = getattr(getattr(settings, spec.name, None), "metrics_port", 0)
@@ -131,6 +136,8 @@ def haproxy_config(settings: Settings) -> str:
         "  timeout check 3s",
         # A request is sent again only if HAProxy still has it whole: keep the (small) bodies.
         "  option http-buffer-request",
+        # The client's address for the copies' per-address limits (they trust TRUSTED_PROXIES).
+        "  option forwardfor",
     ]
     for service, (setting, check) in _HTTP.items():
         name = _BACKEND[service]

@@ -20,9 +20,13 @@ from omnium_db import apply_migrations, init_connection
 from omnium_devstack import RedisServer, Stack
 from omnium_devstack.ha import PatroniCluster
 from omnium_devstack.launcher import ServiceSpec, run_services
+from omnium_devstack.stack import DEV_PROVIDERS_DIR
+from omnium_outbound import LOOPBACK
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
+# The demo provider's folder: dev-only, kept out of providers/ (which the image has).
+DEV_PROVIDERS = DEV_PROVIDERS_DIR
 
 
 # The caller each process calls the others as (docs/callers.md): name and role. Command and
@@ -250,6 +254,14 @@ HA_REST_PORTS = (58008, 58009)
 HA_ETCD_PORTS = (52379, 52380)
 
 
+def _on_this_machine(settings: Settings) -> Settings:
+    """The demo's webhook sink, alert sink and Scout simulator listen on this machine: calls to
+    loopback are allowed unless OMNIUM_OUTBOUND_ALLOWED_NETWORKS says otherwise."""
+    if settings.server.outbound_allowed_networks:
+        return settings
+    return settings.replace(outbound_allowed_networks=LOOPBACK)
+
+
 def run_games_day(
     data_dir: Path,
     pg_port: int,
@@ -259,7 +271,7 @@ def run_games_day(
     ha: bool = False,
 ) -> int:
     environ = os.environ if environ is None else environ
-    settings = Settings.from_env(environ)
+    settings = _on_this_machine(Settings.from_env(environ))
     stack: Stack | None = None
     cluster: PatroniCluster | None = None
     redis: RedisServer | None = None
@@ -306,6 +318,8 @@ def run_games_day(
             "OMNIUM_REDIS_URL": redis_url,
             "OMNIUM_GRPC_CALLERS": ",".join(settings.grpc.callers) or callers,
             "OMNIUM_GRPC_TOKEN": token,
+            "OMNIUM_SCORING_PROVIDERS_DIR": settings.scoring.providers_dir or str(DEV_PROVIDERS),
+            "OMNIUM_OUTBOUND_ALLOWED_NETWORKS": ",".join(settings.server.outbound_allowed_networks),
         }
         if ha:
             env["OMNIUM_DATABASE_STANDBY_EXPECTED"] = "true"

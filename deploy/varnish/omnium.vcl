@@ -9,6 +9,12 @@ vcl 4.1;
 #
 # Needs the Debian packages varnish and varnish-modules (xkey). Point the backend at the
 # gateway; put every gateway copy's relay host in `purgers`.
+#
+# The client's address: varnishd itself appends client.ip to X-Forwarded-For before vcl_recv,
+# and the header goes on to the gateway with every pass and miss; nothing here may unset it.
+# The gateway believes it only from the addresses in its OMNIUM_TRUSTED_PROXIES: list this
+# Varnish there (and the balancer in front of it, which must add the header too), or every fan
+# behind it shares one rate-limit bucket.
 
 import xkey;
 

@@ -1,5 +1,6 @@
-"""Who may use omnium: accounts with roles, slow password hashes, sign-in that slows down and
-sessions; scorers' assignments to matches; and media clients' API keys."""
+"""Who may use omnium: accounts with roles, slow password hashes on a bounded pool, throttled
+sign-in, sessions bound to their console and audit events; scorers' assignments to matches;
+and media clients' API keys."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from omnium_accounts._accounts import (
     AccountView,
     Role,
     Session,
+    SignInBusy,
     SignInRefused,
+    SignInThrottled,
     check_password_rules,
+    may_sign_in_on,
 )
 from omnium_accounts._api_keys import ApiKeys, ApiKeyView, LiveKey, hash_key
 from omnium_accounts._assignments import (
@@ -24,6 +28,9 @@ from omnium_accounts._assignments import (
     ScheduleLine,
     read_schedule,
 )
+from omnium_accounts._audit import audit
+from omnium_accounts._calls import CallSessions
+from omnium_accounts._hashing import PasswordChecks, PasswordChecksBusy, password_checks
 from omnium_accounts._passwords import hash_password, verify_password
 
 __all__ = [
@@ -37,16 +44,24 @@ __all__ = [
     "ApiKeys",
     "AssignmentView",
     "Assignments",
+    "CallSessions",
     "LiveKey",
+    "PasswordChecks",
+    "PasswordChecksBusy",
     "RefusalView",
     "Role",
     "ScheduleError",
     "ScheduleLine",
     "Session",
+    "SignInBusy",
     "SignInRefused",
+    "SignInThrottled",
+    "audit",
     "check_password_rules",
     "hash_key",
     "hash_password",
+    "may_sign_in_on",
+    "password_checks",
     "read_schedule",
     "verify_password",
 ]

@@ -1,23 +1,28 @@
-"""Accounts, sign-in with a slow-down after failures, and server-side sessions."""
+"""Accounts, sign-in behind throttles and a bounded pool of password checks, and server-side
+sessions that work only on the console they were made on."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
+import math
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 from uuid import UUID
 
 import asyncpg
+from redis import asyncio as aioredis
 
+from omnium_accounts._audit import audit
+from omnium_accounts._hashing import PasswordChecks, PasswordChecksBusy, password_checks
 from omnium_accounts._passwords import DUMMY_HASH, hash_password, needs_rehash, verify_password
 from omnium_accounts._sql import QUERIES
+from omnium_accounts._throttle import PostgresThrottle, RedisThrottle, Throttle, counts
 from omnium_settings import Settings
 
 Role = Literal["admin", "operator", "scorer", "viewer"]
@@ -27,6 +32,11 @@ _LOGIN = re.compile(r"^[a-z0-9._@-]{2,64}$")
 # Who changes an account: a name to show, and where from (account:<id>, or the command line).
 Changer = tuple[str, str | None]
 COMMAND_LINE: Changer = ("the command line", "cli")
+# Who may sign in on each console (by its screen name); a screen not listed takes every role.
+# Admin accounts sign in only on the admin console: the scorer console is public, and a
+# session of the most powerful accounts has no business there. Operators score too.
+CONSOLE_ROLES: dict[str, tuple[Role, ...]] = {"scorer-console": ("scorer", "operator")}
+WRONG = "the login or the password is wrong"
 
 
 class AccountError(ValueError):
@@ -34,11 +44,21 @@ class AccountError(ValueError):
 
 
 class SignInRefused(Exception):
-    """Sign-in failed. `retry_after` > 0 when the login is slowed down after failures."""
+    """Sign-in failed: the same message for an unknown login, a wrong password, an account
+    turned off and an account not for this console."""
 
-    def __init__(self, message: str, retry_after: float = 0.0) -> None:
+    def __init__(self, message: str = WRONG, retry_after: float = 0.0) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class SignInThrottled(SignInRefused):
+    """Too many failed sign-ins from this address, on this login or from this address on this
+    login: refused before any password check, for `retry_after` seconds (HTTP 429)."""
+
+
+class SignInBusy(SignInRefused):
+    """Every password check of the process is taken: try again after `retry_after` (HTTP 503)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +85,6 @@ class AccountView:
     created_at: datetime
     sessions: int
     last_seen_at: datetime | None
-    slowed_for: float
     last_change: str | None
     last_change_by: str | None
     last_change_at: datetime | None
@@ -78,6 +97,11 @@ class Session:
     csrf_token: str
     screen: str
     expires_at: datetime
+
+
+def may_sign_in_on(role: str, screen: str) -> bool:
+    allowed = CONSOLE_ROLES.get(screen)
+    return allowed is None or role in allowed
 
 
 def _token_hash(token: str) -> bytes:
@@ -108,6 +132,8 @@ class Accounts:
     ) -> None:
         self._bound = pool
         self._settings = settings
+        self.checks: PasswordChecks = password_checks(settings)
+        self._throttle: Throttle | None = None
         # Sessions read in the last `cache_seconds`, by token: a console that calls on every tap
         # need not write (the read slides the session's end) and commit each time. A sign-out
         # here drops the copy at once; one elsewhere, or a disabled account, counts within it.
@@ -117,6 +143,17 @@ class Accounts:
 
     def attach(self, pool: asyncpg.Pool) -> None:
         self._bound = pool
+
+    def throttle_in_redis(self, redis: aioredis.Redis, prefix: str) -> None:
+        """Count sign-in failures in Redis (PostgreSQL while Redis fails)."""
+        fallback: Callable[[], Throttle] = lambda: PostgresThrottle(self._pool)  # noqa: E731
+        self._throttle = RedisThrottle(
+            redis, prefix, fallback, retry_seconds=self._settings.gateway.redis_retry_seconds
+        )
+
+    @property
+    def throttle(self) -> Throttle:
+        return self._throttle or PostgresThrottle(self._pool)
 
     @property
     def _pool(self) -> asyncpg.Pool:
@@ -136,7 +173,7 @@ class Accounts:
         if not name.strip():
             raise AccountError("the name is empty: give the person's name")
         check_password_rules(password, self._settings)
-        hashed = await asyncio.to_thread(hash_password, password)
+        hashed = await self.checks.run(hash_password, password, wait=True)
         async with self._change(login, f"made ({role})", by) as conn:
             try:
                 row = await conn.fetchrow(QUERIES["insert_account"], login, name, role, hashed)
@@ -156,7 +193,7 @@ class Accounts:
         """A new password; it lifts a slow-down and ends the account's sessions (but the one
         whose token is `keep_token`: a person changing their own). Returns how many ended."""
         check_password_rules(password, self._settings)
-        hashed = await asyncio.to_thread(hash_password, password)
+        hashed = await self.checks.run(hash_password, password, wait=True)
         async with self._change(login, "new password", by) as conn:
             if await conn.fetchval(QUERIES["set_password"], login, hashed) is None:
                 raise AccountError(f"there is no account with the login {login!r}")
@@ -193,10 +230,13 @@ class Accounts:
     async def _change(
         self, login: str, change: str, by: Changer
     ) -> AsyncIterator[asyncpg.Connection]:
-        """One transaction: the change, and the record of who made it."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            yield conn
-            await conn.execute(QUERIES["record_change"], login, change, by[0], by[1])
+        """One transaction: the change, and the record of who made it; once it is saved, the
+        same as an audit event."""
+        async with self._pool.acquire() as conn:
+            async with conn.transaction():
+                yield conn
+                await conn.execute(QUERIES["record_change"], login, change, by[0], by[1])
+            audit("account_change", login=login, change=change, by=by[0], by_source=by[1])
 
     async def _end_sessions(
         self, conn: asyncpg.Connection, login: str, keep_token: str | None
@@ -222,7 +262,6 @@ class Accounts:
                 r["created_at"],
                 r["sessions"],
                 r["last_seen_at"],
-                r["slowed_for"],
                 r["last_change"],
                 r["last_change_by"],
                 r["last_change_at"],
@@ -249,37 +288,58 @@ class Accounts:
                 "make another admin first"
             )
 
-    async def sign_in(self, login: str, password: str, *, screen: str) -> Session:
-        """A new session for the login, or SignInRefused with one message for every mistake."""
+    async def sign_in(self, login: str, password: str, *, screen: str, address: str) -> Session:
+        """A new session on the console `screen` for a person at `address` (the client
+        address, never a proxy's), or SignInRefused: WRONG for every mistake, SignInThrottled
+        past a throttle, SignInBusy when every password check is taken.
+
+        Throttles are taken before anything is hashed; an unknown login, an account turned off
+        and an account not for this console cost one check against a dummy hash, like a wrong
+        password, so neither the answer nor its time says which logins exist."""
         s = self._settings.sign_in
-        row = await self._pool.fetchrow(QUERIES["account_for_sign_in"], login.strip().lower())
-        wrong = SignInRefused("the login or the password is wrong")
-        if row is None or row["disabled"]:
-            await asyncio.to_thread(verify_password, password, DUMMY_HASH)
-            raise wrong
-        if row["locked_for"] > 0:
-            raise SignInRefused(
-                f"too many failed sign-ins: try again in {_seconds(row['locked_for'])}",
-                row["locked_for"],
-            )
-        if not await asyncio.to_thread(verify_password, password, row["password_hash"]):
-            locked_for = await self._pool.fetchval(
-                QUERIES["sign_in_failed"],
-                row["id"],
-                s.free_failures,
-                s.lock_seconds,
-                s.lock_max_seconds,
-            )
-            wrong.retry_after = float(locked_for or 0.0)
-            raise wrong
-        await self._pool.execute(QUERIES["sign_in_passed"], row["id"])
+        login = login.strip().lower()
+        shown = login[:80]
+        throttle = self.throttle
+        taken = counts(self._settings, address, login)
+        wait = await throttle.take(taken)
+        if wait > 0:
+            _audit_sign_in(shown, screen, address, "throttled", retry_after=round(wait))
+            raise SignInThrottled(f"too many failed sign-ins: try again in {_seconds(wait)}", wait)
+        row = (
+            await self._pool.fetchrow(QUERIES["account_for_sign_in"], login)
+            if _LOGIN.match(login)
+            else None
+        )
+        if row is None:
+            reason = "unknown login"
+        elif row["disabled"]:
+            reason = "account turned off"
+        elif not may_sign_in_on(row["role"], screen):
+            reason = f"{row['role']} account not for this console"
+        else:
+            reason = ""
+        stored = DUMMY_HASH if reason or row is None else row["password_hash"]
+        try:
+            good = await self.checks.run(verify_password, password, stored)
+        except PasswordChecksBusy:
+            await throttle.give_back(taken)  # nothing was checked: not a failure
+            _audit_sign_in(shown, screen, address, "busy")
+            raise SignInBusy(
+                "too many people are signing in at this moment: try again in "
+                f"{_seconds(s.busy_retry_seconds)}",
+                s.busy_retry_seconds,
+            ) from None
+        if reason or not good or row is None:
+            _audit_sign_in(shown, screen, address, "refused", reason=reason or "wrong password")
+            raise SignInRefused(WRONG)
+        await throttle.give_back(taken)
         if needs_rehash(row["password_hash"]):
             # The same password, so the account's other sessions stay: only the hash changes.
-            rehashed = await asyncio.to_thread(hash_password, password)
+            rehashed = await self.checks.run(hash_password, password, wait=True)
             await self._pool.execute(
                 QUERIES["rehash_password"], row["id"], rehashed, row["password_hash"]
             )
-        # Sign-ins are few (people, not requests): a good moment to drop sessions long over.
+        # Sign-ins are few (people, not requests): a good moment to drop what is long over.
         await self.forget_expired()
         token = secrets.token_urlsafe(32)
         csrf = secrets.token_urlsafe(32)
@@ -291,21 +351,24 @@ class Accounts:
             screen,
             s.session_hours * 3600.0,
         )
+        _audit_sign_in(row["login"], screen, address, "signed_in", role=row["role"])
         return Session(token, _account(row), csrf, screen, expires_at)
 
-    async def session(self, token: str | None) -> Session | None:
-        """The live session for a cookie's token, or None (unknown, expired, disabled)."""
+    async def session(self, token: str | None, *, screen: str | None = None) -> Session | None:
+        """The live session for a cookie's token, or None (unknown, expired, disabled, or made
+        on another console than `screen`; None: any console, for tools and tests)."""
         if not token:
             return None
         now = time.monotonic()
         if self._cache_seconds > 0:
             hit = self._cached.get(token)
             if hit is not None and hit[0] > now:
-                return hit[1]
+                return hit[1] if screen is None or hit[1].screen == screen else None
         row = await self._pool.fetchrow(
             QUERIES["session_by_token"],
             _token_hash(token),
             self._settings.sign_in.session_hours * 3600.0,
+            screen,
         )
         if row is None:
             self._cached.pop(token, None)
@@ -325,6 +388,11 @@ class Accounts:
 
     async def forget_expired(self) -> None:
         await self._pool.execute(QUERIES["delete_expired_sessions"])
+        await self._pool.execute(QUERIES["throttle_forget"])
+
+
+def _audit_sign_in(login: str, console: str, address: str, outcome: str, **more: str | int) -> None:
+    audit("sign_in", login=login, console=console, address=address, outcome=outcome, **more)
 
 
 def _account(row: asyncpg.Record) -> Account:
@@ -332,5 +400,8 @@ def _account(row: asyncpg.Record) -> Account:
 
 
 def _seconds(value: float) -> str:
-    whole = max(1, round(value))
-    return f"{whole} s" if whole < 120 else f"{round(whole / 60)} min"
+    whole = max(1, math.ceil(value))
+    if whole < 120:
+        return f"{whole} s"
+    minutes, seconds = divmod(whole, 60)
+    return f"{minutes} min {seconds} s" if seconds else f"{minutes} min"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -12,6 +13,30 @@ from omnium_devstack.binaries import Binaries, ensure_binaries
 from omnium_devstack.postgres import PostgresServer
 from omnium_devstack.redis import RedisServer
 from omnium_devstack.server import StackError
+
+#: The dev stack's provider files (the demo provider): the repository's dev/providers/.
+DEV_PROVIDERS_DIR = Path(__file__).resolve().parents[2] / "dev" / "providers"
+
+
+def dev_environment() -> dict[str, str]:
+    """What makes a process a dev one, beside the servers' addresses."""
+    env = {
+        "OMNIUM_ENVIRONMENT": "development",
+        # Its Scout simulator and webhook sinks listen on this machine.
+        "OMNIUM_OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128",
+    }
+    # The demo provider is dev-only, so it lives outside providers/ (which the image has).
+    if DEV_PROVIDERS_DIR.is_dir():
+        env["OMNIUM_SCORING_PROVIDERS_DIR"] = str(DEV_PROVIDERS_DIR)
+    return env
+
+
+def dev_process_environ() -> dict[str, str]:
+    """This process's environment without its own OMNIUM_ settings, as a dev process started
+    from here needs it: the base a test or a benchmark adds its settings to."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env.update(dev_environment())
+    return env
 
 
 class Stack:
@@ -58,7 +83,7 @@ class Stack:
 
     def env(self) -> dict[str, str]:
         return {
-            "OMNIUM_ENVIRONMENT": "development",
+            **dev_environment(),
             "OMNIUM_DATABASE_URL": self.database_url,
             "OMNIUM_REDIS_URL": self.redis_url,
         }

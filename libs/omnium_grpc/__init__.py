@@ -7,10 +7,14 @@ from omnium_grpc._auth import TokenChannel
 from omnium_grpc._callers import (
     PEOPLE,
     ROLES,
+    SESSION_HEADER,
     Caller,
     Callers,
+    Person,
     Role,
+    SessionLookup,
     current_caller,
+    held_results_hidden,
 )
 from omnium_grpc._client import open_channel
 from omnium_grpc._errors import abort_internal
@@ -43,10 +47,13 @@ __all__ = [
     "RETRIED_METHODS",
     "ROLES",
     "ROW_OUTCOMES",
+    "SESSION_HEADER",
     "Caller",
     "Callers",
     "GrpcServer",
+    "Person",
     "Role",
+    "SessionLookup",
     "SignedIn",
     "TokenChannel",
     "abort_internal",
@@ -59,6 +66,7 @@ __all__ = [
     "current_caller",
     "field_changes",
     "grpc_target",
+    "held_results_hidden",
     "is_canonical_id",
     "is_id",
     "json_value",

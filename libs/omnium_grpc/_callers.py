@@ -8,11 +8,13 @@ from protos/ (see docs/callers.md for the table).
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import re
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import TypeAlias
+from dataclasses import dataclass, replace
+from typing import Protocol, TypeAlias
 
 from omnium.command.v1 import command_pb2
 from omnium.common.v1 import actor_pb2
@@ -68,6 +70,33 @@ _REFLECTION = frozenset(
     }
 )
 _READS = _TIMELINE | _IMPORTS_READS | _MATCH_READS | _DELIVERY_READS
+# What a console does only for a signed-in person: every change it may make. (A dry run writes
+# nothing; a resend sends again what was already approved and sent.)
+_PEOPLE_S_ACTIONS = (
+    frozenset({SUBMIT}) | (_IMPORTS_ACTIONS - _methods(imports_pb2, "ImportsService", "DryRun"))
+) | _SCORING_ACTS
+
+#: Call metadata with the session token of the person a console acts for (its sign-in cookie).
+SESSION_HEADER = "omnium-session"
+#: Who a scorer console's call is recorded as when no one is signed in (sign-in off).
+NOT_SIGNED_IN = "scorer (not signed in)"
+
+
+@dataclass(frozen=True, slots=True)
+class Person:
+    """The signed-in person a console acts for, read from their session (never from the call)."""
+
+    account_id: str
+    login: str
+    name: str
+    #: The account's role: admin, operator, scorer or viewer.
+    role: str
+
+
+class SessionLookup(Protocol):
+    """How a server finds the person behind a session token (omnium_accounts.CallSessions)."""
+
+    async def __call__(self, token: str) -> Person | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +114,12 @@ class Role:
     own_kind: Kind = SYSTEM
     #: Command codes it may Submit; None: every code.
     codes: frozenset[str] | None = None
+    #: Whether it reads results the checker holds (DESIGN §8) before a person approves them:
+    #: omnium's own processes and the consoles do; another team never does, by any read.
+    sees_held: bool = True
+    #: A console's: the account roles it acts for. It acts only with the person's session
+    #: (SESSION_HEADER), and its commands name that person, whatever their actor says.
+    people: frozenset[str] = frozenset()
 
     def may_call(self, method: str) -> bool:
         return self.methods is None or method in self.methods or method in _REFLECTION
@@ -112,6 +147,7 @@ ROLES: dict[str, Role] = {
             | _DELIVERY_ACTIONS
             | _MATCH_READS,
             names=frozenset({PERSON}),
+            people=frozenset({"operator", "admin"}),
         ),
         Role(
             "scorer-console",
@@ -119,6 +155,7 @@ ROLES: dict[str, Role] = {
             "providers' pushes on (scoring checks each provider's own key)",
             methods=_SCORING_ACTS | _MATCH_READS | _PROVIDER_PUSH,
             names=frozenset({SCORER, PERSON}),
+            people=frozenset({"scorer", "operator", "admin"}),
         ),
         Role(
             "provider",
@@ -128,12 +165,14 @@ ROLES: dict[str, Role] = {
             names=frozenset(),
             own_kind=PROVIDER,
             codes=frozenset({"results.set_status", "results.set_sides", "medals.set_row"}),
+            sees_held=False,
         ),
         Role(
             "reader",
             "another team that reads (a stats team): timelines, runs, match states, clients",
             methods=_READS,
             names=frozenset(),
+            sees_held=False,
         ),
     )
 }
@@ -145,6 +184,48 @@ class Caller:
 
     name: str
     role: Role
+    #: A console's: the person whose session the call carries (None: no one signed in).
+    person: Person | None = None
+
+    def for_person(self, person: Person) -> Caller:
+        return replace(self, person=person)
+
+    def person_refusal(self, method: str, *, anonymous_scorers: bool) -> str | None:
+        """Why a console may not make this change now: no signed-in person is behind it (a
+        scorer console may, when scorers need not sign in, as a scorer with no account)."""
+        if not self.role.people or self.person is not None or method not in _PEOPLE_S_ACTIONS:
+            return None
+        if anonymous_scorers and SCORER in self.role.names and method in _SCORING_ACTS:
+            return None
+        return (
+            f"caller {self.name!r} acts only for a signed-in person, and this call carries no "
+            f"person's session ({SESSION_HEADER} metadata). Nothing was done: sign in on the "
+            "console again and repeat it."
+        )
+
+    def acting(self, actor: actor_pb2.Actor) -> actor_pb2.Actor:
+        """A console's actor as its session says: the signed-in person (their name, account and
+        role), on the screen the call names; with no one signed in, no account at all."""
+        if not self.role.people:
+            return actor
+        person = self.person
+        if person is None:
+            if SCORER in self.role.names:
+                return actor_pb2.Actor(kind=SCORER, name=NOT_SIGNED_IN, screen=actor.screen)
+            return self.recorded(actor_pb2.Actor(screen=actor.screen))
+        # A scorer account acts as a scorer, so its matches' assignment always applies.
+        if person.role == "scorer" and SCORER in self.role.names:
+            kind = SCORER
+        elif actor.kind in self.role.names:
+            kind = actor.kind
+        else:
+            kind = PERSON if PERSON in self.role.names else SCORER
+        return actor_pb2.Actor(
+            kind=kind,
+            name=person.name,
+            source_code=f"account:{person.account_id}",
+            screen=actor.screen,
+        )
 
     def refusal(self, method: str) -> str | None:
         """None when the role may call the method, else why not, in plain words."""
@@ -195,20 +276,51 @@ def current_caller() -> Caller | None:
     return _CURRENT.get()
 
 
+def held_results_hidden() -> bool:
+    """Whether the call being handled must not show results the checker holds: its caller is
+    another team (a reader or a feed). A server without tokens shows everything."""
+    caller = _CURRENT.get()
+    return caller is not None and not caller.role.sees_held
+
+
 def set_current_caller(caller: Caller | None) -> None:
     _CURRENT.set(caller)
 
 
+#: How OMNIUM_GRPC_CALLERS gives a token as its hash: `sha256=` and 64 hex digits.
+HASHED = "sha256="
+_HEX_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+def token_hash(token: str) -> str:
+    """What OMNIUM_GRPC_CALLERS may hold in place of a token: `sha256=<hex>`."""
+    return HASHED + hashlib.sha256(token.encode()).hexdigest()
+
+
+def _digest(item_token: str) -> bytes:
+    """The sha256 a server keeps for one item's token, given plain or as `sha256=<hex>`."""
+    if item_token.startswith(HASHED):
+        return bytes.fromhex(item_token.removeprefix(HASHED))
+    return hashlib.sha256(item_token.encode()).digest()
+
+
 class Callers:
     """The tokens a server accepts, each with the caller it belongs to. A caller may have
-    several tokens at once, so a token is rotated without a moment when none works."""
+    several tokens at once, so a token is rotated without a moment when none works.
+
+    Only each token's sha256 is kept: a server's memory (or a dump of it) does not hold the
+    tokens that let a caller in, and OMNIUM_GRPC_CALLERS may list the hashes alone."""
 
     def __init__(self, tokens: Iterable[tuple[str, Caller]]) -> None:
-        self._tokens = [(token.encode(), caller) for token, caller in tokens]
+        self._digests = [(_digest(token), caller) for token, caller in tokens]
+        #: Finds the person behind a console's session; set by a server with a database.
+        self.sessions: SessionLookup | None = None
+        #: Whether a scorer console may score with no one signed in (scorer sign-in off).
+        self.anonymous_scorers = False
 
     @classmethod
     def parse(cls, items: Sequence[str]) -> Callers:
-        """From OMNIUM_GRPC_CALLERS items, each `name:role:token`."""
+        """From OMNIUM_GRPC_CALLERS items, each `name:role:token` or `name:role:sha256=<hex>`."""
         found: list[tuple[str, Caller]] = []
         roles_of: dict[str, str] = {}
         owner: dict[str, str] = {}
@@ -217,7 +329,9 @@ class Callers:
             if not (name and role and token):
                 raise SettingsError(
                     f"OMNIUM_GRPC_CALLERS has {_shown(item)}; write each caller as "
-                    "name:role:token, e.g. admin-console:operator-console:<token>."
+                    "name:role:token, or name:role:sha256=<hex> with the token's hash "
+                    "(python -m omnium_grpc hash-token), e.g. "
+                    "admin-console:operator-console:sha256=<hex>."
                 )
             if role not in ROLES:
                 raise SettingsError(
@@ -229,9 +343,19 @@ class Callers:
                     f"OMNIUM_GRPC_CALLERS gives caller {name!r} two roles ({roles_of[name]} and "
                     f"{role}); a caller has one role. List it once per token, with one role."
                 )
-            if owner.setdefault(token, name) != name:
+            if token.startswith(HASHED):
+                token = HASHED + token.removeprefix(HASHED).lower()
+                if not _HEX_DIGEST.match(token.removeprefix(HASHED)):
+                    raise SettingsError(
+                        f"OMNIUM_GRPC_CALLERS gives caller {name!r} a hash that is not 64 hex "
+                        "digits after sha256=; make it with `python -m omnium_grpc hash-token` "
+                        "(the token on its standard input)."
+                    )
+            # A token and its own hash are the same token: each caller needs its own.
+            key = _digest(token).hex()
+            if owner.setdefault(key, name) != name:
                 raise SettingsError(
-                    f"OMNIUM_GRPC_CALLERS gives callers {owner[token]!r} and {name!r} the same "
+                    f"OMNIUM_GRPC_CALLERS gives callers {owner[key]!r} and {name!r} the same "
                     "token; each caller needs its own, or the log cannot say who called."
                 )
             found.append((token, Caller(name, ROLES[role])))
@@ -248,7 +372,9 @@ class Callers:
                 "each caller as name:role:token (comma list; docs/callers.md), or set "
                 "OMNIUM_GRPC_AUTH_REQUIRED=false on a private network."
             )
-        return cls.parse(settings.grpc.callers)
+        callers = cls.parse(settings.grpc.callers)
+        callers.anonymous_scorers = not settings.scoring.scorer_sign_in_required
+        return callers
 
     def identify(self, metadata: Sequence[tuple[str, str | bytes]] | None) -> Caller | str:
         """The caller whose token the call carries, or what is wrong with the call."""
@@ -259,10 +385,10 @@ class Callers:
         scheme, _, token = text.partition(" ")
         if scheme.lower() != "bearer" or not token:
             return "the authorization header must be 'Bearer <token>'"
-        given = token.strip().encode()
-        # Compare against every token so the time taken does not say which one nearly matched.
+        given = hashlib.sha256(token.strip().encode()).digest()
+        # Compare against every hash so the time taken does not say which one nearly matched.
         found: Caller | None = None
-        for known, caller in self._tokens:
+        for known, caller in self._digests:
             if hmac.compare_digest(given, known):
                 found = caller
         return found if found is not None else "the bearer token is not one this service accepts"

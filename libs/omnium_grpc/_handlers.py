@@ -1,7 +1,8 @@
 """Every method a GrpcServer serves is wrapped once, when its servicer is added: its request
 bytes are decoded where a bad message can be answered, when tokens are required the call's
-token names its caller, whose role must allow the method, and every call is counted and timed
-for /metrics (RED: calls by status code, seconds).
+token names its caller, whose role must allow the method (a console's call also names its person
+by their session, and its actor becomes that person), and every call is counted and timed for
+/metrics (RED: calls by status code, seconds).
 
 None of it is a gRPC interceptor: a grpc.aio interceptor runs a chain of coroutines on every
 call; a wrapped handler costs one check and, for the metrics, one clock read each side.
@@ -24,7 +25,9 @@ import grpc
 from google.protobuf.message import Message
 from grpc import aio
 
-from omnium_grpc._callers import Caller, Callers, set_current_caller
+from omnium_db import is_outage
+from omnium_grpc._callers import SESSION_HEADER, Caller, Callers, set_current_caller
+from omnium_grpc._errors import abort_internal
 from omnium_grpc._metrics import MethodMetrics
 
 log = logging.getLogger(__name__)
@@ -89,10 +92,70 @@ class _Guard:
             if refusal is not None:
                 log.info("%s: refused caller %s (%s)", self.method, caller.name, caller.role.name)
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
+            if caller.role.people:
+                caller = await self._person(caller, self.callers, request, context)
             # Each call runs in its own task, so the method (and only it) sees its caller.
             set_current_caller(caller)
         if type(request) is _Corrupt:
             await self._refuse(request, context)
+
+    async def _person(
+        self,
+        caller: Caller,
+        callers: Callers,
+        request: Incoming | None,
+        context: aio.ServicerContext,
+    ) -> Caller:
+        """A console's caller with the person its session names; the request's actor made that
+        person. A console never names a person itself: a stolen console token alone acts for
+        no one (docs/callers.md)."""
+        token = next(
+            (v for k, v in context.invocation_metadata() or () if k == SESSION_HEADER), None
+        )
+        if token:
+            text = token.decode() if isinstance(token, bytes) else token
+            person = None
+            if callers.sessions is not None:
+                try:
+                    person = await callers.sessions(text)
+                except Exception as exc:
+                    await self._unread_session(exc, context)
+            if person is None:
+                log.info("%s: caller %s sent a session that is not live", self.method, caller.name)
+                await context.abort(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    "the signed-in session this call carries has ended or is not known here. "
+                    "Nothing was done: sign in on the console again.",
+                )
+            assert person is not None
+            if person.role not in caller.role.people:
+                await context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"{person.name} is signed in as a {person.role}, and {caller.name!r} acts "
+                    f"only for {', '.join(sorted(caller.role.people))} accounts. Nothing was "
+                    "done: ask an admin for an account with that role.",
+                )
+            caller = caller.for_person(person)
+        refusal = caller.person_refusal(self.method, anonymous_scorers=callers.anonymous_scorers)
+        if refusal is not None:
+            log.info("%s: refused caller %s: no person signed in", self.method, caller.name)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
+        if isinstance(request, Message) and "actor" in request.DESCRIPTOR.fields_by_name:
+            actor = request.actor  # type: ignore[attr-defined]
+            actor.CopyFrom(caller.acting(actor))
+        return caller
+
+    async def _unread_session(self, exc: Exception, context: aio.ServicerContext) -> None:
+        """The person's session could not be read: UNAVAILABLE in plain words when the database
+        did not answer (it passes by itself), INTERNAL with an incident for anything else."""
+        if is_outage(exc):
+            log.warning("%s: the session could not be read (%r)", self.method, exc)
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                "the signed-in person's session could not be read (the database did not "
+                "answer); nothing was done. Try again in a few seconds.",
+            )
+        await abort_internal(context, f"{self.method}: reading the person's session", exc, log)
 
     async def _refuse(self, corrupt: _Corrupt, context: aio.ServicerContext) -> None:
         log.info("%s: refused a request that does not decode", self.method)

@@ -12,7 +12,7 @@ from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
-from omnium_grpc._callers import Callers
+from omnium_grpc._callers import Callers, SessionLookup
 from omnium_grpc._client import channel_options
 from omnium_grpc._handlers import GuardedRegistrar
 from omnium_grpc._reflection import add_reflection
@@ -30,6 +30,7 @@ class GrpcServer:
     def __init__(self, settings: Settings, *, name: str) -> None:
         interceptors: list[aio.ServerInterceptor] = list(grpc_server_interceptors(settings))
         callers = Callers.from_settings(settings, server=name)
+        self.callers = callers
         self.settings = settings
         self.name = name
         self.server = aio.server(
@@ -60,6 +61,12 @@ class GrpcServer:
                 root_certificates=Path(ca).read_bytes() if ca else None,
                 require_client_auth=ca is not None,
             )
+
+    def use_sessions(self, sessions: SessionLookup) -> None:
+        """How this server finds the person behind a console's session (omnium_accounts'
+        CallSessions over its pool); without it a console's call with a session is refused."""
+        if self.callers is not None:
+            self.callers.sessions = sessions
 
     def add(
         self, register: Callable[[Servicer, aio.Server], None], servicer: Servicer, full_name: str

@@ -5,6 +5,7 @@ from __future__ import annotations
 from omnium_live._hub import LiveCounters, LiveHub
 from omnium_live._publisher import LivePublisher, stream_key
 from omnium_live._routes import (
+    LIVE_ROUTES,
     REDIS_ERRORS,
     STREAM_ID_PATTERN,
     Known,
@@ -14,6 +15,7 @@ from omnium_live._routes import (
 )
 
 __all__ = [
+    "LIVE_ROUTES",
     "REDIS_ERRORS",
     "STREAM_ID_PATTERN",
     "Known",

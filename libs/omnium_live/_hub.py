@@ -88,6 +88,10 @@ class ReadersFull(Exception):
     """A new Games would need a reader, and every Redis connection for readers is taken."""
 
 
+class ClientFull(Exception):
+    """This client (its API key, or its address) already holds its most streams here."""
+
+
 def decode(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -155,6 +159,7 @@ class Listener:
         "_waiter",
         "dropped",
         "limit",
+        "owner",
         "pending",
         "reader",
         "stopping",
@@ -162,10 +167,13 @@ class Listener:
         "unit",
     )
 
-    def __init__(self, reader: StreamReader, unit: str | None, limit: int) -> None:
+    def __init__(
+        self, reader: StreamReader, unit: str | None, limit: int, owner: str | None = None
+    ) -> None:
         self.reader = reader
         self.unit = unit
         self.limit = limit
+        self.owner = owner
         self.pending: deque[Item] = deque()
         self.dropped = False
         self.stopping = False
@@ -385,6 +393,7 @@ class LiveHub:
         max_readers: int,
         listener_queue: int,
         counters: LiveCounters | None = None,
+        max_per_client: int = 0,
     ) -> None:
         self.redis = redis
         self.heartbeat_seconds = heartbeat_seconds
@@ -395,15 +404,25 @@ class LiveHub:
         self.counters: LiveCounters = counters or _NoCounters()
         self.readers: dict[str, StreamReader] = {}
         self.count = 0
+        # Streams open per client (0: no cap). Only clients with a stream open are in it, so
+        # it holds at most max_streams entries, however many clients come and go.
+        self.max_per_client = max_per_client
+        self.by_owner: dict[str, int] = {}
         self.dropped = 0
         self.stopping = False
         self.replays = asyncio.Semaphore(REPLAYS_AT_ONCE)
         self.counters.live_listeners(0)
 
-    def join(self, event: str, unit: str | None) -> Listener:
+    def join(self, event: str, unit: str | None, owner: str | None = None) -> Listener:
+        """A new listener of `event` (or of its `unit`), counted against `owner` when given:
+        Full, ReadersFull or ClientFull when this process may not take it."""
         if self.count >= self.max_streams:
             self.counters.live_refused()
             raise Full
+        held = self.by_owner.get(owner, 0) if owner is not None else 0
+        if owner is not None and 0 < self.max_per_client <= held:
+            self.counters.live_refused()
+            raise ClientFull
         reader = self.readers.get(event)
         if reader is None:
             # A reader whose listeners left still holds its connection until its read returns
@@ -413,7 +432,9 @@ class LiveHub:
                 raise ReadersFull
             reader = StreamReader(self, event)
             self.readers[event] = reader
-        listener = Listener(reader, unit, self.listener_queue)
+        listener = Listener(reader, unit, self.listener_queue, owner)
+        if owner is not None:
+            self.by_owner[owner] = held + 1
         reader.add(listener)
         if reader.task is None:
             reader.task = asyncio.create_task(reader.run(), name=f"live reader {event}")
@@ -425,6 +446,11 @@ class LiveHub:
         if listener.reader.remove(listener):
             self.count -= 1
             self.counters.live_listeners(self.count)
+            owner = listener.owner
+            if owner is not None:
+                held = self.by_owner.pop(owner, 0) - 1
+                if held > 0:
+                    self.by_owner[owner] = held
 
     def drop(self, listener: Listener) -> None:
         """Too slow: out of the fan-out now, told so by its own task, cut if it never reads."""

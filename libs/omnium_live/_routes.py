@@ -19,6 +19,7 @@ from redis.backoff import NoBackoff
 from omnium_live._hub import (
     REDIS_ERRORS,
     REPLAYS_AT_ONCE,
+    ClientFull,
     Full,
     Item,
     Listener,
@@ -31,7 +32,10 @@ from omnium_live._hub import (
     render,
 )
 
-__all__ = ["REDIS_ERRORS", "Known", "add_live_routes", "live_redis"]
+__all__ = ["LIVE_ROUTES", "REDIS_ERRORS", "Known", "Owner", "add_live_routes", "live_redis"]
+
+# The two routes, as the router names them.
+LIVE_ROUTES = frozenset({"/v1/events/{event}/live", "/v1/events/{event}/units/{unit_code}/live"})
 
 _EVENT = re.compile(r"^[A-Z0-9_-]{2,32}$")
 _UNIT = re.compile(r"^[A-Z0-9-]{34}$")
@@ -57,6 +61,8 @@ _WAITING = b": waiting for redis\n\n"
 Admit = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
 # (Games code, unit code or None) -> None when they exist; else the answer to send instead.
 Known = Callable[[str, str | None], Awaitable[web.StreamResponse | None]]
+# Whom a request's stream counts against (an API key's name, a client address).
+Owner = Callable[[web.Request], str]
 _T = TypeVar("_T")
 
 
@@ -100,6 +106,9 @@ def add_live_routes(
     listener_queue: int = 500,
     counters: LiveCounters | None = None,
     max_seconds: float = 0.0,
+    owner: Owner | None = None,
+    max_per_client: int = 0,
+    client_retry_after_seconds: int = 10,
 ) -> None:
     """Add both live routes to `app`; `redis` is the one the delivery publisher writes to
     (made with `live_redis`, or any client whose reads outlast a heartbeat).
@@ -115,6 +124,10 @@ def add_live_routes(
     code never takes one of the Redis connections the real Games' readers need.
 
     With `max_seconds`, a stream ends after that long with a `retry:` hint, as below.
+
+    With `owner` and `max_per_client`, one client (whatever `owner` names for its request)
+    holds at most that many streams in this process; past it, 429 with Retry-After
+    (`client_retry_after_seconds`), so one client cannot take the worker's `max_streams`.
 
     When the app shuts down, every stream ends at once with a `retry:` hint: the browser's
     EventSource reconnects (to another copy behind the load balancer) with its Last-Event-ID
@@ -142,6 +155,7 @@ def add_live_routes(
         max_readers=connections - REPLAYS_AT_ONCE,
         listener_queue=listener_queue,
         counters=counters,
+        max_per_client=max_per_client if owner is not None else 0,
     )
     app[_HUB] = hub
     app[_STOPPING] = asyncio.Event()
@@ -151,11 +165,11 @@ def add_live_routes(
         await hub.close()
 
     app.on_shutdown.append(end_streams)
-    handler = _handler(known, max_seconds)
+    handler = _handler(known, max_seconds, owner, client_retry_after_seconds)
     if admit is not None:
         handler = _admitted(admit, handler)
-    app.router.add_get("/v1/events/{event}/live", handler)
-    app.router.add_get("/v1/events/{event}/units/{unit_code}/live", handler)
+    for path in sorted(LIVE_ROUTES):
+        app.router.add_get(path, handler)
 
 
 def live_hub(app: web.Application) -> LiveHub:
@@ -163,9 +177,11 @@ def live_hub(app: web.Application) -> LiveHub:
     return app[_HUB]
 
 
-def _handler(known: Known | None, max_seconds: float) -> Handler:
+def _handler(
+    known: Known | None, max_seconds: float, owner: Owner | None, retry_after: int
+) -> Handler:
     async def live(request: web.Request) -> web.StreamResponse:
-        return await _live(request, known, max_seconds)
+        return await _live(request, known, max_seconds, owner, retry_after)
 
     return live
 
@@ -219,7 +235,11 @@ def _busy(message: str) -> web.Response:
 
 
 async def _live(
-    request: web.Request, known: Known | None, max_seconds: float
+    request: web.Request,
+    known: Known | None,
+    max_seconds: float,
+    owner: Owner | None,
+    retry_after: int,
 ) -> web.StreamResponse:
     event = request.match_info["event"]
     unit = request.match_info.get("unit_code")
@@ -240,7 +260,7 @@ async def _live(
         if unknown is not None:
             return unknown
     hub = request.app[_HUB]
-    joined = _join(hub, event, unit)
+    joined = _join(hub, event, unit, owner(request) if owner is not None else None, retry_after)
     if isinstance(joined, web.Response):
         return joined
     try:
@@ -259,10 +279,22 @@ def _refuse_codes(event: str, unit: str | None) -> web.Response | None:
     return None
 
 
-def _join(hub: LiveHub, event: str, unit: str | None) -> Listener | web.Response:
-    """A listener on the hub, or a 503 when this server carries all it can."""
+def _join(
+    hub: LiveHub, event: str, unit: str | None, owner: str | None, retry_after: int
+) -> Listener | web.Response:
+    """A listener on the hub, or a 503 when this server carries all it can, or a 429 when
+    this client already holds its most streams here."""
     try:
-        return hub.join(event, unit)
+        return hub.join(event, unit, owner)
+    except ClientFull:
+        answer = _problem(
+            429,
+            f"this client already has {hub.max_per_client} live streams open on this server; "
+            "close one (one stream of the Games carries every unit's changes) or try again "
+            "after Retry-After seconds",
+        )
+        answer.headers["Retry-After"] = str(retry_after)
+        return answer
     except Full:
         return _busy(
             f"this server already carries its most live streams ({hub.max_streams}); "

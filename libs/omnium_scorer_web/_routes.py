@@ -1,4 +1,4 @@
-"""The scorer console's pages and JSON endpoints, and the provider push endpoint, for aiohttp."""
+"""The scorer console's pages and JSON endpoints, and where the provider push door is mounted."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import redis.asyncio as aioredis
 from aiohttp import web
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.message import Message
@@ -20,21 +22,29 @@ from grpc import aio
 
 from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
-from omnium_accounts import Accounts, Role, SignInRefused
+from omnium_accounts import Accounts, SignInBusy, SignInRefused, SignInThrottled, may_sign_in_on
 from omnium_accounts.web import (
+    CsrfUnreadable,
+    add_security_headers,
     clear_session_cookie,
     csrf_ok,
     request_session,
     set_session_cookie,
 )
-from omnium_grpc import account_actor, act_outcome_word, actor_message, open_channel
+from omnium_grpc import (
+    SESSION_HEADER,
+    account_actor,
+    act_outcome_word,
+    actor_message,
+    open_channel,
+)
+from omnium_process import client_address
+from omnium_scorer_web._provider_door import ProviderDoor
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).with_name("static")
 SCREEN = "scorer-console"
-# Roles that may score. Admins may do everything (Account.may).
-SCORING_ROLES: tuple[Role, ...] = ("scorer", "operator")
 _STATIC_TYPES = {
     ".html": "text/html",
     ".js": "text/javascript",
@@ -44,12 +54,26 @@ _STATIC_TYPES = {
 _UNIT = re.compile(r"^[0-9a-fA-F-]{36}$")
 STUB = web.AppKey("omnium_scoring_stub", scoring_pb2_grpc.ScoringServiceStub)
 CHANNEL = web.AppKey("omnium_scoring_channel", aio.Channel)
+THROTTLE_REDIS = web.AppKey("omnium_sign_in_redis", aioredis.Redis)
+# A tap's time (client_at, ms since 1970) is taken from 1970 to the end of year 9999.
+_LATEST_TAP_MS = 253_402_300_799_999
+# What a crafted JSON body can raise while it is read or turned into an action: each is a 400.
+_UNREADABLE = (ValueError, TypeError, KeyError, OverflowError, RecursionError)
+# The signed-in scorer's session, as call metadata: scoring reads the person from it.
+_PERSON: web.RequestKey[tuple[tuple[str, str], ...]] = web.RequestKey("omnium_scorer_person")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _problem(status: int, message: str, **extra: object) -> web.Response:
     return web.json_response({"error": message, **extra}, status=status)
+
+
+def _count(text: str, what: str, most: int) -> int:
+    """A query's whole number from 0 to `most`; ValueError with a plain reason otherwise."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
+        raise ValueError(f"{what}, 0 to {most}, not {text[:40]!r}")
+    return min(int(text), most)
 
 
 def _plain(message: Message) -> dict[str, Any]:
@@ -145,17 +169,25 @@ class ScorerConsole:
     async def _actor(
         self, request: web.Request, *, changes: bool
     ) -> tuple[actor_pb2.Actor | None, web.Response | None]:
-        session = await request_session(request, self.accounts)
+        session = await request_session(request, self.accounts, screen=SCREEN)
         if session is None:
             if self.settings.scoring.scorer_sign_in_required:
                 return None, _problem(401, "sign in first", sign_in=True)
             return actor_message("scorer", "scorer (not signed in)", screen=SCREEN), None
-        if not session.account.may(*SCORING_ROLES):
+        if not may_sign_in_on(session.account.role, SCREEN):
             return None, _problem(
                 403, f"{session.account.name} is a {session.account.role}; scoring needs a scorer"
             )
-        if changes and not await csrf_ok(request, session):
-            return None, _problem(403, "the page is out of date: reload it and sign in again")
+        if changes:
+            try:
+                if not await csrf_ok(request, session):
+                    return None, _problem(
+                        403, "the page is out of date: reload it and sign in again"
+                    )
+            except CsrfUnreadable as exc:
+                return None, _problem(400, f"{exc}: reload the page and try again")
+        # Scoring takes the scorer from this session, not from the actor (docs/callers.md).
+        request[_PERSON] = ((SESSION_HEADER, session.token),)
         return account_actor("scorer", session.account, session.screen or SCREEN), None
 
     # -- pages ----------------------------------------------------------------------------
@@ -191,21 +223,21 @@ class ScorerConsole:
     async def sign_in(self, request: web.Request) -> web.StreamResponse:
         try:
             body = await request.json()
-            login, password = str(body["login"]), str(body["password"])
-        except (ValueError, KeyError, TypeError):
+            login, password = body["login"], body["password"]
+        except _UNREADABLE:
             return _problem(400, 'send {"login": ..., "password": ...} as JSON')
+        if not isinstance(login, str) or not isinstance(password, str):
+            return _problem(400, "the login and the password are each a JSON string")
+        address = client_address(request, self.settings)
         try:
-            session = await self.accounts.sign_in(login, password, screen=SCREEN)
+            session = await self.accounts.sign_in(login, password, screen=SCREEN, address=address)
         except SignInRefused as exc:
-            response = _problem(401, str(exc))
+            status = 429 if isinstance(exc, SignInThrottled) else 401
+            status = 503 if isinstance(exc, SignInBusy) else status
+            response = _problem(status, str(exc))
             if exc.retry_after:
-                response.headers["Retry-After"] = str(int(exc.retry_after) + 1)
+                response.headers["Retry-After"] = str(math.ceil(exc.retry_after))
             return response
-        if not session.account.may(*SCORING_ROLES):
-            await self.accounts.sign_out(session.token)
-            return _problem(
-                403, f"{session.account.name} is a {session.account.role}; scoring needs a scorer"
-            )
         response = web.json_response(
             {
                 "name": session.account.name,
@@ -217,17 +249,20 @@ class ScorerConsole:
         return response
 
     async def sign_out(self, request: web.Request) -> web.StreamResponse:
-        session = await request_session(request, self.accounts)
+        session = await request_session(request, self.accounts, screen=SCREEN)
         if session is not None:
-            if not await csrf_ok(request, session):
-                return _problem(403, "the page is out of date: reload it")
+            try:
+                if not await csrf_ok(request, session):
+                    return _problem(403, "the page is out of date: reload it")
+            except CsrfUnreadable as exc:
+                return _problem(400, f"{exc}: reload the page and try again")
             await self.accounts.sign_out(session.token)
         response = web.json_response({"signed_out": True})
         clear_session_cookie(response)
         return response
 
     async def me(self, request: web.Request) -> web.StreamResponse:
-        session = await request_session(request, self.accounts)
+        session = await request_session(request, self.accounts, screen=SCREEN)
         if session is None:
             if self.settings.scoring.scorer_sign_in_required:
                 return _problem(401, "sign in first", sign_in=True)
@@ -251,6 +286,16 @@ class ScorerConsole:
                 raise web.HTTPNotFound(
                     text=json.dumps({"error": exc.details()}), content_type="application/json"
                 ) from None
+            # Scoring would not act or read for this scorer (their session, their matches).
+            if exc.code() == grpc.StatusCode.PERMISSION_DENIED:
+                raise web.HTTPForbidden(
+                    text=json.dumps({"error": exc.details()}), content_type="application/json"
+                ) from None
+            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                raise web.HTTPUnauthorized(
+                    text=json.dumps({"error": exc.details(), "sign_in": True}),
+                    content_type="application/json",
+                ) from None
             log.warning("scoring call failed: %s %s", exc.code(), exc.details())
             raise web.HTTPServiceUnavailable(
                 text=json.dumps(
@@ -270,6 +315,7 @@ class ScorerConsole:
                     event_code=request.query.get("event", ""), actor=actor
                 ),
                 timeout=self.deadline,
+                metadata=request.get(_PERSON, ()),
             )
         )
         body = _plain(listing)
@@ -283,28 +329,31 @@ class ScorerConsole:
         unit_id = request.match_info["unit_id"]
         if not _UNIT.match(unit_id):
             return _problem(404, f"there is no match {unit_id}")
-        recent_text = request.query.get("recent", "0") or "0"
-        if not recent_text.isdigit():
-            return _problem(
-                400, f"recent is how many of the latest actions, 0 to 200, not {recent_text!r}"
+        try:
+            recent = _count(
+                request.query.get("recent", "0") or "0",
+                "recent is how many of the latest actions",
+                200,
             )
-        recent = min(int(recent_text), 200)
+            after = _count(
+                request.query.get("after", "0") or "0",
+                "after is the seq of the standing actions you have",
+                2**31 - 1,
+            )
+        except ValueError as exc:
+            return _problem(400, str(exc))
         # The console asks for the standing actions when its copy is older than the match.
         standing = request.query.get("standing") == "1"
-        after_text = request.query.get("after", "0") or "0"
-        if not after_text.isdigit():
-            return _problem(
-                400, f"after is the seq of the standing actions you have, not {after_text!r}"
-            )
         state = await self._call(
             lambda: self.scoring.GetMatchState(
                 scoring_pb2.GetMatchStateRequest(
                     unit_id=unit_id,
                     recent=recent,
                     standing=standing,
-                    standing_after=int(after_text),
+                    standing_after=after,
                 ),
                 timeout=self.deadline,
+                metadata=request.get(_PERSON, ()),
             )
         )
         return web.json_response(_match(state, standing=standing))
@@ -327,7 +376,12 @@ class ScorerConsole:
             undo_seq=int(raw.get("undo_seq") or 0),
         )
         tapped = raw.get("client_at")
-        if isinstance(tapped, (int, float)):
+        if isinstance(tapped, (int, float)) and not isinstance(tapped, bool):
+            if not (math.isfinite(tapped) and 0 <= tapped <= _LATEST_TAP_MS):
+                raise ValueError(
+                    "client_at is the time of the tap in milliseconds since 1970, "
+                    f"0 to {_LATEST_TAP_MS}, not {tapped!r}"
+                )
             out.client_at.FromDatetime(datetime.fromtimestamp(tapped / 1000, UTC))
         return out
 
@@ -337,11 +391,13 @@ class ScorerConsole:
             return problem
         try:
             action = self._action(await request.json(), request.match_info["unit_id"])
-        except (ValueError, TypeError, json_format.ParseError) as exc:
+        except (*_UNREADABLE, json_format.ParseError) as exc:
             return _problem(400, f"the action cannot be read: {exc}")
         answer = await self._call(
             lambda: self.scoring.Act(
-                scoring_pb2.ActRequest(action=action, actor=actor), timeout=self.deadline
+                scoring_pb2.ActRequest(action=action, actor=actor),
+                timeout=self.deadline,
+                metadata=request.get(_PERSON, ()),
             )
         )
         text = json.dumps(_answer(answer))
@@ -356,12 +412,13 @@ class ScorerConsole:
         try:
             raw = await request.json()
             actions = [self._action(a) for a in raw["actions"]]
-        except (ValueError, TypeError, KeyError, json_format.ParseError) as exc:
+        except (*_UNREADABLE, json_format.ParseError) as exc:
             return _problem(400, f"the actions cannot be read: {exc}")
         answer = await self._call(
             lambda: self.scoring.Sync(
                 scoring_pb2.SyncRequest(actions=actions, actor=actor),
                 timeout=self.deadline * max(1, len(actions)),
+                metadata=request.get(_PERSON, ()),
             )
         )
         body: dict[str, Any] = {"answers": [_answer(a) for a in answer.answers]}
@@ -381,7 +438,9 @@ class ScorerConsole:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
-        stream = self.scoring.WatchMatch(scoring_pb2.GetMatchStateRequest(unit_id=unit_id))
+        stream = self.scoring.WatchMatch(
+            scoring_pb2.GetMatchStateRequest(unit_id=unit_id), metadata=request.get(_PERSON, ())
+        )
 
         async def pump() -> None:
             async for state in stream:
@@ -402,43 +461,6 @@ class ScorerConsole:
                 await task
         return response
 
-    # -- providers ------------------------------------------------------------------------
-
-    async def provider_message(self, request: web.Request) -> web.StreamResponse:
-        provider = request.match_info["provider"]
-        key = request.headers.get("X-Api-Key", "")
-        if not key:
-            return _problem(401, "send the provider's key in the X-Api-Key header")
-        body = await request.read()
-        if len(body) > self.settings.scoring.provider_max_bytes:
-            return _problem(
-                413,
-                f"the message is {len(body)} bytes; at most "
-                f"{self.settings.scoring.provider_max_bytes} are taken",
-            )
-        answer: scoring_pb2.ProviderAnswer = await self._call(
-            lambda: self.scoring.ReceiveProviderMessage(
-                scoring_pb2.ProviderMessage(
-                    provider=provider,
-                    api_key=key,
-                    content_type=request.content_type,
-                    body=body,
-                ),
-                timeout=self.deadline * 5,
-            )
-        )
-        out = {
-            "outcome": answer.outcome,
-            "reason": answer.reason,
-            "message_id": answer.message_id,
-            "actions": answer.actions,
-        }
-        if answer.outcome == "refused" and not answer.message_id:
-            # Refused before it was kept: not this provider's key, or no such provider.
-            status = 401 if answer.reason.startswith("the API key") else 404
-            return web.json_response(out, status=status)
-        return web.json_response(out, status=422 if answer.outcome == "refused" else 200)
-
 
 def add_scorer_routes(
     app: web.Application,
@@ -446,25 +468,44 @@ def add_scorer_routes(
     accounts: Accounts,
     *,
     channel: aio.Channel | None = None,
+    redis: aioredis.Redis | None = None,
 ) -> ScorerConsole:
     """Mount /score/ (the console), /score/api/... and /v1/providers/{provider}/messages.
 
     The scoring channel is opened on the app's start-up (to settings.scoring.address) unless
-    one is given, and closed at its clean-up.
+    one is given, and closed at its clean-up. `redis` holds the provider door's rate limits,
+    shared by every copy (without it, each worker limits on its own).
     """
     console = ScorerConsole(app, settings, accounts)
+    door = ProviderDoor(settings, redis, lambda: app[STUB])
 
     async def open_scoring(app: web.Application) -> None:
         own = channel or open_channel(settings.scoring.address, settings)
         app[CHANNEL] = own
         app[STUB] = scoring_pb2_grpc.ScoringServiceStub(own)
+        if settings.server.redis_url:
+            # Failed sign-ins are counted in Redis, one round trip each, where the gateway has
+            # it; in PostgreSQL otherwise and while it fails. A client of its own, short
+            # timeouts: a Redis that hangs must not hold a sign-in long.
+            timeout = settings.gateway.redis_timeout_seconds
+            redis = aioredis.Redis.from_url(
+                settings.server.redis_url,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                client_name="omnium-sign-in",
+            )
+            app[THROTTLE_REDIS] = redis
+            accounts.throttle_in_redis(redis, settings.gateway.redis_prefix)
 
     async def close_scoring(app: web.Application) -> None:
         if channel is None and CHANNEL in app:
             await app[CHANNEL].close()
+        if THROTTLE_REDIS in app:
+            await app[THROTTLE_REDIS].aclose(close_connection_pool=True)
 
     app.on_startup.append(open_scoring)
     app.on_cleanup.append(close_scoring)
+    add_security_headers(app, settings, prefix="/score")
     router = app.router
     router.add_get("/score", console.redirect)
     router.add_get("/score/", console.page)
@@ -478,5 +519,5 @@ def add_scorer_routes(
     router.add_get("/score/api/matches/{unit_id}/watch", console.watch)
     router.add_post("/score/api/matches/{unit_id}/actions", console.act)
     router.add_post("/score/api/sync", console.sync)
-    router.add_post("/v1/providers/{provider}/messages", console.provider_message)
+    router.add_post("/v1/providers/{provider}/messages", door.message)
     return console

@@ -78,6 +78,11 @@ def _grpc_transport(settings: Settings) -> Iterator[str]:
 
 def _secrets(settings: Settings) -> Iterator[str]:
     for name, caller in _caller_tokens(settings):
+        # The servers need only each token's hash: a plain one is one more copy to steal.
+        yield (
+            f"OMNIUM_GRPC_CALLERS gives caller {name} its token in clear: list its hash instead "
+            f"({name}:<role>:sha256=<hex>, from `python -m omnium_grpc hash-token`)."
+        )
         yield from _weak("OMNIUM_GRPC_CALLERS", f"caller {name}'s token", caller)
     if settings.grpc.token:
         yield from _weak("OMNIUM_GRPC_TOKEN", "this process's token", settings.grpc.token)
@@ -140,6 +145,35 @@ def _loopback(host: str | None) -> bool:
         return False
 
 
+#: Ranges no outbound call of a Games day needs: this host and the cloud's metadata service.
+_NEVER_OUTBOUND = tuple(
+    ipaddress.ip_network(cidr) for cidr in ("127.0.0.0/8", "::1/128", "169.254.0.0/16", "fe80::/10")
+)
+
+
+def _outbound(settings: Settings) -> Iterator[str]:
+    for cidr in settings.server.outbound_allowed_networks:
+        try:
+            network = ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            continue  # Settings.check names a range that does not parse
+        if network.prefixlen == 0 or any(network.overlaps(n) for n in _NEVER_OUTBOUND):
+            yield (
+                f"OMNIUM_OUTBOUND_ALLOWED_NETWORKS has {cidr}: a webhook or Scout address typed "
+                "by a person could then reach this host or the cloud's metadata service. Allow "
+                "only the private ranges your clients' or Scout's servers are really in."
+            )
+
+
+def _public_metrics(settings: Settings) -> Iterator[str]:
+    if settings.gateway.public_metrics:
+        yield (
+            "OMNIUM_GATEWAY_PUBLIC_METRICS is true: anyone on the internet could read the "
+            "gateway's metrics (routes, keys' traffic, pools). Remove it; Prometheus reads "
+            "the metrics port (OMNIUM_GATEWAY_METRICS_PORT)."
+        )
+
+
 def _proxies(settings: Settings) -> Iterator[str]:
     for cidr in settings.server.trusted_proxies:
         try:
@@ -179,5 +213,7 @@ _CHECKS: tuple[Check, ...] = (
     _secrets,
     _telemetry,
     _proxies,
+    _outbound,
+    _public_metrics,
     _provider_files,
 )

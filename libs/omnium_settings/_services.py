@@ -75,6 +75,9 @@ class ImportsSettings:
     )
     scout_page_size: int = setting(500, "Rows per page read from Scout.")
     scout_max_rows: int = setting(50_000, "Most rows in one Scout run.")
+    scout_row_max_bytes: int = setting(
+        16 * 1024, "A page of Scout's rows is read up to scout_page_size times this many bytes."
+    )
     scout_timeout_seconds: float = setting(20.0, "Scout HTTP timeout.")
     scout_connect_timeout_seconds: float = setting(8.0, "Scout HTTP connect timeout.")
     scout_tries: int = setting(3, "Tries per Scout call, with growing waits.")
@@ -281,6 +284,17 @@ class LiveSettings:
         "read (a stream on one more Games is refused with 503 and Retry-After).",
         env="live_redis_connections",
     )
+    max_streams_per_client: int = setting(
+        20,
+        "Live push: most SSE streams one client (its API key, or its address without one) "
+        "holds on one gateway worker; past it, 429 with Retry-After (0: no cap).",
+        env="live_max_streams_per_client",
+    )
+    client_retry_after_seconds: int = setting(
+        10,
+        "Live push: the Retry-After sent with a 429 to a client past its most streams.",
+        env="live_client_retry_after_seconds",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,6 +394,40 @@ class GatewaySettings:
     anonymous_burst: int = setting(
         100, "Token bucket size per address without a key.", env="gateway_anonymous_burst"
     )
+    console_rate_per_second: float = setting(
+        50.0,
+        "Requests per second per address to the scorer console and provider pushes (/score/, "
+        "/v1/providers/): a bucket of their own, roomy for scorers behind one venue address.",
+        env="gateway_console_rate_per_second",
+    )
+    console_burst: int = setting(
+        500,
+        "Token bucket size per address for the scorer console and provider pushes.",
+        env="gateway_console_burst",
+    )
+    other_rate_per_second: float = setting(
+        10.0,
+        "Requests per second per address to every other route (probes, the OpenAPI document, "
+        "unknown paths): a bucket apart from the reads'.",
+        env="gateway_other_rate_per_second",
+    )
+    other_burst: int = setting(
+        50,
+        "Token bucket size per address for the probes, the document and unknown paths.",
+        env="gateway_other_burst",
+    )
+    rate_clients: int = setting(
+        50_000,
+        "Most clients (API keys, addresses) one gateway worker keeps rate-limit state for; the "
+        "least recently seen is forgotten first (Redis still holds its bucket).",
+        env="gateway_rate_clients",
+    )
+    public_metrics: bool = setting(
+        False,
+        "Also serve /metrics on the public port (limited per address); off: only on the "
+        "metrics port.",
+        env="gateway_public_metrics",
+    )
     key_rate_per_second: float = setting(
         100.0,
         "Default requests per second per API key (token bucket refill).",
@@ -443,7 +491,9 @@ class ScoringSettings:
         "", "Folder of sport files; empty: the repo's sports/.", env="scoring_sports_dir"
     )
     providers_dir: str = setting(
-        "", "Folder of provider files; empty: the repo's providers/.", env="scoring_providers_dir"
+        "",
+        "Folder of provider files; empty: the repo's providers/ (make run: dev/providers).",
+        env="scoring_providers_dir",
     )
     attempts: int = setting(
         5, "Times an action is re-checked when the match moved on.", env="scoring_attempts"
@@ -477,7 +527,34 @@ class ScoringSettings:
         "Gateway: a scorer's session is re-read this often, not per tap; a sign-out elsewhere "
         "or a disabled account takes effect within it (0: every request).",
     )
-    provider_max_bytes: int = setting(1_000_000, "Largest provider message taken.")
+    provider_max_bytes: int = setting(
+        1_000_000, "Largest provider message taken; the gateway reads no more of a push body."
+    )
+    provider_max_actions: int = setting(500, "Most <Action> elements in one provider message.")
+    provider_day_max_bytes: int = setting(
+        2_000_000_000,
+        "Raw provider bytes kept per provider per day (UTC); past it, 429 until midnight UTC.",
+    )
+    provider_rate_per_second: float = setting(
+        10.0, "Gateway: provider pushes per second one provider may send, across every copy."
+    )
+    provider_burst: int = setting(50, "Gateway: provider pushes one provider may send at once.")
+    provider_wrong_key_per_minute: float = setting(
+        10.0,
+        "Gateway: pushes with a wrong or missing key (or to an unknown provider) one client "
+        "address may send per minute; past it, 429 before the key is even looked at.",
+    )
+    provider_wrong_key_burst: int = setting(
+        10, "Gateway: wrong-key pushes one client address may send at once."
+    )
+    provider_retry_after_seconds: int = setting(
+        5, "Gateway: Retry-After sent with a 503 when scoring did not answer a provider push."
+    )
+    provider_local_buckets: int = setting(
+        10_000,
+        "Gateway, while Redis is down: most provider-door buckets one worker keeps (oldest "
+        "dropped); each worker then limits on its own.",
+    )
     provider_nice: int = setting(10, "CPU priority step of the provider pull process.")
     failover_extra_delay_seconds: float = setting(120.0, "Most extra delay a failover may add.")
 

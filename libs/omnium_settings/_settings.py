@@ -93,9 +93,11 @@ class Settings:
         return getattr(getattr(self, section), f.name)
 
     def check(self) -> None:
-        _check_proxies(self.server.trusted_proxies)
+        _check_networks("OMNIUM_TRUSTED_PROXIES", self.server.trusted_proxies)
+        _check_networks("OMNIUM_OUTBOUND_ALLOWED_NETWORKS", self.server.outbound_allowed_networks)
         _check_telemetry(self.telemetry)
         _check_grpc(self.grpc)
+        _check_provider_door(self.scoring)
         if self.live.redis_connections < 5:
             raise SettingsError(
                 f"OMNIUM_LIVE_REDIS_CONNECTIONS is {self.live.redis_connections}; live push "
@@ -111,15 +113,31 @@ class Settings:
         return self.server.database_url
 
 
-def _check_proxies(proxies: tuple[str, ...]) -> None:
-    for cidr in proxies:
+def _check_networks(variable: str, networks: tuple[str, ...]) -> None:
+    for cidr in networks:
         try:
             ipaddress.ip_network(cidr, strict=False)
         except ValueError:
             raise SettingsError(
-                f"OMNIUM_TRUSTED_PROXIES has {cidr!r}, which is not an address or a CIDR "
-                "range; write each proxy as 10.0.0.0/8, 192.0.2.7 or fd00::/8."
+                f"{variable} has {cidr!r}, which is not an address or a CIDR range; write each "
+                "as an address (192.0.2.7, ::1) or a range (10.0.0.0/8, fd00::/8)."
             ) from None
+
+
+def _check_provider_door(scoring: service.ScoringSettings) -> None:
+    rates = (scoring.provider_rate_per_second, scoring.provider_wrong_key_per_minute)
+    bursts = (scoring.provider_burst, scoring.provider_wrong_key_burst)
+    if min(rates) <= 0 or min(bursts) < 1:
+        raise SettingsError(
+            "OMNIUM_PROVIDER_RATE_PER_SECOND and OMNIUM_PROVIDER_WRONG_KEY_PER_MINUTE must be "
+            "above 0, and OMNIUM_PROVIDER_BURST and OMNIUM_PROVIDER_WRONG_KEY_BURST at least 1: "
+            "a token bucket with nothing in it refuses every provider push."
+        )
+    if min(scoring.provider_max_bytes, scoring.provider_day_max_bytes) < 1:
+        raise SettingsError(
+            "OMNIUM_PROVIDER_MAX_BYTES and OMNIUM_PROVIDER_DAY_MAX_BYTES must be at least 1; "
+            "to turn a provider off, set enabled = false in its file."
+        )
 
 
 def _check_telemetry(telemetry: shared.TelemetrySettings) -> None:

@@ -42,6 +42,14 @@ class ServerSettings:
     alert_webhook_timeout_seconds: float = setting(
         5.0, "Longest wait for the alert webhook to answer."
     )
+    outbound_allowed_networks: tuple[str, ...] = setting(
+        (),
+        "Ranges (CIDRs, comma list) that client webhooks, Scout and the alert webhook may reach "
+        "although they are not public (loopback, link-local, private...). Empty: public only.",
+    )
+    outbound_answer_max_bytes: int = setting(
+        1024 * 1024, "Largest answer read from a client webhook, the alert webhook or Scout."
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +108,12 @@ class GrpcSettings:
         None,
         "Bearer token this process sends to other services: its own caller's token.",
         env="grpc_token",
+    )
+    session_cache_seconds: float = setting(
+        5.0,
+        "How long a gRPC server trusts a console's person session it looked up (a sign-out or "
+        "a disabled account counts within it); 0 looks it up on every call.",
+        env="grpc_session_cache_seconds",
     )
     max_message_bytes: int = setting(
         4 * 1024 * 1024, "Largest gRPC message, each way.", env="grpc_max_message_bytes"
@@ -199,13 +213,54 @@ class SignInSettings:
     )
     password_min_length: int = setting(10, "Shortest password an account may have.")
     free_failures: int = setting(
-        5, "Failed sign-ins before a login is slowed down.", env="sign_in_free_failures"
+        5,
+        "Failed sign-ins one client address may make on one login per window before it waits.",
+        env="sign_in_free_failures",
     )
-    lock_seconds: float = setting(
-        2.0, "First wait after too many failures; doubles.", env="sign_in_lock_seconds"
+    login_address_window_seconds: float = setting(
+        300.0,
+        "Window of sign_in_free_failures: the longest a slowed-down address waits for a login.",
+        env="sign_in_login_address_window_seconds",
     )
-    lock_max_seconds: float = setting(
-        300.0, "Longest wait after failed sign-ins.", env="sign_in_lock_max_seconds"
+    address_failures: int = setting(
+        30,
+        "Failed sign-ins one client address may make, over every login, per window.",
+        env="sign_in_address_failures",
+    )
+    address_window_seconds: float = setting(
+        600.0,
+        "Window of sign_in_address_failures.",
+        env="sign_in_address_window_seconds",
+    )
+    login_failures: int = setting(
+        50,
+        "Failed sign-ins one login may take, from every address, per window (the ceiling).",
+        env="sign_in_login_failures",
+    )
+    login_window_seconds: float = setting(
+        600.0,
+        "Window of sign_in_login_failures: the longest a stranger can hold a login.",
+        env="sign_in_login_window_seconds",
+    )
+    hash_threads: int = setting(
+        0,
+        "Password checks run at once per process (0: the CPUs the process may use).",
+        env="sign_in_hash_threads",
+    )
+    hash_queue: int = setting(
+        8,
+        "Password checks that may wait for a thread; past them sign-in answers 503 at once.",
+        env="sign_in_hash_queue",
+    )
+    busy_retry_seconds: float = setting(
+        2.0,
+        "Retry-After of a sign-in refused because every password check is taken.",
+        env="sign_in_busy_retry_seconds",
+    )
+    hsts_seconds: int = setting(
+        31_536_000,
+        "Consoles in production: Strict-Transport-Security max-age (browsers keep to HTTPS).",
+        env="console_hsts_seconds",
     )
 
 

@@ -39,6 +39,7 @@ from opentelemetry.trace import (
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import Attributes, AttributeValue
 
+from omnium_outbound import redacted
 from omnium_settings import Settings
 
 if TYPE_CHECKING:
@@ -140,13 +141,38 @@ def _instrument(provider: TracerProvider) -> None:
     _uninstrument()
     for instrumentor in (
         AsyncPGInstrumentor(),  # type: ignore[no-untyped-call]
-        HTTPXClientInstrumentor(),
         RedisInstrumentor(),
         AioHttpClientInstrumentor(),
     ):
         instrumentor.instrument(tracer_provider=provider)
         _instrumentors.append(instrumentor)
+    httpx_instrumentor = HTTPXClientInstrumentor()
+    httpx_instrumentor.instrument(
+        tracer_provider=provider,
+        request_hook=_url_without_secrets,
+        async_request_hook=_async_url_without_secrets,
+    )
+    _instrumentors.append(httpx_instrumentor)
     # The aiohttp server side is `aiohttp_middlewares` (hand-written: see why there).
+
+
+# The span attributes OpenTelemetry's httpx instrumentation puts the whole URL in (old and new
+# semantic conventions). It redacts a few cloud signature parameters only; a webhook's ?token=
+# or a password in the URL would reach the collector.
+_URL_ATTRIBUTES = ("http.url", "url.full")
+
+
+def _url_without_secrets(span: trace.Span, request: object) -> None:
+    """An httpx span shows its URL as omnium's logs do: no user, password or query."""
+    recorded = getattr(span, "attributes", None) or {}
+    shown = redacted(str(getattr(request, "url", "")))
+    for name in _URL_ATTRIBUTES:
+        if name in recorded:
+            span.set_attribute(name, shown)
+
+
+async def _async_url_without_secrets(span: trace.Span, request: object) -> None:
+    _url_without_secrets(span, request)
 
 
 def _uninstrument() -> None:

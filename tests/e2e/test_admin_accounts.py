@@ -43,7 +43,7 @@ async def test_an_admin_makes_a_scorer_account_and_signs_a_lost_tablet_out(
 
         # The tablet signs in twice (the scorer console's sign-in), then goes missing.
         for _ in range(2):
-            await accounts.sign_in("court3", PASSWORD, screen="scorer-console")
+            await accounts.sign_in("court3", PASSWORD, screen="scorer-console", address="127.0.0.1")
         await page.reload()
         await expect(row.locator("[data-sessions]")).to_contain_text("2 open")
         await row.get_by_role("button", name="Sign court3 out everywhere").click()
@@ -55,7 +55,7 @@ async def test_an_admin_makes_a_scorer_account_and_signs_a_lost_tablet_out(
         await expect(row.locator("[data-sign-in]")).to_contain_text("Off")
         await expect(row.locator("[data-last-change]")).to_contain_text("off by Ada Admin")
         with pytest.raises(SignInRefused):
-            await accounts.sign_in("court3", PASSWORD, screen="scorer-console")
+            await accounts.sign_in("court3", PASSWORD, screen="scorer-console", address="127.0.0.1")
         await console.shot(page, "accounts")
         await row.get_by_role("button", name="Turn court3 on").click()
         await expect(row.locator("[data-sign-in]")).not_to_contain_text("Off")
@@ -68,7 +68,9 @@ async def test_an_admin_makes_a_scorer_account_and_signs_a_lost_tablet_out(
         await row.get_by_label("Role of court3", exact=True).select_option("operator")
         await row.get_by_role("button", name="Change the role of court3").click()
         await expect(page.get_by_role("status")).to_have_text("court3 is now an operator.")
-        signed = await accounts.sign_in("court3", PASSWORD + " 2", screen="admin")
+        signed = await accounts.sign_in(
+            "court3", PASSWORD + " 2", screen="admin", address="127.0.0.1"
+        )
         assert signed.account.role == "operator"
 
         # Your own account cannot be turned off or demoted from here.

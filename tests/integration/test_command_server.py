@@ -15,6 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
+from omnium_devstack.stack import dev_process_environ
 from omnium_grpc import open_channel
 from tests.support.command import CALLERS_ENV, NEXT_TOKEN, command, running_command
 from tests.support.games import make_games
@@ -177,7 +178,7 @@ async def test_the_process_stops_cleanly_on_sigterm(database_url: str) -> None:
 
 
 async def test_the_process_explains_a_missing_setting() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env = dev_process_environ()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

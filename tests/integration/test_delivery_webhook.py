@@ -130,6 +130,8 @@ async def test_a_receiver_answering_errors_gets_retries_and_then_the_file(
             await eventually(lambda: _count(receiver.got, 2), what="two refused tries")
             receiver.status = 200
             await eventually(lambda: settled(db, "dailyhunt"), what="the medal table")
+            # The send is recorded (settled) a moment before the app hands it to on_send.
+            await eventually(lambda: _count(delivery.sent, 1), what="the send, handed on")
             assert delivery.sent[-1].result.outcome == "delivered"
     (record,) = await sends(db, "dailyhunt")
     assert record["attempts"] == len(receiver.got) >= 3

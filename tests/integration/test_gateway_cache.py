@@ -143,7 +143,10 @@ async def test_500_requests_for_one_cold_key_cause_one_read(
     # A waiter still waiting when the fill lock runs out reads for itself (by design: a stuck
     # filler must not stall everyone). On a machine busy enough that 500 answers take over 5 s,
     # that is an extra read this test is not about: the lock outlasts the test here.
-    settings = {k: str(v) for k, v in OPEN.items()} | {"gateway_fill_lock_seconds": "60"}
+    settings = {k: str(v) for k, v in OPEN.items()} | {
+        "gateway_fill_lock_seconds": "60",
+        "gateway_public_metrics": "true",
+    }
     with gateway_process(database_url, servers.redis_url, gateway_workers="2", **settings) as gw:
         limits = httpx.Limits(max_connections=500)
         async with httpx.AsyncClient(base_url=gw.url, timeout=30, limits=limits) as http:

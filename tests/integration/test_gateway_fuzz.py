@@ -48,6 +48,9 @@ async def test_schema_driven_fuzz_finds_no_server_error(
     options: dict[str, Any] = {
         "gateway_anonymous_rate_per_second": 1e6,
         "gateway_anonymous_burst": 1_000_000,
+        "gateway_other_rate_per_second": 1e6,
+        "gateway_other_burst": 1_000_000,
+        "live_max_streams_per_client": 0,
         "live_stream_max_seconds": 0.5,
     }
     live = LiveRoutes(gateway_settings(database_url, servers.redis_url, **options))

@@ -29,6 +29,7 @@ from tests.support.command import (
 from tests.support.games import make_games, make_run
 from tests.support.imports import games_day
 from tests.support.scoring import MINA, action, assign, running_scoring, scorer
+from tests.support.sessions import session_metadata, signed_in
 
 OK = "OK"
 DENIED = grpc.StatusCode.PERMISSION_DENIED.name
@@ -66,6 +67,9 @@ async def test_each_role_s_calls_on_the_command_service(
     games = await make_games(db, units=10)
     run_id = await make_run(db, games)
     claimed = person("Aiko Tanaka")  # every caller below claims to be this person
+    # The consoles send the signed-in person's session; the others send none.
+    olga = "00000000-0000-4000-8000-0000000000a1"
+    sessions = {"admin-console": session_metadata(await signed_in(db, "Olga", "operator", olga))}
     said: dict[tuple[str, str], tuple[str, str]] = {}
     callers = {
         "omnium-tests": TOKEN,
@@ -87,6 +91,7 @@ async def test_each_role_s_calls_on_the_command_service(
                         actor=claimed,
                     ),
                     timeout=10,
+                    metadata=sessions.get(name, ()),
                 )
             )
             said[name, "Submit units.set_fields"] = await _status(
@@ -99,6 +104,7 @@ async def test_each_role_s_calls_on_the_command_service(
                         actor=claimed,
                     ),
                     timeout=10,
+                    metadata=sessions.get(name, ()),
                 )
             )
             batch = import_batch(run_id, n, [unit_row(1, games.units[5 + n], venue="Arena")])
@@ -137,10 +143,11 @@ async def test_each_role_s_calls_on_the_command_service(
         "caller:results-feed",
         "admin:unit-edit",
     )
+    # The console's command names the person whose session it sent, whoever it claims.
     assert await _timeline(db, "admin-console:status") == (
         "person",
-        "Aiko Tanaka",
-        "account:7",
+        "Olga",
+        f"account:{olga}",
         "admin:unit-edit",
     )
     assert await _timeline(db, "stats-team:status") is None
@@ -149,11 +156,12 @@ async def test_each_role_s_calls_on_the_command_service(
     assert sorted(r["status"] for r in statuses).count("RUNNING") == 3
 
 
-async def test_a_console_naming_no_person_is_recorded_as_itself(
+async def test_a_console_naming_no_person_acts_for_its_signed_in_person(
     database_url: str, db: asyncpg.Connection
 ) -> None:
     """The operators' console acts for people only: a command it sends as an integration is the
-    console's own, and the log says so."""
+    signed-in person's, and the log says so (without a session it is refused:
+    tests/security/test_least_privilege.py)."""
     games = await make_games(db, units=1)
     robot = actor_pb2.Actor(
         kind=actor_pb2.Actor.KIND_INTEGRATION,
@@ -161,6 +169,8 @@ async def test_a_console_naming_no_person_is_recorded_as_itself(
         source_code="scout-fbl",
         screen="admin:units",
     )
+    olga = "00000000-0000-4000-8000-0000000000a1"
+    session = session_metadata(await signed_in(db, "Olga", "operator", olga))
     async with running_command(database_url) as client:
         channel, stub = _stub(client, ADMIN_TOKEN)
         answer = await stub.Submit(
@@ -172,15 +182,11 @@ async def test_a_console_naming_no_person_is_recorded_as_itself(
                 actor=robot,
             ),
             timeout=10,
+            metadata=session,
         )
         await channel.close()
     assert answer.outcome == command_pb2.OUTCOME_ACCEPTED
-    assert await _timeline(db, "posing") == (
-        "system",
-        "admin-console",
-        "caller:admin-console",
-        "admin:units",
-    )
+    assert await _timeline(db, "posing") == ("person", "Olga", f"account:{olga}", "admin:units")
 
 
 async def test_a_person_s_command_without_a_screen_is_invalid_and_writes_nothing(
@@ -247,6 +253,11 @@ async def test_each_role_s_calls_on_the_scoring_service(
     games = await make_games(db, units=1)
     unit = games.units[0]
     await assign(db, games.units)  # the scorer may score the match: only the caller is checked
+    # The consoles send their signed-in person's session: Mina for the gateway.
+    sessions = {
+        "gateway": session_metadata(await signed_in(db, "Mina Park", "scorer", MINA)),
+        "admin-console": session_metadata(await signed_in(db, "Olga", "operator")),
+    }
     said: dict[tuple[str, str], str] = {}
     async with running_scoring(database_url) as scoring:
         callers = {
@@ -265,12 +276,17 @@ async def test_each_role_s_calls_on_the_scoring_service(
                             action=action(unit, f"{name}:1", "start_period"), actor=scorer()
                         ),
                         timeout=30,
+                        metadata=sessions.get(name, ()),
                     )
                 )
             )[0]
             said[name, "GetMatchState"] = (
                 await _status(
-                    stub.GetMatchState(scoring_pb2.GetMatchStateRequest(unit_id=unit), timeout=10)
+                    stub.GetMatchState(
+                        scoring_pb2.GetMatchStateRequest(unit_id=unit),
+                        timeout=10,
+                        metadata=sessions.get(name, ()),
+                    )
                 )
             )[0]
             await channel.close()
@@ -291,7 +307,10 @@ async def test_each_role_s_calls_on_the_scoring_service(
     )
 
 
-async def test_each_role_s_calls_on_the_imports_service(database_url: str) -> None:
+async def test_each_role_s_calls_on_the_imports_service(
+    database_url: str, db: asyncpg.Connection
+) -> None:
+    olga = session_metadata(await signed_in(db, "Olga", "operator"))
     async with games_day(database_url) as day:
         first = await day.sim.make_run("schedule", wait_doorbell=True)
         ours = await day.wait_for_run(first.id)
@@ -315,6 +334,7 @@ async def test_each_role_s_calls_on_the_imports_service(database_url: str) -> No
                             run_id=str(ours["id"]), actor=person(screen="admin:runs")
                         ),
                         timeout=10,
+                        metadata=olga if name == "admin-console" else (),
                     )
                 )
             )[0]

@@ -12,6 +12,7 @@ Run it alone with `-k image_install`.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import secrets
@@ -36,6 +37,7 @@ from tests.support.tls import Tls, make_tls
 REPO = Path(__file__).resolve().parents[2]
 INSTALL = REPO / "deploy" / "image" / "install.sh"
 TOKEN = secrets.token_hex(32)
+TOKEN_SHA256 = hashlib.sha256(TOKEN.encode()).hexdigest()
 # Never in the production venv: the tests' and linters' tools, and the contracts' generator.
 NOT_IN_PRODUCTION = (
     "pytest",
@@ -171,7 +173,8 @@ async def test_image_install_every_service_starts_from_the_runtime_venv_and_stop
         "OMNIUM_GRPC_TLS_CERT_FILE": str(tls.cert),
         "OMNIUM_GRPC_TLS_KEY_FILE": str(tls.key),
         "OMNIUM_GRPC_TLS_CA_FILE": str(tls.ca),
-        "OMNIUM_GRPC_CALLERS": f"image-test:service:{TOKEN}",
+        # Production keeps only each token's hash.
+        "OMNIUM_GRPC_CALLERS": f"image-test:service:sha256={TOKEN_SHA256}",
         "OMNIUM_GRPC_TOKEN": TOKEN,
         "OMNIUM_GRPC_GRACE_SECONDS": "2",
         "OMNIUM_COMMAND_ADDRESS": f"127.0.0.1:{ports['command']}",

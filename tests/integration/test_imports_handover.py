@@ -6,7 +6,6 @@ written twice. Once with `stop()` called in this process, once with SIGTERM sent
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 import time
@@ -19,6 +18,7 @@ import asyncpg
 import httpx
 
 from omnium_devstack import free_port
+from omnium_devstack.stack import dev_process_environ
 from omnium_imports import ImportsApp
 from tests.support.command import CALLERS_ENV, TOKEN
 from tests.support.delivery import eventually, query_until
@@ -219,9 +219,8 @@ async def test_a_sigtermed_imports_process_hands_its_run_to_another_copy(
 
 def _env(database_url: str, command_port: int, doorbell_port: int) -> dict[str, str]:
     """The process as a deployment starts it, on free ports, with the test's short waits."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env = dev_process_environ()
     return env | {
-        "OMNIUM_ENVIRONMENT": "development",
         "OMNIUM_DATABASE_URL": database_url,
         "OMNIUM_COMMAND_ADDRESS": f"127.0.0.1:{command_port}",
         "OMNIUM_GRPC_CALLERS": CALLERS_ENV,

@@ -4,7 +4,6 @@ takes the job, continues the same run, and no batch is written twice."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import socket
 import sys
@@ -13,6 +12,7 @@ import time
 import asyncpg
 
 from omnium.command.v1 import command_pb2_grpc
+from omnium_devstack.stack import dev_process_environ
 from omnium_imports import Pipeline, ScoutClient
 from omnium_imports._worker import Worker
 from tests.support.command import CALLERS_ENV, TOKEN
@@ -30,9 +30,8 @@ def _free_port() -> int:
 
 
 async def _start_worker_process(day: GamesDay) -> asyncio.subprocess.Process:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env = dev_process_environ()
     env |= {
-        "OMNIUM_ENVIRONMENT": "development",
         "OMNIUM_DATABASE_URL": day.database_url,
         "OMNIUM_COMMAND_ADDRESS": f"127.0.0.1:{day.command.port}",
         "OMNIUM_GRPC_TOKEN": TOKEN,

@@ -40,12 +40,15 @@ UNIT_FAN_EVERY = 5
 UNIT_A = "ATHM100M--------------FNL-000100--"
 UNIT_B = "ATHM200M--------------FNL-000100--"
 # A keepalive every second keeps HAProxy's 60 s timeouts far away; burst room for every fan's
-# first connect and reconnect, all from HAProxy's one address.
+# first connect and reconnect, and no cap on one client's streams: the fans all connect from
+# this machine's one address. Each copy's /metrics is read on its public port.
 COPY_SETTINGS = {
     "gateway_workers": "2",
     "gateway_anonymous_reads": "true",
     "gateway_anonymous_burst": "1000",
     "live_heartbeat_seconds": "1",
+    "live_max_streams_per_client": "0",
+    "gateway_public_metrics": "true",
 }
 # A change every 30 ms: a fan away for its retry (250 ms at least) misses several, unless its
 # Last-Event-ID brings them back.

@@ -320,7 +320,11 @@ async def test_past_the_cap_a_stream_is_refused_with_503_and_retry_after(
 ) -> None:
     event = _event_code()
     await make_event(database_url, event, [UNIT_A])
-    options = {"live_max_streams": 3, "live_heartbeat_seconds": 1.0}
+    options = {
+        "live_max_streams": 3,
+        "live_heartbeat_seconds": 1.0,
+        "gateway_public_metrics": True,
+    }
     live = LiveRoutes(gateway_settings(database_url, servers.redis_url, **options))
     async with running_gateway(database_url, servers.redis_url, route_sets=[live], **options) as gw:
         url = f"{gw.url}/v1/events/{event}/live"
@@ -354,6 +358,8 @@ async def test_made_up_games_get_404_and_take_no_reader_from_the_real_games_fans
         "live_redis_connections": 5,
         "live_heartbeat_seconds": 1.0,
         "gateway_anonymous_burst": 1000,
+        # Every listener here comes from the test's one address.
+        "live_max_streams_per_client": 0,
     }
     live = LiveRoutes(gateway_settings(database_url, servers.redis_url, **options))
     redis = aioredis.from_url(servers.redis_url)

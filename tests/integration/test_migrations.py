@@ -41,6 +41,7 @@ EXPECTED_TABLES = {
     "review_item",
     "alert",
     "account_session",
+    "sign_in_throttle",
     "client",
     "client_feed",
     "delivery_attempt",

@@ -5,7 +5,6 @@ a whole schedule comes from a CSV, checked line by line before anything is writt
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2
 from omnium_accounts import AccountError, Assignments
 from omnium_db import PoolRoad, create_pool
+from omnium_devstack.stack import dev_process_environ
 from omnium_settings import Settings
 from tests.support.delivery import eventually
 from tests.support.games import make_games
@@ -208,7 +208,7 @@ async def test_a_venue_and_day_gives_its_matches_and_a_match_of_its_own_wins(
 
 
 def _cli(database_url: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env = dev_process_environ()
     env["OMNIUM_DATABASE_URL"] = database_url
     return subprocess.run(
         [sys.executable, "-m", "omnium_accounts", *args],

@@ -30,7 +30,9 @@ async def test_a_scorer_signs_in_and_scores_over_http(
             viewer = await http.post(
                 "/score/api/sign-in", json={"login": "vic", "password": "a long password"}
             )
-            assert viewer.status_code == 403
+            # Not an account for this console: the same answer as a wrong password.
+            assert viewer.status_code == 401
+            assert viewer.json() == {"error": "the login or the password is wrong"}
             wrong = await http.post("/score/api/sign-in", json={"login": "mina", "password": "x"})
             assert wrong.json() == {"error": "the login or the password is wrong"}
             signed = await http.post(
@@ -135,10 +137,12 @@ async def test_a_provider_pushes_over_http_with_its_key(
             headers={"X-Api-Key": "test-odf-key", "Content-Type": "application/xml"},
         )
         broken = await http.post(path, content=b"<OdfBody", headers={"X-Api-Key": "test-odf-key"})
-    assert (no_key.status_code, bad_key.status_code, unknown.status_code) == (401, 401, 404)
+    assert (no_key.status_code, bad_key.status_code, unknown.status_code) == (401, 401, 401)
+    # An unknown provider and a wrong key get the same answer: a stranger cannot list them.
+    assert unknown.json() == bad_key.json()
     assert good.status_code == 200 and good.json()["outcome"] == "accepted"
     assert good.json()["actions"] == 5
-    assert broken.status_code == 422
+    assert broken.status_code == 400
     assert broken.json()["reason"].startswith("the message is not well-formed XML")
     kept = await db.fetch("SELECT content_type, outcome FROM provider_message ORDER BY id")
     assert [tuple(k) for k in kept] == [

@@ -77,7 +77,7 @@ async def test_a_provider_message_gives_the_state_a_scorer_gives(
         (b"<OdfBody><Competition>", "the message is not well-formed XML (no element found"),
         (
             b'<!DOCTYPE x [<!ENTITY a "aaaa">]><OdfBody/>',
-            "the message has a DOCTYPE or ENTITY; ODF messages carry neither",
+            "the message has a DOCTYPE (a DTD); ODF messages carry none",
         ),
         (b"<Results/>", "the root element is <Results>, not <OdfBody>"),
         (
@@ -115,10 +115,8 @@ async def test_a_message_breaking_the_rules_says_which_action(
         "Action Id 1 (end_period): no period is running: start period 1 first; "
         "0 new action(s) before it were saved"
     )
-    assert (wrong_key.outcome, wrong_key.reason) == (
-        "refused",
-        "the API key is not this provider's",
-    )
+    assert (wrong_key.outcome, wrong_key.refused_for, wrong_key.message_id) == ("refused", "key", 0)
+    assert wrong_key.reason.startswith("this is not the key of a provider here")
     assert not_mapped.reason.startswith("Action 'CORNER' (Id 2) is not mapped")
 
 

@@ -3,6 +3,7 @@ named on a line of its own, and a process in production refuses to start with an
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 import subprocess
@@ -26,10 +27,17 @@ def _real_looking() -> dict[tuple[str, str], str]:
     def real(match: re.Match[str]) -> str:
         return made.setdefault(match.group(0), secrets.token_hex(32))
 
-    return {
+    made_up = {
         key: re.sub(r"EXAMPLE-[A-Za-z0-9-]+", real, value)
         for key, value in example_secrets().items()
     }
+    # As the example's comment asks: the servers are given each caller's hash, not its token.
+    callers = made_up[("omnium", "grpc-callers")].split(",")
+    made_up[("omnium", "grpc-callers")] = ",".join(
+        f"{name}:{role}:sha256={hashlib.sha256(token.encode()).hexdigest()}"
+        for name, role, token in (item.split(":", 2) for item in callers)
+    )
+    return made_up
 
 
 REAL = _real_looking()
@@ -102,6 +110,18 @@ DEV_DEFAULTS = {
             "OMNIUM_OTLP_ENDPOINT": "http://otel.monitoring:4317",
         },
         "OMNIUM_OTLP_ENDPOINT",
+    ),
+    "outbound calls to the metadata service": (
+        {"OMNIUM_OUTBOUND_ALLOWED_NETWORKS": "10.20.0.0/16,169.254.169.254"},
+        "OMNIUM_OUTBOUND_ALLOWED_NETWORKS has 169.254.169.254",
+    ),
+    "outbound calls anywhere": (
+        {"OMNIUM_OUTBOUND_ALLOWED_NETWORKS": "0.0.0.0/0"},
+        "OMNIUM_OUTBOUND_ALLOWED_NETWORKS has 0.0.0.0/0",
+    ),
+    "metrics on the public port": (
+        {"OMNIUM_GATEWAY_PUBLIC_METRICS": "true"},
+        "OMNIUM_GATEWAY_PUBLIC_METRICS is true",
     ),
     "forwarded headers from anywhere": (
         {"OMNIUM_TRUSTED_PROXIES": "10.0.0.0/8,0.0.0.0/0"},

@@ -13,6 +13,7 @@ from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium_command import CommandApp
 from omnium_grpc import actor_message, command_message, open_channel
+from omnium_outbound import LOOPBACK
 from omnium_settings import Settings
 
 # The tests' own processes and clients: one caller with the role of omnium's back-end services,
@@ -57,6 +58,8 @@ def settings_for(database_url: str, **overrides: Any) -> Settings:
     overrides.setdefault("grpc_callers", CALLERS)
     overrides.setdefault("grpc_token", TOKEN)
     overrides.setdefault("environment", "development")
+    # The tests' receivers and Scout simulator listen on loopback.
+    overrides.setdefault("outbound_allowed_networks", LOOPBACK)
     return Settings.from_env({}, database_url=database_url, **overrides)
 
 

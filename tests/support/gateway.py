@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from typing import Any
 import httpx
 from aiohttp import web
 
+from omnium_devstack.stack import dev_process_environ
 from omnium_gateway import GATEWAY, Gateway, RouteSet, make_app
 from omnium_settings import Settings
 
@@ -93,7 +93,7 @@ class GatewayProcess:
 
 
 def gateway_env(database_url: str, redis_url: str, **settings: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
+    env = dev_process_environ()
     env.update(
         OMNIUM_DATABASE_URL=database_url,
         OMNIUM_REDIS_URL=redis_url,
@@ -101,6 +101,8 @@ def gateway_env(database_url: str, redis_url: str, **settings: str) -> dict[str,
         OMNIUM_GATEWAY_METRICS_PORT="0",
         OMNIUM_GATEWAY_REDIS_PREFIX=f"test:{uuid.uuid4().hex[:10]}:",
         OMNIUM_LOG_LEVEL="WARNING",
+        # A dev process, as gateway_settings makes one: production refuses the dev defaults.
+        OMNIUM_ENVIRONMENT="development",
     )
     env.update({f"OMNIUM_{k.upper()}": v for k, v in settings.items()})
     return env

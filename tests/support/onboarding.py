@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import shutil
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 import asyncpg
 
 from omnium_db import apply_migrations, init_connection
-from omnium_devstack.stack import Stack
+from omnium_devstack.stack import Stack, dev_process_environ
 from omnium_imports import (
     ImportsApp,
 )
@@ -88,10 +87,8 @@ class Walkthrough:
 
 
 def terminal_env(command_address: str, **settings: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")}
-    # A dev machine's terminal: production mode (the default) refuses the dev defaults.
-    dev = {"OMNIUM_ENVIRONMENT": "development", "OMNIUM_COMMAND_ADDRESS": command_address}
-    return env | dev | settings
+    env = dev_process_environ()
+    return env | {"OMNIUM_COMMAND_ADDRESS": command_address} | settings
 
 
 def like_the_repository(folder: Path) -> None:
@@ -142,7 +139,13 @@ async def newcomer(
         db = await asyncpg.connect(database_url)
         await init_connection(db)
         address = command_address if command_up else "127.0.0.1:9"
-        env = terminal_env(address, OMNIUM_DATABASE_URL=database_url, OMNIUM_GRPC_TOKEN=TOKEN)
+        env = terminal_env(
+            address,
+            OMNIUM_DATABASE_URL=database_url,
+            OMNIUM_GRPC_TOKEN=TOKEN,
+            # This Scout listens on this machine (README: "if Scout is on your own network").
+            OMNIUM_OUTBOUND_ALLOWED_NETWORKS="127.0.0.0/8",
+        )
         try:
             yield Newcomer(env, tmp_path, sim, db, address)
         finally:

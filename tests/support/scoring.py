@@ -205,12 +205,18 @@ class ConsoleSite:
 
 @asynccontextmanager
 async def running_console(
-    database_url: str, redis_url: str | None = None, **overrides: Any
+    database_url: str,
+    redis_url: str | None = None,
+    *,
+    gateway_token: str | None = None,
+    **overrides: Any,
 ) -> AsyncIterator[ConsoleSite]:
     """The gateway with its scorer routes (as `python -m omnium_gateway` mounts them).
 
     Without `redis_url` the gateway runs as it does when Redis is down: the console does not
     need Redis. `accounts` is the test's own handle for making scorer accounts.
+    `gateway_token`: the gateway calls scoring as that caller (the tests' service caller when
+    unset), e.g. the scorer console's own role.
     """
     from aiohttp import web
 
@@ -222,6 +228,8 @@ async def running_console(
         settings = scoring.settings.replace(
             scoring_address=f"127.0.0.1:{scoring.port}", redis_url=redis_url
         )
+        if gateway_token is not None:
+            settings = settings.replace(grpc_token=gateway_token)
         pool = await create_pool(settings, PoolRoad.PEOPLE, application_name="test", size=2)
         app = make_app(settings, route_sets=[ScorerRoutes(settings)])
         runner = web.AppRunner(app, access_log=None)

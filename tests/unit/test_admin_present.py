@@ -4,8 +4,8 @@ chart, a held row's lookup read from its question, and where sign-in may send a 
 from __future__ import annotations
 
 from omnium.imports.v1 import imports_pb2
+from omnium_accounts.web import local_path
 from omnium_admin import _present
-from omnium_admin._auth import _safe_next
 from omnium_admin._views import _HELD, _local_id
 
 
@@ -88,9 +88,9 @@ def test_a_held_question_names_the_lookup_to_add() -> None:
 
 
 def test_sign_in_sends_a_person_only_to_our_own_pages() -> None:
-    assert _safe_next("/runs?integration=x") == "/runs?integration=x"
+    assert local_path("/runs?integration=x") == "/runs?integration=x"
     for bad in ("https://evil.example/", "//evil.example/", "/\\evil", "", None):
-        assert _safe_next(bad) == "/"
+        assert local_path(bad) == "/"
 
 
 def test_a_form_s_command_id_is_kept_so_a_resend_is_one_change() -> None:

@@ -114,13 +114,13 @@ def test_sections_read_the_variables_they_always_had() -> None:
             "OMNIUM_IMPORTS_PORT": "6053",
             "OMNIUM_GATEWAY_WORKERS": "4",
             "OMNIUM_GRPC_DEADLINE_SECONDS": "2.5",
-            "OMNIUM_SIGN_IN_LOCK_SECONDS": "3",
+            "OMNIUM_SIGN_IN_FREE_FAILURES": "3",
         }
     )
     assert s.imports.port == 6053
     assert s.gateway.workers == 4
     assert s.grpc.deadline_seconds == 2.5
-    assert s.sign_in.lock_seconds == 3.0
+    assert s.sign_in.free_failures == 3
     # Everything else keeps its default, section by section.
     assert s.command.port == 50051 and s.scoring.port == 50052
 

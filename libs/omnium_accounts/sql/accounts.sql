@@ -4,27 +4,11 @@ VALUES ($1, $2, $3, $4)
 RETURNING id, login, name, role;
 
 -- name: set_password
-UPDATE account SET password_hash = $2, failed_sign_ins = 0, locked_until = NULL
-WHERE login = $1
+UPDATE account SET password_hash = $2 WHERE login = $1
 RETURNING id;
 
 -- name: account_for_sign_in
-SELECT id, login, name, role, password_hash, disabled, failed_sign_ins,
-       greatest(extract(epoch FROM locked_until - now()), 0)::float8 AS locked_for
-FROM account WHERE login = $1;
-
--- name: sign_in_failed
--- Past the free failures each one doubles the wait before the next try, up to a cap.
-UPDATE account
-SET failed_sign_ins = failed_sign_ins + 1,
-    locked_until = CASE WHEN failed_sign_ins + 1 > $2
-      THEN now() + make_interval(secs => least($3 * power(2, failed_sign_ins - $2), $4))
-      ELSE locked_until END
-WHERE id = $1
-RETURNING greatest(extract(epoch FROM locked_until - now()), 0)::float8 AS locked_for;
-
--- name: sign_in_passed
-UPDATE account SET failed_sign_ins = 0, locked_until = NULL WHERE id = $1;
+SELECT id, login, name, role, password_hash, disabled FROM account WHERE login = $1;
 
 -- name: rehash_password
 -- A good sign-in on a hash of an older kind: the same password, hashed the current way. Only
@@ -38,11 +22,13 @@ RETURNING expires_at;
 
 -- name: session_by_token
 -- Reading a session also slides its end: an operator at work is not signed out mid-shift.
+-- Only on the console it was made on ($3, its screen; NULL: any).
 UPDATE account_session s
 SET last_seen_at = now(),
     expires_at = greatest(s.expires_at, now() + make_interval(secs => $2))
 FROM account a
 WHERE s.token_hash = $1 AND a.id = s.account_id AND s.expires_at > now() AND NOT a.disabled
+  AND ($3::text IS NULL OR s.screen = $3::text)
 RETURNING a.id, a.login, a.name, a.role, s.csrf_token, s.screen, s.expires_at;
 
 -- name: delete_session
@@ -52,10 +38,9 @@ DELETE FROM account_session WHERE token_hash = $1;
 DELETE FROM account_session WHERE expires_at < now();
 
 -- name: accounts_overview
--- Every account for the admins' screen: its open sessions, when one was last used, how long a
--- slowed-down login still waits, and its last change.
+-- Every account for the admins' screen: its open sessions, when one was last used, and its
+-- last change.
 SELECT a.id, a.login, a.name, a.role, a.disabled, a.created_at,
-       greatest(extract(epoch FROM a.locked_until - now()), 0)::float8 AS slowed_for,
        (count(s.token_hash) FILTER (WHERE s.expires_at > now()))::int AS sessions,
        max(s.last_seen_at) AS last_seen_at,
        c.change AS last_change, c.by_name AS last_change_by, c.at AS last_change_at
@@ -109,3 +94,24 @@ UPDATE api_key SET disabled = $2, changed_at = now() WHERE name = $1 RETURNING i
 
 -- name: live_api_keys
 SELECT name, key_hash, rate_per_second, burst FROM api_key WHERE NOT disabled;
+
+-- name: throttle_take
+-- One place in each count ($1 keys, sorted, with $2 their windows in seconds); a count whose
+-- window is over starts again at 1. The caller rolls back when one is over its limit.
+INSERT INTO sign_in_throttle AS t (key, failures, window_ends)
+SELECT u.key, 1, now() + make_interval(secs => u.window_seconds)
+FROM unnest($1::text[], $2::float8[]) AS u(key, window_seconds)
+ORDER BY u.key
+ON CONFLICT (key) DO UPDATE
+SET failures = CASE WHEN t.window_ends <= now() THEN 1 ELSE t.failures + 1 END,
+    window_ends = CASE WHEN t.window_ends <= now() THEN excluded.window_ends
+                       ELSE t.window_ends END
+RETURNING t.key, t.failures,
+          greatest(extract(epoch FROM t.window_ends - now()), 0)::float8 AS wait;
+
+-- name: throttle_give_back
+UPDATE sign_in_throttle SET failures = failures - 1
+WHERE key = ANY($1::text[]) AND failures > 0 AND window_ends > now();
+
+-- name: throttle_forget
+DELETE FROM sign_in_throttle WHERE window_ends < now();

@@ -9,9 +9,10 @@ from typing import Any
 
 from aiohttp import web
 
-from omnium_accounts import ROLES, AccountError, ApiKeys, Assignments
+from omnium_accounts import ROLES, AccountError, ApiKeys, Assignments, audit
 from omnium_admin._auth import a_role, console, refused_unless, session_of
 from omnium_admin._pages import back, page, who
+from omnium_process import client_address
 
 log = logging.getLogger(__name__)
 
@@ -271,6 +272,7 @@ async def make_key(request: web.Request) -> web.Response:
     except AccountError as exc:
         return await keys_page(request, status=400, error=_not_done(exc), made=made)
     log.info("admin: %s made the API key %s", who(request), view.name)
+    _audit_key(request, view.name, "made")
     return await keys_page(request, new_key=(view.name, key))
 
 
@@ -289,7 +291,21 @@ async def change_key(request: web.Request) -> web.Response:
         else f"Turned the key {name} on: the gateway lets it in within {seconds:g} s."
     )
     log.info("admin: %s: %s", who(request), said)
+    _audit_key(request, name, "turned off" if off else "turned on")
     raise back("/keys", said)
+
+
+def _audit_key(request: web.Request, name: str, change: str) -> None:
+    """An API key made, turned off (revoked) or on: its name and who, never the key."""
+    account = session_of(request).account
+    audit(
+        "api_key_change",
+        key_name=name,
+        change=change,
+        by=account.name,
+        by_source=f"account:{account.id}",
+        address=client_address(request, console(request).settings),
+    )
 
 
 def _sessions(n: int) -> str:

@@ -16,6 +16,7 @@ from omnium.command.v1 import command_pb2_grpc
 from omnium.delivery.v1 import delivery_pb2_grpc
 from omnium.imports.v1 import imports_pb2_grpc
 from omnium_accounts import Accounts
+from omnium_accounts.web import add_security_headers
 from omnium_admin import _auth, _pages, _views
 from omnium_admin._present import FILTERS
 from omnium_db import PoolRoad, create_pool
@@ -75,6 +76,7 @@ class AdminApp:
         self.delivery_channel = open_channel(settings.delivery.address, settings)
         self.delivery = delivery_pb2_grpc.DeliveryServiceStub(self.delivery_channel)
         self.runner: web.AppRunner | None = None
+        self._accounts: Accounts | None = None
         self.port = 0
         self.templates = make_templates()
         self.stopping = asyncio.Event()
@@ -85,8 +87,11 @@ class AdminApp:
 
     @property
     def accounts(self) -> Accounts:
+        # One for the process: its password checks and session cache are shared by every page.
         assert self.people is not None
-        return Accounts(self.people, self.settings)
+        if self._accounts is None:
+            self._accounts = Accounts(self.people, self.settings)
+        return self._accounts
 
     def web_app(self) -> web.Application:
         app = web.Application(
@@ -100,6 +105,7 @@ class AdminApp:
             client_max_size=self.settings.admin.max_form_bytes,
         )
         app[_auth.CONSOLE] = self
+        add_security_headers(app, self.settings)
         _auth.add_routes(app)
         _views.add_routes(app)
         app.router.add_static("/static/", HERE / "static")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
+import math
 import secrets
 import uuid
 from datetime import UTC, datetime
@@ -13,15 +13,19 @@ from urllib.parse import quote
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from omnium_accounts import Account, Role, Session, SignInRefused
+from omnium_accounts import Account, Role, Session, SignInBusy, SignInRefused, SignInThrottled
 from omnium_accounts.web import (
     CSRF_FIELD,
+    CsrfUnreadable,
     clear_session_cookie,
     csrf_ok,
+    local_path,
     request_session,
+    same_token,
     set_session_cookie,
 )
 from omnium_db import pool_answers
+from omnium_process import client_address
 
 if TYPE_CHECKING:
     from omnium_admin._app import AdminApp
@@ -72,7 +76,7 @@ async def signed_in(request: web.Request, handler: Handler) -> web.StreamRespons
     if request.path in PUBLIC or request.path.startswith("/static/"):
         return await handler(request)
     app = console(request)
-    session = await request_session(request, app.accounts)
+    session = await request_session(request, app.accounts, screen=SCREEN)
     if session is None and not app.settings.admin.sign_in_required and _wants_page(request):
         session = Session("", NOBODY, "", SCREEN, datetime.now(UTC))
     if session is None:
@@ -90,14 +94,24 @@ async def signed_in(request: web.Request, handler: Handler) -> web.StreamRespons
             "Scorer accounts have no access to the operators' console. Use the scorer console, "
             "or ask an admin for an operator account.",
         )
-    if request.method not in ("GET", "HEAD") and not await csrf_ok(request, session):
-        return plain_page(
-            request,
-            403,
-            "This form has expired",
-            "The form did not carry this session's security token, so nothing was done. "
-            "Go back, reload the page and try again.",
-        )
+    if request.method not in ("GET", "HEAD"):
+        try:
+            fresh = await csrf_ok(request, session)
+        except CsrfUnreadable as exc:
+            return plain_page(
+                request,
+                400,
+                "This form cannot be read",
+                f"Nothing was done: {exc}. Go back, reload the page and try again.",
+            )
+        if not fresh:
+            return plain_page(
+                request,
+                403,
+                "This form has expired",
+                "The form did not carry this session's security token, so nothing was done. "
+                "Go back, reload the page and try again.",
+            )
     return await handler(request)
 
 
@@ -125,13 +139,6 @@ def may_act(request: web.Request) -> web.Response | None:
     )
 
 
-def _safe_next(value: str | None) -> str:
-    # Only our own paths: never send a person on to another site after sign-in.
-    if value and value.startswith("/") and not value.startswith("//") and "\\" not in value:
-        return value
-    return "/"
-
-
 async def sign_in_page(request: web.Request) -> web.Response:
     return _sign_in_form(request, status=200, error="", login="")
 
@@ -147,7 +154,8 @@ def _sign_in_form(
         error=error,
         login=login,
         retry_after=retry_after,
-        next=_safe_next(request.query.get("next")),
+        # Only our own paths: never send a person on to another site after sign-in.
+        next=local_path(request.query.get("next")),
         csrf_field=CSRF_FIELD,
         csrf_token=token,
         session=None,
@@ -155,7 +163,7 @@ def _sign_in_form(
     )
     response = web.Response(text=html, status=status, content_type="text/html")
     if retry_after > 0:
-        response.headers["Retry-After"] = str(max(1, round(retry_after)))
+        response.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
     response.set_cookie(
         SIGN_IN_COOKIE,
         token,
@@ -170,47 +178,55 @@ def _sign_in_form(
 
 async def sign_in(request: web.Request) -> web.Response:
     app = console(request)
-    form = await request.post()
+    unreadable = "This sign-in form cannot be read: nothing was sent. Reload the page and sign in."
+    try:
+        form = await request.post()
+    except ValueError:
+        return _sign_in_form(request, status=400, error=unreadable, login="")
     sent, expected = form.get(CSRF_FIELD), request.cookies.get(SIGN_IN_COOKIE)
-    if not isinstance(sent, str) or not expected or not hmac.compare_digest(sent, expected):
+    try:
+        fresh = isinstance(sent, str) and bool(expected) and same_token(sent, expected or "")
+    except CsrfUnreadable:
+        return _sign_in_form(request, status=400, error=unreadable, login="")
+    if not fresh:
         return _sign_in_form(
             request,
             status=403,
             error="This sign-in form has expired: nothing was sent. Please sign in again.",
             login="",
         )
-    login = str(form.get("login", "")).strip()
-    password = str(form.get("password", ""))
+    login = form.get("login", "")
+    password = form.get("password", "")
+    if not isinstance(login, str) or not isinstance(password, str):
+        return _sign_in_form(request, status=400, error=unreadable, login="")
+    login = login.strip()
     if not login or not password:
         return _sign_in_form(
             request, status=400, error="Give your login and your password.", login=login
         )
     try:
-        session = await app.accounts.sign_in(login, password, screen=SCREEN)
+        session = await app.accounts.sign_in(
+            login, password, screen=SCREEN, address=client_address(request, app.settings)
+        )
     except SignInRefused as exc:
         error = str(exc)
-        if exc.retry_after > 0 and "try again in" not in error:
-            wait = _wait(exc.retry_after)
-            error += f". Too many failed sign-ins: wait {wait} before the next try"
+        status = 429 if isinstance(exc, SignInThrottled) else 401
+        status = 503 if isinstance(exc, SignInBusy) else status
         return _sign_in_form(
             request,
-            status=429 if exc.retry_after > 0 else 401,
+            status=status,
             error=error[0].upper() + error[1:] + ".",
             login=login,
             retry_after=exc.retry_after,
         )
-    target = _safe_next(str(form.get("next", "")))
+    next_value = form.get("next", "")
+    target = local_path(next_value if isinstance(next_value, str) else "")
     if session.account.role == "scorer":
         target = "/"  # the middleware answers with the plain 403 page
     response = web.HTTPSeeOther(target)
     set_session_cookie(response, session, app.settings)
     response.del_cookie(SIGN_IN_COOKIE, path="/sign-in")
     raise response
-
-
-def _wait(seconds: float) -> str:
-    whole = max(1, round(seconds))
-    return f"{whole} s" if whole < 120 else f"{round(whole / 60)} min"
 
 
 async def sign_out(request: web.Request) -> web.Response:

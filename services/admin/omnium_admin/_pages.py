@@ -31,6 +31,9 @@ async def plain_errors(request: web.Request, handler: Handler) -> web.StreamResp
             status, title, message = 404, "Not found", details
         elif code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
             status, title, message = 400, "Not done", details
+        elif code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+            # The service would not act for this person (their session, their role).
+            status, title, message = 403, "Not allowed", details
         else:
             log.warning("admin: %s %s: %s %s", request.method, request.path, code, details)
             status, title, message = (

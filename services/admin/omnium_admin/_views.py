@@ -18,7 +18,7 @@ from omnium_admin._auth import console, may_act, plain_page, session_of
 from omnium_admin._pages import back, deadline, page, who
 from omnium_admin._sql import QUERIES
 from omnium_db import UNIT_STATUSES
-from omnium_grpc import account_actor, command_message, is_id
+from omnium_grpc import SESSION_HEADER, account_actor, command_message, is_id
 
 log = logging.getLogger(__name__)
 UNIT_FIELDS = ("name", "phase", "start_at", "venue", "status")
@@ -60,6 +60,7 @@ async def set_state(request: web.Request) -> web.Response:
             integration_code=code, state=state, actor=_actor(request, "admin:integrations")
         ),
         timeout=deadline(request),
+        metadata=_person(request),
     )
     raise back("/integrations", f"{code}: {answer.message}")
 
@@ -69,7 +70,9 @@ async def run_now(request: web.Request) -> web.Response:
         return refused
     code = request.match_info["code"]
     answer = await console(request).imports.RunNow(
-        imports_pb2.RunNowRequest(integration_code=code), timeout=deadline(request)
+        imports_pb2.RunNowRequest(integration_code=code),
+        timeout=deadline(request),
+        metadata=_person(request),
     )
     raise back("/integrations", f"{code}: {answer.message}")
 
@@ -165,8 +168,14 @@ async def start_run(request: web.Request) -> web.Response:
     answer = await console(request).imports.StartRun(
         imports_pb2.StartRunRequest(run_id=run_id, actor=_actor(request, screen)),
         timeout=deadline(request),
+        metadata=_person(request),
     )
     raise back(to, answer.message)
+
+
+def _person(request: web.Request) -> tuple[tuple[str, str], ...]:
+    """The signed-in person's session, as call metadata: the services read who acts from it."""
+    return ((SESSION_HEADER, session_of(request).token),)
 
 
 def _actor(request: web.Request, screen: str) -> actor_pb2.Actor:
@@ -239,6 +248,7 @@ async def add_lookup(request: web.Request) -> web.Response:
             by=who(request),
         ),
         timeout=deadline(request),
+        metadata=_person(request),
     )
     raise back("/waiting", f"{answer.message} ({found[0]['name']})")
 
@@ -254,6 +264,7 @@ async def resolve_missing(request: web.Request) -> web.Response:
             actor=_actor(request, "admin:waiting"),
         ),
         timeout=deadline(request),
+        metadata=_person(request),
     )
     raise back("/waiting", answer.message)
 
@@ -315,6 +326,7 @@ async def _submit(
     answer: command_pb2.Answer = await console(request).command.Submit(
         command_message(command_id, code, payload, actor, unit_id=unit_id),
         timeout=deadline(request),
+        metadata=_person(request),
     )
     return answer
 

@@ -9,6 +9,7 @@ import logging
 import asyncpg
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
+from omnium_accounts import CallSessions
 from omnium_command._road import Road
 from omnium_command._service import CommandService
 from omnium_command._standby import StandbyWatch
@@ -49,6 +50,8 @@ class CommandApp:
             self.standby = StandbyWatch(settings, reader)
             self._tasks.append(asyncio.create_task(self.standby.run(self._stopping)))
         self.server = GrpcServer(settings, name="command")
+        # The consoles' calls name their person only through the person's session.
+        self.server.use_sessions(CallSessions(reader, settings))
         self.server.add(
             command_pb2_grpc.add_CommandServiceServicer_to_server,
             CommandService(settings, road, reader),

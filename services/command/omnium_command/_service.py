@@ -18,6 +18,7 @@ from omnium_grpc import (
     actor_message,
     current_caller,
     field_changes,
+    held_results_hidden,
     is_id,
     timestamp,
 )
@@ -75,10 +76,16 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "limit must be 1 to 500")
         subject = request.subject
         before = request.before_id or None
+        # Another team's reader or feed never sees a result the checker holds (DESIGN §8):
+        # the items that carry one are left out until a person approves it.
+        hidden = held_results_hidden()
+        held = [d.upper() for d in self.settings.delivery.checker_disciplines]
         async with self.reader.acquire() as conn:
             if subject.kind == "event":
                 code = subject.event_code or subject.code
-                rows = await conn.fetch(QUERIES["timeline_for_event"], code, before, limit)
+                rows = await conn.fetch(
+                    QUERIES["timeline_for_event"], code, before, limit, hidden, held
+                )
             else:
                 subject_id = subject.id
                 if not subject_id and subject.kind == "unit" and subject.code:
@@ -96,7 +103,13 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
                         "subject.id must be an id (a UUID), or give a unit's code and event_code",
                     )
                 rows = await conn.fetch(
-                    QUERIES["timeline_for_subject"], subject.kind, subject_id, before, limit
+                    QUERIES["timeline_for_subject"],
+                    subject.kind,
+                    subject_id,
+                    before,
+                    limit,
+                    hidden,
+                    held,
                 )
         return command_pb2.GetTimelineResponse(items=[_item(row) for row in rows])
 

@@ -46,9 +46,10 @@ class StandbyWatch:
     async def run(self, stop: asyncio.Event) -> None:
         http: httpx.AsyncClient | None = None
         if self.settings.server.alert_webhook_url:
-            import httpx  # only then: the command process does not load it otherwise
+            # Only then: the command process does not load httpx otherwise.
+            from omnium_outbound import outbound_client
 
-            http = httpx.AsyncClient()
+            http = outbound_client(self.settings)
         try:
             while not stop.is_set():
                 await self.check(http)

@@ -41,6 +41,7 @@ from omnium_delivery._transport import (
 )
 from omnium_delivery._webhook import WebhookTransport
 from omnium_grpc import GrpcServer
+from omnium_outbound import outbound_client
 from omnium_settings import Settings
 from omnium_telemetry import continued_span
 
@@ -101,7 +102,8 @@ class DeliveryApp:
             self.live = LivePush(settings, self.redis)
         else:
             log.warning("delivery: OMNIUM_REDIS_URL is not set, so nothing is pushed live")
-        self.http = httpx.AsyncClient()
+        # Webhooks and the alert webhook: only to addresses the operator allows (omnium_outbound).
+        self.http = outbound_client(settings)
         # Back from an outage, both loops read from their own cursors: the outbox cursor and
         # the feeds marked in the database, so what was saved meanwhile goes out once.
         self.listener = NotifyListener(

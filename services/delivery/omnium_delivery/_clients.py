@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -14,6 +15,7 @@ from omnium_delivery._sftp import SftpTransport
 from omnium_delivery._sql import QUERIES
 from omnium_delivery._transport import ClientSettingsError
 from omnium_delivery._webhook import WebhookTransport
+from omnium_outbound import url_problem
 from omnium_settings import Settings
 
 KINDS = ("schedule", "results", "medals")
@@ -61,7 +63,10 @@ def _feed(client: str, index: int, raw: object, transport: str) -> dict[str, Any
 
 
 def check_client(raw: object, settings: Settings | None = None) -> dict[str, Any]:
-    """A client from settings, checked: every problem is said in words a person can act on."""
+    """A client from settings, checked: every problem is said in words a person can act on.
+
+    With `settings`, a webhook's address is checked against OMNIUM_OUTBOUND_ALLOWED_NETWORKS
+    too (its name is resolved: this blocks)."""
     if not isinstance(raw, Mapping):
         raise ClientSettingsError("a client is an object with code, name, event, transport, feeds")
     code = raw.get("code")
@@ -93,6 +98,14 @@ def check_client(raw: object, settings: Settings | None = None) -> dict[str, Any
     else:
         client_settings["webhook"] = raw.get("webhook")
         WebhookTransport(settings or Settings(), None, code, client_settings)
+        if settings is not None:
+            # Said when the client is saved, against this process's allowed ranges; each send
+            # checks the address it connects to again (omnium_outbound).
+            problem = url_problem(
+                client_settings["webhook"]["url"], settings, what=f"client {code}: webhook.url"
+            )
+            if problem is not None:
+                raise ClientSettingsError(problem)
     return {
         "code": code,
         "name": str(raw.get("name") or code),
@@ -109,7 +122,8 @@ async def load_clients(
 ) -> list[str]:
     """Add or update each client and its feeds (feeds no longer listed are dropped), in one
     transaction; new feeds are built and sent at once. Returns the client codes."""
-    checked = [check_client(raw, settings) for raw in clients]
+    # A webhook's host is resolved to check its address: off the loop.
+    checked = await asyncio.to_thread(lambda: [check_client(raw, settings) for raw in clients])
     codes = []
     async with conn.transaction():
         disciplines: dict[str, dict[str, str]] = {}

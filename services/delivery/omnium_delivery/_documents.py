@@ -7,6 +7,7 @@ import csv
 import hashlib
 import io
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +22,15 @@ EXTENSIONS = {"json": "json", "csv": "csv", "odf": "xml"}
 RESULT_STATUSES = frozenset({"RUNNING", "INTERRUPTED", "UNOFFICIAL", "OFFICIAL", "PROTESTED"})
 _RESULT_FIELDS = ("score", "result", "rank", "medal")
 _SIDE_FIELDS = ("competitor", "name", "noc", *_RESULT_FIELDS)
+# What XML 1.0 allows (its Char production): every other character in a value would make the
+# whole feed unparseable for the client, so it is dropped (a control character in a name read
+# from a provider, a lone surrogate, U+FFFE).
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# A spreadsheet takes a cell starting with one of these as a formula (OWASP's CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# Numbers and times (-1, +0.356, -0:05, +1:02.35) start with a sign too; holding only digits and
+# separators, they cannot call a function, so they stay as they are.
+_SIGNED_NUMBER = re.compile(r"[+-]?\d+(?:[.,:]\d+)*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,18 +153,31 @@ def _csv(document: Document) -> bytes:
         if not unit["sides"]:
             writer.writerow([*head, "", *("" for _ in _SIDE_FIELDS)])
         for side in unit["sides"]:
-            writer.writerow([*head, side["order"], *(_cell(side.get(k)) for k in _SIDE_FIELDS)])
+            writer.writerow(
+                [*head, _cell(side["order"]), *(_cell(side.get(k)) for k in _SIDE_FIELDS)]
+            )
     return out.getvalue().encode()
 
 
 def _cell(value: object) -> str:
-    return "" if value is None else str(value)
+    """A CSV cell: a text a spreadsheet would run as a formula gets a leading ' (OWASP)."""
+    text = "" if value is None else str(value)
+    if text.startswith(_FORMULA_START) and not _SIGNED_NUMBER.fullmatch(text):
+        text = "'" + text
+    # The writer quotes a cell holding its line end (\n) but not a bare \r, which readers take
+    # as the end of the row: every line break becomes \n, inside quotes.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def xml_text(value: object) -> str:
+    """A value as XML 1.0 may hold it: characters it does not allow are dropped."""
+    return _NOT_XML.sub("", str(value))
 
 
 def _attrs(element: ET.Element, values: Iterable[tuple[str, object]]) -> None:
     for name, value in values:
         if value is not None and value != "":
-            element.set(name, str(value))
+            element.set(name, xml_text(value))
 
 
 def _odf(document: Document, version: int, now: datetime) -> bytes:
@@ -210,7 +233,7 @@ def _odf_unit(parent: ET.Element, unit: Mapping[str, Any], *, results: bool) -> 
             ("Venue", unit["venue"]),
         ],
     )
-    ET.SubElement(element, "ItemName", Value=unit["name"])
+    ET.SubElement(element, "ItemName", Value=xml_text(unit["name"]))
     holder = ET.SubElement(element, "Results" if results else "StartList")
     for side in unit["sides"]:
         entry = ET.SubElement(holder, "Result" if results else "Start")
@@ -227,7 +250,7 @@ def _odf_unit(parent: ET.Element, unit: Mapping[str, Any], *, results: bool) -> 
         who = ET.SubElement(entry, "Competitor")
         _attrs(who, [("Code", side["competitor"]), ("Organisation", side["noc"])])
         if side["name"]:
-            ET.SubElement(who, "Description", Name=side["name"])
+            ET.SubElement(who, "Description", Name=xml_text(side["name"]))
 
 
 def medal_row(row: Mapping[str, Any]) -> dict[str, Any]:

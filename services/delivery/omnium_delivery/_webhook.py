@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 import httpx
 
 from omnium_delivery._transport import ClientSettingsError, Outgoing, SendResult, backoff
+from omnium_outbound import AnswerTooLarge, OutboundRefused, read_limited, redacted
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,8 @@ class WebhookTransport:
                 "'secret': 'whsec_...'}}"
             )
         self.url = str(hook["url"])
+        # What logs and the send log show: a query may hold the receiver's token.
+        self.shown_url = redacted(self.url)
         try:
             self.key = secret_key(str(hook["secret"]))
         except ValueError:
@@ -103,23 +106,35 @@ class WebhookTransport:
                 "webhook-signature": sign(self.key, message_id, stamp, body),
             }
             try:
-                response = await self.http.post(
+                async with self.http.stream(
+                    "POST",
                     self.url,
                     content=body,
                     headers=headers,
                     timeout=self.settings.delivery.webhook_timeout_seconds,
-                )
+                ) as response:
+                    # Read (to a limit) so the connection can be used again.
+                    await read_limited(
+                        response,
+                        self.settings.server.outbound_answer_max_bytes,
+                        what=self.shown_url,
+                    )
                 if 200 <= response.status_code < 300:
                     return SendResult("delivered", attempt, None, datetime.now(UTC))
-                error = f"{self.url} answered {response.status_code}"
+                error = f"{self.shown_url} answered {response.status_code}"
                 if response.status_code not in (408, 409, 425, 429) and response.status_code < 500:
                     # The receiver refuses this message itself: trying again would not help.
                     return SendResult("refused", attempt, error, alert="send_failed")
+            except (OutboundRefused, AnswerTooLarge) as exc:
+                # Trying again would be refused again, or read as much again.
+                error = f"{self.shown_url}: {exc}"
+                log.warning("webhook %s: %s", self.client_code, error)
+                return SendResult("refused", attempt, error, alert="send_failed")
             except httpx.TimeoutException:
                 limit = self.settings.delivery.webhook_timeout_seconds
-                error = f"{self.url} did not answer within {limit}s"
+                error = f"{self.shown_url} did not answer within {limit}s"
             except httpx.HTTPError as exc:
-                error = f"{self.url} could not be reached: {str(exc) or type(exc).__name__}"
+                error = f"{self.shown_url} could not be reached: {str(exc) or type(exc).__name__}"
             log.warning("webhook %s: try %s of %s: %s", self.client_code, attempt, tries, error)
             if attempt < tries:
                 await asyncio.sleep(

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from omnium.command.v1 import command_pb2_grpc
 from omnium.imports.v1 import imports_pb2_grpc
+from omnium_accounts import CallSessions
 from omnium_db import NotifyListener, PoolRoad, create_pool
 from omnium_grpc import GrpcServer, open_channel
 from omnium_imports import _queue
@@ -23,6 +24,7 @@ from omnium_imports._scout import ScoutClient
 from omnium_imports._service import SERVICE_NAME as IMPORTS_SERVICE
 from omnium_imports._service import ImportsService
 from omnium_imports._worker import Worker, run_scheduler
+from omnium_outbound import outbound_client
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -60,7 +62,8 @@ class ImportsApp:
         settings = self.settings
         self.pool = await create_pool(settings, PoolRoad.IMPORTS, application_name="imports")
         self.scout = ScoutClient(settings)
-        self.http = httpx.AsyncClient()
+        # The alert webhook: only to an address the operator allows (omnium_outbound).
+        self.http = outbound_client(settings)
         pipeline = Pipeline(
             settings,
             self.pool,
@@ -95,6 +98,8 @@ class ImportsApp:
             self.followups = FollowUps(settings, self.pool, self.scout)
             self.tasks.append(asyncio.create_task(self.followups.run(self.stopping)))
         self.grpc = GrpcServer(settings, name="imports")
+        # The operators' console acts only through the signed-in person's session.
+        self.grpc.use_sessions(CallSessions(self.pool, settings))
         self.grpc.add(
             imports_pb2_grpc.add_ImportsServiceServicer_to_server,
             ImportsService(

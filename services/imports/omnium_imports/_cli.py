@@ -35,6 +35,7 @@ from omnium_imports._files import (
     integration_from,
     lookups_from,
     mapping_from,
+    scout_address_problems,
 )
 from omnium_imports._inputs import Document, Problem, SetupError, read_document
 from omnium_imports._reference import check_reference, unread_fields
@@ -50,6 +51,7 @@ from omnium_imports._setup import (
 )
 from omnium_imports._sql import QUERIES
 from omnium_imports.mapping import LOOKUP_KINDS, MappingVersion
+from omnium_outbound import LOOPBACK
 from omnium_settings import Settings, SettingsError
 
 PROG = "python -m omnium_imports"
@@ -188,6 +190,9 @@ def _act(args: argparse.Namespace, settings: Settings, prepared: object, out: Te
         with dev_database(settings) as url:
             if not settings.server.database_url:
                 settings = settings.replace(grpc_token=dev_grpc_token(settings))
+                if not settings.server.outbound_allowed_networks:
+                    # The dev stack's Scout simulator listens on this machine.
+                    settings = settings.replace(outbound_allowed_networks=LOOPBACK)
             return asyncio.run(_run(args, settings.replace(database_url=url), prepared, out))
     except SetupError as exc:
         return _refused(exc)
@@ -247,6 +252,9 @@ async def _integration_add(
     ctx: Context, args: argparse.Namespace, prepared: tuple[Document, IntegrationSpec]
 ) -> int:
     doc, spec = prepared
+    refused = await asyncio.to_thread(scout_address_problems, spec, ctx.settings)
+    if refused:
+        raise doc.fail(refused)
     async with ctx.pool.acquire() as conn:
         existed = await integration_id(conn, spec.code) is not None
         try:

@@ -14,6 +14,7 @@ from asyncpg.exceptions import TargetServerAttributeNotMatched
 
 from omnium_db import is_outage, pool_answers
 from omnium_imports import _queue
+from omnium_imports._scout import SCOUT_ID
 from omnium_imports._sql import QUERIES
 from omnium_metrics import http_metrics
 from omnium_settings import Settings
@@ -105,16 +106,9 @@ async def _queue_ring(
         )
         if not signature_ok(body, signature, secrets) or integration is None:
             return web.json_response(_UNAUTHORISED, status=401)
-        try:
-            ring_data = json.loads(body)
-            scout_run_id = ring_data["run"]["id"]
-            if not isinstance(scout_run_id, str) or not scout_run_id:
-                raise TypeError
-        except (ValueError, KeyError, TypeError):
-            return web.json_response(
-                {"error": 'the body is not a doorbell: it needs {"run": {"id": "..."}, ...}'},
-                status=400,
-            )
+        scout_run_id, problem = _run_named(body)
+        if problem is not None:
+            return web.json_response({"error": problem}, status=400)
         await conn.execute(QUERIES["heard"], integration["id"])
         if integration["state"] != "on":
             return _answer(False, reason=f"the integration is {integration['state']}")
@@ -125,6 +119,26 @@ async def _queue_ring(
         return _answer(False, reason=f"run {scout_run_id} is already queued")
     log.info("doorbell %s: run %s queued as job %s", code, scout_run_id, job_id)
     return _answer(True, job=job_id)
+
+
+def _run_named(body: bytes) -> tuple[str, str | None]:
+    """The run id a ring names, or why the ring cannot be taken (the 400's words)."""
+    try:
+        ring_data = json.loads(body)
+        scout_run_id = ring_data["run"]["id"]
+        scout_job = ring_data["run"].get("job")
+        if not isinstance(scout_run_id, str) or not scout_run_id:
+            raise TypeError
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return "", 'the body is not a doorbell: it needs {"run": {"id": "..."}, ...}'
+    # The run id goes into the URL of our call to Scout: only an id of Scout's shape does.
+    for name, value in (("run.id", scout_run_id), ("run.job", scout_job)):
+        if value is not None and not (isinstance(value, str) and SCOUT_ID.match(value)):
+            return "", (
+                f"the doorbell's {name} {str(value)[:80]!r} is not a Scout id: use 1 to 64 "
+                "letters, digits, _ or -, starting with a letter or digit. Nothing was queued."
+            )
+    return scout_run_id, None
 
 
 def _answer(queued: bool, **fields: object) -> web.Response:

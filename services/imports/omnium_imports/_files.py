@@ -23,7 +23,10 @@ from omnium_imports._inputs import (
     unknown_fields,
 )
 from omnium_imports._reference import EVENT_CODE
+from omnium_imports._scout import SCOUT_ID
 from omnium_imports.mapping import LOOKUP_KINDS, MappingSpecError, MappingVersion
+from omnium_outbound import url_problem
+from omnium_settings import Settings
 
 STATES = ("on", "paused", "off")
 _CODE = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
@@ -231,9 +234,13 @@ def _check_names(obj: Mapping[str, object], problems: list[Problem]) -> None:
             )
         )
     job = obj.get("scout_job")
-    if "scout_job" in obj and (not isinstance(job, str) or not re.match(r"^[^\s/?#]+$", job)):
+    if "scout_job" in obj and (not isinstance(job, str) or not SCOUT_ID.match(job)):
         problems.append(
-            Problem(("scout_job",), f"scout_job {shown(job)} must be Scout's job id, like schedule")
+            Problem(
+                ("scout_job",),
+                f"scout_job {shown(job)} must be Scout's job id, like schedule: 1 to 64 "
+                "letters, digits, _ or -",
+            )
         )
 
 
@@ -245,6 +252,14 @@ _INTEGRATION_HINTS = {
     "scout_job": 'Scout\'s job id, like "schedule"',
     "mapping": 'a default mapping ("scout_units" or "scout_medals"), a mapping file, or one',
 }
+
+
+def scout_address_problems(spec: IntegrationSpec, settings: Settings) -> list[Problem]:
+    """Scout's address checked as omnium will call it (omnium_outbound), said when the file is
+    saved; each call to Scout checks the address it connects to again. Resolving Scout's name
+    blocks: from async code, call this in a thread."""
+    refused = url_problem(spec.base_url, settings, what="scout_url")
+    return [] if refused is None else [Problem(("scout_url",), refused)]
 
 
 def _is_url(value: object) -> bool:

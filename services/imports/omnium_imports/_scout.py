@@ -6,17 +6,34 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
+from omnium_outbound import AnswerTooLarge, OutboundRefused, outbound_client, read_limited, redacted
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
+
+#: Scout's run and job ids as we take them (DESIGN §6; the simulator's are like
+#: 6b0f5b0801-000001 and schedule): letters, digits, _ and -, at most 64. Nothing else reaches a
+#: URL, so a ring naming run "../jobs/x" cannot send our call elsewhere on Scout.
+SCOUT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
+_ANSWER_SETTING = "OMNIUM_OUTBOUND_ANSWER_MAX_BYTES"
+_PAGE_SETTING = "OMNIUM_SCOUT_PAGE_SIZE × OMNIUM_SCOUT_ROW_MAX_BYTES"
+
+
+def _part(value: str) -> str:
+    """A value placed in a URL path: quoted whole, so it stays one segment whatever it holds."""
+    return quote(value, safe="")
 
 
 class ScoutError(Exception):
@@ -105,21 +122,26 @@ class ScoutClient:
             settings.imports.scout_timeout_seconds,
             connect=settings.imports.scout_connect_timeout_seconds,
         )
-        self._http = httpx.AsyncClient(timeout=timeout, transport=transport)
+        if transport is None:
+            # Scout's address is checked on each connection (omnium_outbound).
+            self._http = outbound_client(settings, timeout=timeout)
+        else:
+            self._http = httpx.AsyncClient(timeout=timeout, transport=transport)
 
     async def close(self) -> None:
         await self._http.aclose()
 
     async def newest_run(self, base_url: str, job: str) -> ScoutRun | None:
         """Scout's newest run of the job, whatever its status: a failed one must be seen."""
-        data = await self._get_json(f"{_base(base_url)}/v1/jobs/{job}/runs", {"limit": "1"})
+        data = await self._get_json(f"{_base(base_url)}/v1/jobs/{_part(job)}/runs", {"limit": "1"})
         runs = data.get("runs") if isinstance(data, dict) else None
         if not isinstance(runs, list):
             raise ScoutError(f"Scout's list of runs of job {job} has no 'runs' list")
         return ScoutRun.from_json(runs[0]) if runs else None
 
     async def run(self, base_url: str, run_id: str) -> ScoutRun:
-        return ScoutRun.from_json(await self._get_json(f"{_base(base_url)}/v1/runs/{run_id}"))
+        url = f"{_base(base_url)}/v1/runs/{_part(run_id)}"
+        return ScoutRun.from_json(await self._get_json(url))
 
     async def items(self, base_url: str, run: ScoutRun) -> list[object]:
         """Every row of the run, page by page, with no database transaction open."""
@@ -142,7 +164,7 @@ class ScoutClient:
                 f"Scout's run {run.id} has {run.row_count:,} rows; at most {limit:,} are read. "
                 "Nothing from this run was written."
             )
-        url = f"{_base(base_url)}/v1/runs/{run.id}/items"
+        url = f"{_base(base_url)}/v1/runs/{_part(run.id)}/items"
         seen = seen or {}
         # Where the run's row count says a next page is there, it is asked for while this one
         # is read and decoded: Scout makes one page while we take in the other.
@@ -154,7 +176,9 @@ class ScoutClient:
             known = run.row_count if run.row_count is not None else -1
             while not in_flight or (len(in_flight) < 2 and next_offset <= known):
                 query = {"offset": str(next_offset), "limit": str(page)}
-                in_flight.append((next_offset, asyncio.ensure_future(self._get(url, query))))
+                in_flight.append(
+                    (next_offset, asyncio.ensure_future(self._get(url, query, page=True)))
+                )
                 next_offset += page
 
         pages: list[ScoutPage] = []
@@ -195,15 +219,20 @@ class ScoutClient:
 
     async def request_page_run(self, base_url: str, job: str, keys: list[str]) -> str:
         """Ask Scout to read these rows' pages again (the settle window); Scout's new run id."""
-        url = f"{_base(base_url)}/v1/jobs/{job}/runs"
+        url = f"{_base(base_url)}/v1/jobs/{_part(job)}/runs"
         try:
-            response = await self._http.post(url, json={"build": "page", "keys": keys})
-        except httpx.HTTPError as exc:
+            async with self._http.stream(
+                "POST", url, json={"build": "page", "keys": keys}
+            ) as response:
+                body = await read_limited(
+                    response, self.settings.server.outbound_answer_max_bytes, what="Scout"
+                )
+        except httpx.HTTPError as exc:  # OutboundRefused and AnswerTooLarge among them
             raise ScoutError(f"Scout could not be asked for a page run: {exc}") from None
         if response.status_code >= 300:
             raise ScoutError(f"Scout answered HTTP {response.status_code} to a page run request")
         try:
-            run_id = response.json()["id"]
+            run_id = json.loads(body)["id"]
         except (ValueError, KeyError, TypeError):
             raise ScoutError("Scout's answer to a page run request has no run id") from None
         return str(run_id)
@@ -211,26 +240,44 @@ class ScoutClient:
     async def _get_json(self, url: str, params: dict[str, str] | None = None) -> Any:
         return _decoded(url, await self._get(url, params))
 
-    async def _get(self, url: str, params: dict[str, str] | None = None) -> bytes:
-        """The body of a 200 answer, asking again on a failure that may pass."""
+    async def _get(
+        self, url: str, params: dict[str, str] | None = None, page: bool = False
+    ) -> bytes:
+        """The body of a 200 answer, asking again on a failure that may pass. It is read to
+        OMNIUM_OUTBOUND_ANSWER_MAX_BYTES, or for a `page` of rows to the page's bound."""
         tries = self.settings.imports.scout_tries
         wait = self.settings.imports.scout_retry_base_seconds
+        limit, setting = self.settings.server.outbound_answer_max_bytes, _ANSWER_SETTING
+        if page:
+            # A page holds at most scout_page_size rows, each of a bounded size: an answer past
+            # that is not a page of Scout's, and is not read to its end.
+            imports = self.settings.imports
+            limit, setting = imports.scout_page_size * imports.scout_row_max_bytes, _PAGE_SETTING
+        # Logs and stored errors show the URL without a user, password or query (a secret).
+        shown = redacted(url)
         for attempt in range(1, tries + 1):
             try:
-                response = await self._http.get(url, params=params)
+                async with self._http.stream("GET", url, params=params) as response:
+                    if response.status_code == 200:
+                        return await read_limited(
+                            response, limit, what=f"Scout at {shown}", setting=setting
+                        )
+            except (OutboundRefused, AnswerTooLarge) as exc:
+                # Asking again would be refused again, or read as much again.
+                raise ScoutError(f"{exc} Nothing from this run was written.") from None
             except httpx.HTTPError as exc:
                 problem = f"{type(exc).__name__} ({exc})" if str(exc) else type(exc).__name__
             else:
-                if response.status_code == 200:
-                    return response.content
                 problem = f"HTTP {response.status_code}"
                 if response.status_code < 500 and response.status_code != 429:
-                    raise ScoutError(f"Scout answered {problem} for {url}; asking again won't help")
+                    raise ScoutError(
+                        f"Scout answered {problem} for {shown}; asking again won't help"
+                    )
             if attempt < tries:
-                log.info("Scout %s for %s; trying again in %.1f s", problem, url, wait)
+                log.info("Scout %s for %s; trying again in %.1f s", problem, shown, wait)
                 await asyncio.sleep(wait)
                 wait *= 2
-        raise ScoutError(f"Scout answered {problem} for {url}, {tries} times in a row")
+        raise ScoutError(f"Scout answered {problem} for {shown}, {tries} times in a row")
 
 
 def _base(url: str) -> str:
@@ -242,7 +289,7 @@ def _decoded(url: str, body: bytes) -> Any:
         return json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ScoutError(
-            f"Scout's answer from {url} is not JSON. Nothing from this run was written."
+            f"Scout's answer from {redacted(url)} is not JSON. Nothing from this run was written."
         ) from None
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import asyncpg
 import grpc
@@ -16,6 +17,7 @@ from omnium.common.v1 import actor_pb2
 from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
 from omnium_grpc import (
     field_changes,
+    held_results_hidden,
     is_id,
     row_outcome_word,
     timestamp,
@@ -33,6 +35,15 @@ _STATES = ("on", "paused", "off")
 _REFUSED = ("refused", "not_placed", "problem")
 # A run's page lists at most this many rows per section when the caller sets no limit.
 _ROWS_PER_SECTION = 5000
+# A side's results: what the checker holds until a person approves them.
+_RESULT_FIELD = re.compile(r"^sides\[\d+\]\.(score|result|rank|medal)$")
+
+
+def _shown(entries: list[Any] | None, held: bool) -> list[Any]:
+    """A row's logged changes as the caller may see them: without results the checker holds."""
+    if not held:
+        return entries or []
+    return [e for e in entries or () if not _RESULT_FIELD.match(str(e.get("field", "")))]
 
 
 class RunRow(TypedDict):
@@ -306,7 +317,11 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
             if run is None:
                 await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no run {request.run_id}")
             limit = request.rows_per_section or _ROWS_PER_SECTION
-            rows = await conn.fetch(QUERIES["run_rows"], request.run_id, limit)
+            # Another team's reader never sees a result the checker holds (DESIGN §8): such a
+            # row is shown without its results until a person approves them.
+            hidden = held_results_hidden()
+            held = [d.upper() for d in self.settings.delivery.checker_disciplines]
+            rows = await conn.fetch(QUERIES["run_rows"], request.run_id, limit, hidden, held)
             totals = await conn.fetchrow(QUERIES["run_row_totals"], request.run_id)
         detail = imports_pb2.RunDetail(
             run=run_message(run),
@@ -321,8 +336,8 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                 key=row["subject_key"],
                 outcome=row["outcome"],
                 reason=row["reason"] or "",
-                changes=field_changes(row["diff"]),
-                kept_by_hand=field_changes(row["kept_by_hand"]),
+                changes=field_changes(_shown(row["diff"], row["held"])),
+                kept_by_hand=field_changes(_shown(row["kept_by_hand"], row["held"])),
             )
             # The query gives each section at most `limit` rows; a row may be in two.
             if row["outcome"] == "accepted" and len(detail.changed) < limit:

@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from omnium_db import UNIT_STATUSES
@@ -95,8 +96,45 @@ def _admitted(gateway: Gateway, handler: Handler) -> Handler:
     return admitted
 
 
+def _limits(gateway: Gateway) -> Middleware:
+    """Every request is counted against a bucket before its handler runs: the reads and live
+    streams admit themselves (by API key, or by address); the scorer console and provider
+    pushes count against their address's console bucket; everything else (the probes, the
+    document, unknown paths) against its address's bucket for those."""
+
+    @web.middleware
+    async def limited(request: web.Request, handler: Handler) -> web.StreamResponse:
+        resource = request.match_info.route.resource
+        if resource is not None and resource.canonical in gateway.admitting:
+            return await handler(request)
+        path = request.path
+        console = path == "/score" or path.startswith(("/score/", "/v1/providers/"))
+        buckets = gateway.console if console else gateway.other
+        refused = await gateway.admit_address(request, buckets)
+        if refused is not None:
+            gateway.metrics.request(buckets.prefix, refused.status, 0.0)
+            return refused
+        return await handler(request)
+
+    return limited
+
+
 def _metrics_page(gateway: Gateway) -> Handler:
-    """Prometheus text: every worker's counts summed (multiprocess files), this one's gauges."""
+    """Prometheus text: every worker's counts summed (multiprocess files), this one's gauges.
+    Off the public port unless OMNIUM_GATEWAY_PUBLIC_METRICS: the counters (pools, routes,
+    Redis) are for operators, and each answer reads every worker's files."""
+
+    async def not_here(request: web.Request) -> web.StreamResponse:
+        del request
+        port = gateway.settings.gateway.metrics_port
+        return error_answer(
+            404,
+            f"Metrics are not served on the public port; read them on the gateway's metrics "
+            f"port ({port}, OMNIUM_GATEWAY_METRICS_PORT).",
+        )
+
+    if not gateway.settings.gateway.public_metrics:
+        return not_here
 
     async def metrics(request: web.Request) -> web.StreamResponse:
         del request
@@ -109,8 +147,9 @@ def _metrics_page(gateway: Gateway) -> Handler:
     return metrics
 
 
-def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
-    """The core routes: the reads (behind API keys and limits), the document and the probes."""
+def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler, bool]]:
+    """The core routes: the reads (behind API keys and limits), the document and the probes;
+    each with whether its handler admits the request itself (else the middleware limits it)."""
 
     async def events(request: web.Request) -> web.StreamResponse:
         return await gateway.cached(request, "events", "events", _reads.read_events)
@@ -182,6 +221,7 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
             _reads.read_medals,
             event,
             top,
+            gateway.held,
         )
 
     async def openapi(request: web.Request) -> web.StreamResponse:
@@ -199,15 +239,15 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler]]:
 
     # The router tries routes in order: the busiest first.
     return [
-        ("unit", "/v1/events/{event}/units/{unit_code}", _admitted(gateway, unit)),
-        ("schedule", "/v1/events/{event}/schedule", _admitted(gateway, schedule)),
-        ("medals", "/v1/events/{event}/medals", _admitted(gateway, medals)),
-        ("events", "/v1/events", _admitted(gateway, events)),
-        ("disciplines", "/v1/events/{event}/disciplines", _admitted(gateway, disciplines)),
-        ("openapi", "/v1/openapi.json", openapi),
-        ("healthz", "/healthz", healthz),
-        ("readyz", "/readyz", readyz),
-        ("metrics", "/metrics", _metrics_page(gateway)),
+        ("unit", "/v1/events/{event}/units/{unit_code}", _admitted(gateway, unit), True),
+        ("schedule", "/v1/events/{event}/schedule", _admitted(gateway, schedule), True),
+        ("medals", "/v1/events/{event}/medals", _admitted(gateway, medals), True),
+        ("events", "/v1/events", _admitted(gateway, events), True),
+        ("disciplines", "/v1/events/{event}/disciplines", _admitted(gateway, disciplines), True),
+        ("openapi", "/v1/openapi.json", openapi, False),
+        ("healthz", "/healthz", healthz, False),
+        ("readyz", "/readyz", readyz, False),
+        ("metrics", "/metrics", _metrics_page(gateway), False),
     ]
 
 
@@ -224,10 +264,16 @@ def make_app(
     entry in `route_sets`: it adds its routes and its part of the OpenAPI document."""
     metrics = metrics or Metrics()
     gateway = Gateway(settings, metrics, route_sets)
-    # Tracing off (the default) adds no middleware: every request's cost counts here.
-    app = web.Application(client_max_size=64 * 1024, middlewares=aiohttp_middlewares(settings))
+    # Tracing off (the default) adds no middleware of its own; the limits' one is the only
+    # one before the route sets' (a read pays its route's lookup in a set, no Redis call).
+    app = web.Application(
+        client_max_size=64 * 1024,
+        middlewares=[*aiohttp_middlewares(settings), _limits(gateway)],
+    )
     app[GATEWAY] = gateway
-    for route, path, handler in _reads_routes(gateway):
+    for route, path, handler, admits in _reads_routes(gateway):
+        if admits:
+            gateway.admitting.add(path)
         app.router.add_get(path, _guard(route, handler, metrics))
     for route_set in gateway.route_sets:
         route_set.add_routes(app, gateway)

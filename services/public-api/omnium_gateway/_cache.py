@@ -192,6 +192,10 @@ class Cache:
         self.listening = False
         self.prefix = settings.gateway.redis_prefix
         self.channel = self.prefix + "invalidate"
+        # Copies are kept per set of disciplines the checker holds by setting: a gateway
+        # started with a checker switched on never serves a copy made without it.
+        held = sorted({d.upper() for d in settings.delivery.checker_disciplines})
+        self.copies = self.prefix + (f"held={','.join(held)}:" if held else "")
         self._fill = redis.register_script(_FILL) if redis is not None else None
         self._release = redis.register_script(_RELEASE) if redis is not None else None
 
@@ -476,12 +480,12 @@ class Cache:
         )
 
     def _keys(self, key: CacheKey) -> tuple[str, str, str, str]:
-        prefix = self.prefix
+        copies = self.copies
         return (
-            prefix + "e:" + key.name,
+            copies + "e:" + key.name,
             self.gen_key(key.group),
-            prefix + "lock:" + key.name,
-            prefix + "z:" + key.name,
+            copies + "lock:" + key.name,
+            copies + "z:" + key.name,
         )
 
     def gen_key(self, group: str) -> str:

@@ -31,6 +31,7 @@ from omnium_gateway._cache import (
 )
 from omnium_gateway._encoding import BROTLI, GZIP, IDENTITY, acceptable, variant_etag
 from omnium_gateway._limits import (
+    AddressBuckets,
     Client,
     RateLimiter,
     database_keys,
@@ -42,6 +43,7 @@ from omnium_gateway._openapi import document
 from omnium_gateway._outbox import OutboxRelay
 from omnium_gateway._purge import SharedCachePurge
 from omnium_metrics import waiting
+from omnium_process import client_address
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -51,8 +53,6 @@ STOP_PART_SECONDS = 2.0
 RELAY_REDIS_CONNECTIONS = 4
 
 JSON_TYPE = "application/json"
-# At most this many addresses keep their own anonymous bucket object in a worker's memory.
-_ANONYMOUS_CLIENTS = 100_000
 
 
 def redis_client(url: str, settings: Settings, name: str, connections: int) -> aioredis.Redis:
@@ -146,12 +146,33 @@ class Gateway:
         # stays while the database is down.
         self.database_keys: dict[str, Client] = {}
         self.known_keys: dict[str, Client] = {}
-        self.anonymous: dict[str, Client] = {}
+        # Per client address, behind our proxies (omnium_process.client_address): the reads
+        # without a key, the scorer console and provider pushes, and every other route. Each
+        # its own bucket, so fans reading on a venue's network do not use up its scorers'.
+        g, most = settings.gateway, settings.gateway.rate_clients
+        self.anonymous = AddressBuckets(
+            "ip", "anonymous reads from this address", g.anonymous_rate_per_second,
+            g.anonymous_burst, most,
+        )  # fmt: skip
+        self.console = AddressBuckets(
+            "console", "the scorer console from this address", g.console_rate_per_second,
+            g.console_burst, most,
+        )  # fmt: skip
+        self.other = AddressBuckets(
+            "other", "this address", g.other_rate_per_second, g.other_burst, most
+        )
+        # The routes (as the router names them) whose handlers call admit() themselves; every
+        # other route is limited by its address before its handler runs.
+        self.admitting: set[str] = set()
         self.tasks: list[asyncio.Task[None]] = []
         # Set on SIGTERM: /readyz says not ready, so balancers send this copy nothing new.
         self.stopping = False
         self.openapi_body = json.dumps(
-            document([rs.openapi() for rs in self.route_sets], settings.gateway.anonymous_reads)
+            document(
+                [rs.openapi() for rs in self.route_sets],
+                settings.gateway.anonymous_reads,
+                settings.gateway.public_metrics,
+            )
         ).encode()
         # A shared cache (Varnish, a CDN) may keep a copy as long as the gateway does: the
         # relay purges it when its data changes. Reads behind API keys are not for sharing.
@@ -302,33 +323,55 @@ class Gateway:
     # -- clients and answers -----------------------------------------------------------------
 
     async def admit(self, request: web.Request) -> web.Response | None:
-        """None when the request may go on; else the 401 or 429 to answer."""
+        """None when the request may go on; else the 401 or 429 to answer. A key is limited
+        by its own bucket; without one (or with one not known) the client's address is."""
         key = request.headers.get("X-API-Key")
         if key is None:
             if not self.settings.gateway.anonymous_reads:
-                return error_answer(401, "Send your API key in the X-API-Key header.")
-            address = request.remote or "unknown"
-            client = self.anonymous.get(address)
-            if client is None:
-                if len(self.anonymous) >= _ANONYMOUS_CLIENTS:
-                    self.anonymous.clear()
-                client = Client(
-                    "anonymous",
-                    f"ip:{address}",
-                    self.settings.gateway.anonymous_rate_per_second,
-                    self.settings.gateway.anonymous_burst,
+                return await self._refuse(
+                    request, 401, "Send your API key in the X-API-Key header."
                 )
-                self.anonymous[address] = client
+            client = self.anonymous.client(client_address(request, self.settings))
         else:
-            client = self.known_keys.get(key)
-            if client is None:
-                digest = hash_key(key)
-                client = self.keys.get(digest) or self.database_keys.get(digest)
-                if client is None:
-                    return error_answer(
-                        401, "This API key is not known; check the X-API-Key header."
-                    )
+            found = self._key_client(key)
+            if found is None:
+                return await self._refuse(
+                    request, 401, "This API key is not known; check the X-API-Key header."
+                )
+            client = found
+        return await self._take(client)
+
+    async def admit_address(
+        self, request: web.Request, buckets: AddressBuckets
+    ) -> web.Response | None:
+        """None when the client's address has room in `buckets`; else the 429 to answer."""
+        return await self._take(buckets.client(client_address(request, self.settings)))
+
+    def stream_owner(self, request: web.Request) -> str:
+        """Whom a live stream counts against: its API key, or its address without one."""
+        key = request.headers.get("X-API-Key")
+        client = self._key_client(key) if key is not None else None
+        if client is not None:
+            return client.bucket
+        return "ip:" + client_address(request, self.settings)
+
+    def _key_client(self, key: str) -> Client | None:
+        client = self.known_keys.get(key)
+        if client is None:
+            digest = hash_key(key)
+            client = self.keys.get(digest) or self.database_keys.get(digest)
+            if client is not None:
+                # Only known keys are kept, so this holds at most one entry per key.
                 self.known_keys[key] = client
+        return client
+
+    async def _refuse(self, request: web.Request, status: int, message: str) -> web.Response:
+        """`status` with `message`, counted against the address (429 past it): guessing keys
+        costs the guesser's own bucket like any read."""
+        over = await self.admit_address(request, self.anonymous)
+        return over if over is not None else error_answer(status, message)
+
+    async def _take(self, client: Client) -> web.Response | None:
         wait = await self.limiter.take(client)
         if wait is None:
             return None

@@ -5,6 +5,10 @@ from memory, so a busy client costs a Redis call per slice, not per request. A s
 share of the bucket (at least one token) and is given back to nobody: it simply expires after a
 second, so the limit holds across every worker and copy. While Redis is down, each worker keeps
 its own bucket with the same numbers.
+
+A worker's memory of clients is bounded (`OMNIUM_GATEWAY_RATE_CLIENTS`): past it, the client
+seen least recently is forgotten. Forgetting costs that client one more Redis call when it comes
+back (Redis keeps its bucket), so an attacker cycling through addresses grows nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 import redis.asyncio as aioredis
 
@@ -39,6 +46,7 @@ if granted > 0 then return {granted, 0} end
 return {0, math.ceil((1 - tokens) / rate * 1000)}
 """
 LEASE_SECONDS = 1.0
+_V = TypeVar("_V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +98,57 @@ def parse_api_keys(settings: Settings) -> dict[str, Client]:
     return clients
 
 
+class Recent(Generic[_V]):
+    """A table of at most `most` entries by name; the one used least recently goes first."""
+
+    __slots__ = ("_entries", "most")
+
+    def __init__(self, most: int) -> None:
+        if most < 1:
+            raise SettingsError(f"OMNIUM_GATEWAY_RATE_CLIENTS is {most}; it must be at least 1.")
+        self.most = most
+        self._entries: OrderedDict[str, _V] = OrderedDict()
+
+    def get(self, name: str, make: Callable[[str], _V]) -> _V:
+        """The entry named `name`, made by `make(name)` (the oldest forgotten if the table is
+        full) when there is none."""
+        entries = self._entries
+        found = entries.get(name)
+        if found is not None:
+            entries.move_to_end(name)
+            return found
+        if len(entries) >= self.most:
+            entries.popitem(last=False)
+        made = entries[name] = make(name)
+        return made
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+
+class AddressBuckets:
+    """One kind of route's bucket per client address: the reads without a key, the console..."""
+
+    def __init__(self, prefix: str, name: str, rate: float, burst: int, most: int) -> None:
+        if rate <= 0 or burst < 1:
+            raise SettingsError(
+                f"The gateway's limit for {name} needs a rate above 0 and a burst of at least 1 "
+                f"(it is {rate} a second, burst {burst}); fix its OMNIUM_GATEWAY_* settings."
+            )
+        self.prefix, self.name, self.rate, self.burst = prefix, name, rate, burst
+        self.clients: Recent[Client] = Recent(most)
+        self._made = self._make  # bound once: a request makes no new callable
+
+    def client(self, address: str) -> Client:
+        return self.clients.get(address, self._made)
+
+    def _make(self, address: str) -> Client:
+        return Client(self.name, f"{self.prefix}:{address}", self.rate, self.burst)
+
+
 @dataclass(slots=True)
 class _Lease:
     tokens: int = 0
@@ -111,7 +170,7 @@ class RateLimiter:
         self.settings = settings
         self.redis = redis
         self.cache = cache
-        self.leases: dict[str, _Lease] = {}
+        self.leases: Recent[_Lease] = Recent(settings.gateway.rate_clients)
         self._take = redis.register_script(_TAKE) if redis is not None else None
         self._prefetches: set[asyncio.Task[bool]] = set()
 
@@ -120,9 +179,9 @@ class RateLimiter:
         return list(self._prefetches)
 
     async def take(self, client: Client) -> float | None:
-        lease = self.leases.get(client.bucket)
-        if lease is None:
-            lease = self.leases[client.bucket] = _Lease()
+        # A lease forgotten while its fetch is under way is only replaced: the fetch ends on
+        # the old one, and the next request takes a slice for the new one.
+        lease = self.leases.get(client.bucket, _new_lease)
         while True:
             now = time.monotonic()
             if lease.tokens > 0 and now < lease.until:
@@ -184,6 +243,11 @@ class RateLimiter:
             lease.own_tokens -= 1
             return None
         return (1 - lease.own_tokens) / client.rate
+
+
+def _new_lease(bucket: str) -> _Lease:
+    del bucket
+    return _Lease()
 
 
 def retry_after(seconds: float) -> str:

@@ -54,7 +54,8 @@ def _errors(*codes: int) -> dict[str, Any]:
         "400": "A query parameter is not valid; `parameter` names it.",
         "401": "The X-API-Key is not known (or a key is required and none was sent).",
         "404": "No such event, unit or discipline (cached briefly).",
-        "429": "Over this key's rate limit; wait Retry-After seconds.",
+        "429": "Over this key's rate limit (or, without a key, this address's); wait "
+        "Retry-After seconds.",
         "503": "The database cannot answer and nothing is cached for this request.",
     }
     answers: dict[str, Any] = {}
@@ -233,6 +234,12 @@ SCHEMAS: dict[str, Any] = {
         "properties": {
             "event": {"type": "string"},
             "top": _nullable("integer"),
+            "held": {
+                "type": "boolean",
+                "description": "True while a result that decides medals waits for a person's "
+                "approval (the checker step): the table then has no rows until it is approved.",
+            },
+            "note": {"type": "string", "description": "Why the table is held, when it is."},
             "rows": {
                 "type": "array",
                 "items": {
@@ -253,6 +260,12 @@ SCHEMAS: dict[str, Any] = {
 }
 
 _PLAIN = {"type": "object", "additionalProperties": True}
+# Every route is limited per client address; these by a bucket apart from the reads'.
+_ADDRESS_LIMIT = {
+    "description": "Too many requests from this address; wait Retry-After seconds.",
+    "headers": {"Retry-After": {"schema": {"type": "string"}}},
+    "content": {"application/json": {"schema": _ref("Error")}},
+}
 
 PATHS: dict[str, Any] = {
     "/v1/events": _read("Every event (Games) omnium holds", "Events", []),
@@ -314,7 +327,8 @@ PATHS: dict[str, Any] = {
                 "200": {
                     "description": "OpenAPI 3.1",
                     "content": {"application/json": {"schema": _PLAIN}},
-                }
+                },
+                "429": _ADDRESS_LIMIT,
             },
         }
     },
@@ -323,7 +337,11 @@ PATHS: dict[str, Any] = {
             "summary": "The process answers",
             "operationId": "healthz",
             "responses": {
-                "200": {"description": "Alive", "content": {"application/json": {"schema": _PLAIN}}}
+                "200": {
+                    "description": "Alive",
+                    "content": {"application/json": {"schema": _PLAIN}},
+                },
+                "429": _ADDRESS_LIMIT,
             },
         }
     },
@@ -340,6 +358,7 @@ PATHS: dict[str, Any] = {
                     "description": "Neither PostgreSQL nor Redis answers",
                     "content": {"application/json": {"schema": _PLAIN}},
                 },
+                "429": _ADDRESS_LIMIT,
             },
         }
     },
@@ -351,16 +370,22 @@ PATHS: dict[str, Any] = {
                 "200": {
                     "description": "Prometheus text format",
                     "content": {"text/plain": {"schema": {"type": "string"}}},
-                }
+                },
+                "429": _ADDRESS_LIMIT,
             },
         }
     },
 }
 
 
-def document(parts: list[dict[str, Any]], anonymous: bool) -> dict[str, Any]:
-    """The whole document: the core paths and schemas, then each route set's part."""
+def document(
+    parts: list[dict[str, Any]], anonymous: bool, public_metrics: bool = False
+) -> dict[str, Any]:
+    """The whole document: the core paths and schemas, then each route set's part. /metrics
+    is in it only where the public port serves it (OMNIUM_GATEWAY_PUBLIC_METRICS)."""
     paths = copy.deepcopy(PATHS)
+    if not public_metrics:
+        del paths["/metrics"]
     schemas = copy.deepcopy(SCHEMAS)
     for part in parts:
         paths.update(part.get("paths", {}))

@@ -34,6 +34,8 @@ from omnium_telemetry import continued_span
 log = logging.getLogger(__name__)
 
 NOTIFY_CHANNEL = "omnium_domain_event"
+#: The outbox row a client's checker switched on or off writes (migration 0022).
+CHECKER_CHANGED = "checker.changed"
 LEASE_SECONDS = 5.0
 BATCH_ROWS = 1000
 _RENEW = """
@@ -42,13 +44,16 @@ return 0
 """
 
 
-def groups_for(kind: str, event: str, code: str | None) -> set[str]:
-    """The cache groups one outbox row touches."""
+def groups_for(kind: str, event: str, code: str | None, *, medal: bool = False) -> set[str]:
+    """The cache groups one outbox row touches; `medal`: it changes a side's medal."""
     # An approval changes what a unit the checker holds shows (its results as approved).
     if kind.startswith("unit.") or kind == "results.approved":
         groups = {f"schedule:{event}", f"unit:{event}:{code}"}
         if kind == "unit.created":
             groups.add(f"disciplines:{event}")
+        # A medal saved or approved may hold or free the medal table (the checker step).
+        if medal or kind == "results.approved":
+            groups.add(f"medals:{event}")
         return groups
     if kind.startswith("medal_row."):
         return {f"medals:{event}"}
@@ -275,11 +280,19 @@ async def _groups_of(conn: asyncpg.Connection, rows: list[asyncpg.Record]) -> se
     """The cache groups the outbox rows change; a competitor's are those of its units."""
     groups: set[str] = set()
     competitors: list[str] = []
+    checked: set[str] = set()
     for row in rows:
         if row["subject_kind"] == "competitor":
             competitors.append(row["subject_id"])
-        groups |= groups_for(row["kind"], row["event"], row["code"])
+        if row["kind"] == CHECKER_CHANGED:
+            checked.add(row["event"])
+        groups |= groups_for(row["kind"], row["event"], row["code"], medal=row["medal"])
     if competitors:
         for unit in await conn.fetch(QUERIES["units_of_competitors"], competitors):
+            groups.add(f"unit:{unit['event']}:{unit['code']}")
+    if checked:
+        # A checker switched on holds results every cached copy of the Games may show (kept
+        # up to 6 h): drop each unit's copy along with the Games' lists, at once.
+        for unit in await conn.fetch(QUERIES["units_of_events"], sorted(checked)):
             groups.add(f"unit:{unit['event']}:{unit['code']}")
     return groups

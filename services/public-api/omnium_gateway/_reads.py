@@ -98,9 +98,23 @@ async def read_unit(
     return Loaded(200, row["body"].encode(), state_of([row["status"]]))
 
 
-async def read_medals(conn: asyncpg.Connection, event: str, top: int | None) -> Loaded:
-    row = await conn.fetchrow(QUERIES["medals"], event, top)
+#: Why a held medal table has no rows, for the people reading it.
+MEDALS_HELD = (
+    "A result that decides medals is waiting for a person's approval; the table shows again "
+    "once it is approved."
+)
+
+
+async def read_medals(
+    conn: asyncpg.Connection, event: str, top: int | None, held: tuple[str, ...] = ()
+) -> Loaded:
+    """`held`: the disciplines the checker holds by setting (clients' checkers are read too)."""
+    row = await conn.fetchrow(QUERIES["medals"], event, top, list(held))
     if row is None:
         return not_found(f"There is no event {event}.")
-    body = f'{{"event":{_q(event)},"top":{json.dumps(top)},"rows":{row["items"]}}}'
+    note = f',"note":{_q(MEDALS_HELD)}' if row["held"] else ""
+    body = (
+        f'{{"event":{_q(event)},"top":{json.dumps(top)},"held":{json.dumps(row["held"])}'
+        f'{note},"rows":{row["items"]}}}'
+    )
     return Loaded(200, body.encode(), LEADERBOARD)

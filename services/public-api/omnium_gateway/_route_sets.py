@@ -12,7 +12,7 @@ from omnium_accounts import Accounts, AccountsUnavailable
 from omnium_db import DATABASE_ERRORS, PoolRoad, create_pool
 from omnium_gateway._gateway import Gateway, RouteSet
 from omnium_gateway._openapi import EVENT_PATTERN, UNIT_PATTERN
-from omnium_live import STREAM_ID_PATTERN, add_live_routes, live_redis
+from omnium_live import LIVE_ROUTES, STREAM_ID_PATTERN, add_live_routes, live_redis
 from omnium_scorer_web import add_scorer_routes
 from omnium_settings import Settings
 
@@ -75,7 +75,11 @@ def _stream_operation(summary: str, parameters: list[dict[str, Any]]) -> dict[st
                     "content": {"application/json": {"schema": _ERROR}},
                 },
                 "429": {
-                    "description": "Over this key's rate limit; see Retry-After.",
+                    "description": (
+                        "Over this key's rate limit (without a key, this address's), or this "
+                        "client already holds its most live streams on this copy; see "
+                        "Retry-After."
+                    ),
                     "content": {"application/json": {"schema": _ERROR}},
                 },
                 "503": {
@@ -123,6 +127,7 @@ class LiveRoutes:
             grace_seconds=self.settings.live.read_grace_seconds,
             max_connections=self.settings.live.redis_connections,
         )
+        gateway.admitting.update(LIVE_ROUTES)
         add_live_routes(
             app,
             redis,
@@ -134,6 +139,9 @@ class LiveRoutes:
             listener_queue=self.settings.live.listener_queue,
             counters=gateway.metrics,
             max_seconds=self.settings.live.stream_max_seconds,
+            owner=gateway.stream_owner,
+            max_per_client=self.settings.live.max_streams_per_client,
+            client_retry_after_seconds=self.settings.live.client_retry_after_seconds,
         )
 
         async def close(app: web.Application) -> None:
@@ -168,7 +176,7 @@ class ScorerRoutes:
         accounts = Accounts(
             None, settings, cache_seconds=settings.scoring.scorer_session_cache_seconds
         )
-        add_scorer_routes(app, settings, accounts)
+        add_scorer_routes(app, settings, accounts, redis=gateway.redis)
 
         async def connect(app: web.Application) -> None:
             # Sign-in writes sessions: the people's road, not the readers'. No connection is

@@ -6,17 +6,20 @@ from omnium_scoring._app import ScoringApp
 from omnium_scoring._providers import (
     PROVIDERS_DIR,
     MessageRefused,
+    MessageUnreadable,
     ProviderFileError,
     Providers,
     ProviderSpec,
     load_provider_file,
     parse_odf,
+    read_xml,
 )
 from omnium_scoring._scorer import Scorer
 
 __all__ = [
     "PROVIDERS_DIR",
     "MessageRefused",
+    "MessageUnreadable",
     "ProviderFileError",
     "ProviderSpec",
     "Providers",
@@ -24,4 +27,5 @@ __all__ = [
     "ScoringApp",
     "load_provider_file",
     "parse_odf",
+    "read_xml",
 ]

@@ -10,6 +10,7 @@ from grpc import aio
 
 from omnium.command.v1 import command_pb2_grpc
 from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
+from omnium_accounts import CallSessions
 from omnium_db import PoolRoad, create_pool
 from omnium_grpc import GrpcServer, open_channel
 from omnium_scoring._assigned import Assigned
@@ -70,6 +71,9 @@ class ScoringApp:
         assert self.scorer is not None
         await self.watchers.start(settings, self.assigned)
         self.server = GrpcServer(settings, name="scoring")
+        assert self.scorer is not None
+        # The consoles' calls name their person only through the person's session.
+        self.server.use_sessions(CallSessions(self.scorer.reader, settings))
         self.server.add(
             scoring_pb2_grpc.add_ScoringServiceServicer_to_server,
             ScoringService(settings, self.scorer, providers, self.watchers),

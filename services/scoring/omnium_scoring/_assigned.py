@@ -81,6 +81,21 @@ class Assigned:
             self._known[key] = (now + seconds, reason)
         return reason
 
+    async def read_problem(self, actor: actor_pb2.Actor, unit_id: str) -> str | None:
+        """Why this scorer may not follow this match, in a scorer's words; None: it may. A
+        scorer reads only the matches it may score, as the list shows it only those."""
+        reason = await self.problem(actor, unit_id)
+        if reason is None:
+            return None
+        if account_of(actor) is None:
+            return "sign in first: a scorer follows only the matches assigned to them"
+        if " not to you" in reason or "not assigned to you" in reason:
+            return (
+                "this match is not assigned to you, so it is not shown here. Ask an operator "
+                "to assign it to you."
+            )
+        return reason
+
     async def record(self, actor: actor_pb2.Actor, action: scoring_pb2.Action, reason: str) -> None:
         """Keep the refusal where an operator looks (the console's Scorers screen); an outage
         does not turn the refusal into an error."""

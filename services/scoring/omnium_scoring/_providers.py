@@ -9,10 +9,11 @@ import logging
 import re
 import tomllib
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from xml.parsers import expat
 
 import asyncpg
 import httpx
@@ -28,15 +29,33 @@ log = logging.getLogger(__name__)
 Outcome = scoring_pb2.Outcome
 PROVIDERS_DIR = Path(__file__).resolve().parents[3] / "providers"
 _CODE = re.compile(r"^[a-z0-9][a-z0-9_-]{1,39}$")
+_UNIT_CODE = re.compile(r"[A-Z0-9-]{34}")
+# An action's Id becomes part of its client id (command_id): short and plain.
+_ACTION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+_ORDER = re.compile(r"[0-9]{1,3}")
+_SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 DOCUMENT_TYPES = ("DT_PLAY_BY_PLAY",)
+# The same answer for an unknown provider and a wrong key, so a stranger cannot list providers.
+WRONG_KEY = (
+    "this is not the key of a provider here: check the provider code in the address and the "
+    "key in the X-Api-Key header"
+)
 
 
 class ProviderFileError(ValueError):
     """A provider settings file cannot be used; the message names the file and the key."""
 
 
+# (key, message) -> the error naming the file and the key.
+_Fail = Callable[[str, str], ProviderFileError]
+
+
 class MessageRefused(ValueError):
     """A provider message that cannot be used; kept raw, and this says why."""
+
+
+class MessageUnreadable(MessageRefused):
+    """A message that is not an ODF message omnium reads (not XML, a DTD, another document)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +67,11 @@ class ProviderSpec:
     format: str = "odf"
     address: str | None = None
     login: str | None = None
+    # Dev only: a password written in the file (production refuses it; see password_file).
     secret: str | None = None
+    # A mounted secret holding the pull provider's password, read at each pull so a rotated
+    # secret counts without a restart.
+    password_file: Path | None = None
     api_key_hash: bytes | None = None
     interval_seconds: float = 5.0
     enabled: bool = True
@@ -56,7 +79,10 @@ class ProviderSpec:
     actions: Mapping[str, str] = field(default_factory=dict)
 
 
-def load_provider_file(path: Path) -> ProviderSpec:
+def load_provider_file(path: Path, *, production: bool = False) -> ProviderSpec:
+    """One provider file. `production`: a key or password written in the file is refused
+    (the deploy checks say the same before any process starts)."""
+
     def fail(key: str, message: str) -> ProviderFileError:
         return ProviderFileError(f"{path}: {key}: {message}")
 
@@ -75,17 +101,10 @@ def load_provider_file(path: Path) -> ProviderSpec:
     event = data.get("event")
     if not isinstance(event, str) or not event:
         raise fail("event", "name the Games the provider's messages are for, e.g. AG2026")
-    key = data.get("api_key")
-    key_hash = data.get("api_key_sha256")
-    digest = None
-    if key_hash:
-        digest = bytes.fromhex(key_hash)
-    elif key:
-        digest = hashlib.sha256(str(key).encode()).digest()
-    if mode == "push" and not (key or key_hash):
-        raise fail("api_key", "a push provider needs api_key (or api_key_sha256)")
+    digest = _key_digest(data, str(mode), production, fail)
     if mode == "pull" and not data.get("address"):
         raise fail("address", "a pull provider needs the address omnium reads")
+    password, password_file = _password(path, data, production, fail)
     interval = data.get("interval_seconds", 5.0)
     if not isinstance(interval, (int, float)) or interval <= 0:
         raise fail("interval_seconds", "is how often a pull provider is read, in seconds")
@@ -99,7 +118,8 @@ def load_provider_file(path: Path) -> ProviderSpec:
         event_code=event,
         address=data.get("address"),
         login=data.get("login"),
-        secret=data.get("password"),
+        secret=password,
+        password_file=password_file,
         api_key_hash=digest,
         interval_seconds=float(interval),
         enabled=bool(data.get("enabled", True)),
@@ -107,11 +127,85 @@ def load_provider_file(path: Path) -> ProviderSpec:
     )
 
 
-def load_provider_folder(folder: Path) -> list[ProviderSpec]:
+def _key_digest(
+    data: Mapping[str, Any],
+    mode: str,
+    production: bool,
+    fail: _Fail,
+) -> bytes | None:
+    """The sha256 of the push key: api_key_sha256, or (development only) of api_key."""
+    key = data.get("api_key")
+    key_hash = data.get("api_key_sha256")
+    if key is not None and key_hash is not None:
+        raise fail("api_key", "give api_key_sha256 alone (api_key is for the dev stack only)")
+    if key_hash is not None:
+        if not isinstance(key_hash, str) or not _SHA256_HEX.fullmatch(key_hash):
+            raise fail(
+                "api_key_sha256",
+                'is the key\'s sha256 in 64 hex digits: printf %s "$KEY" | sha256sum',
+            )
+        return bytes.fromhex(key_hash)
+    if key is not None:
+        if production:
+            raise fail(
+                "api_key",
+                "is written in the file, which production refuses: write its hash instead, "
+                'api_key_sha256 = "<hex>" (printf %s "$KEY" | sha256sum)',
+            )
+        if not isinstance(key, str) or not key:
+            raise fail("api_key", "is the key the provider sends in X-Api-Key, as a string")
+        return hashlib.sha256(key.encode()).digest()
+    if mode == "push":
+        raise fail("api_key_sha256", "a push provider needs the sha256 of its key")
+    return None
+
+
+def _password(
+    path: Path, data: Mapping[str, Any], production: bool, fail: _Fail
+) -> tuple[str | None, Path | None]:
+    """A pull provider's password: a mounted file (password_file), or in development only a
+    password written in the provider file."""
+    password = data.get("password")
+    named = data.get("password_file")
+    if password is not None and named is not None:
+        raise fail("password", "give password_file alone (password is for the dev stack only)")
+    if password is not None:
+        if production:
+            raise fail(
+                "password",
+                "is written in the file, which production refuses: mount it from your secret "
+                "store and name that file with password_file",
+            )
+        return str(password), None
+    if named is None:
+        return None, None
+    if not isinstance(named, str) or not named:
+        raise fail("password_file", "is the path of a file holding the password")
+    # A relative path is read beside the provider file, as a mounted secret usually sits.
+    secret_path = (path.parent / named).resolve()
+    try:
+        read_password(secret_path)
+    except OSError as exc:
+        raise fail(
+            "password_file",
+            f"cannot be read ({exc.strerror or exc}): mount the secret at {secret_path} or "
+            "name the file it is in",
+        ) from None
+    return None, secret_path
+
+
+def read_password(path: Path) -> str:
+    """A password file's text without its line ending, as `echo` and secret stores write it."""
+    return path.read_text(encoding="utf-8").rstrip("\r\n")
+
+
+def load_provider_folder(folder: Path, *, production: bool = False) -> list[ProviderSpec]:
     """Every providers/<code>.toml; one bad file stops the start, named."""
     if not folder.is_dir():
         return []
-    return [load_provider_file(path) for path in sorted(folder.glob("*.toml"))]
+    return [
+        load_provider_file(path, production=production) for path in sorted(folder.glob("*.toml"))
+    ]
 
 
 @dataclass(slots=True)
@@ -124,40 +218,77 @@ class OdfAction:
     fields: dict[str, Any]
 
 
+def _no_dtd(*_: object) -> None:
+    raise MessageUnreadable(
+        "the message has a DOCTYPE (a DTD); ODF messages carry none and omnium reads none: "
+        "send the OdfBody alone"
+    )
+
+
+def read_xml(body: bytes) -> ET.Element:
+    """The message as an element tree, read by expat with any DTD refused.
+
+    The refusal is expat's own doctype event, so it holds whatever the encoding (a UTF-16
+    document hides `<!DOCTYPE` from any look at the raw bytes) and no entity is ever declared,
+    let alone expanded. Without a DTD expat knows only the five predefined entities.
+    """
+    builder = ET.TreeBuilder()
+    parser = expat.ParserCreate()
+    parser.StartDoctypeDeclHandler = _no_dtd
+    parser.EntityDeclHandler = _no_dtd
+    parser.StartElementHandler = builder.start
+    parser.EndElementHandler = builder.end
+    parser.CharacterDataHandler = builder.data
+    parser.buffer_text = True
+    try:
+        parser.Parse(body, True)
+    except MessageRefused:
+        raise  # the doctype handler's own refusal (a ValueError too)
+    except expat.ExpatError as exc:
+        raise MessageUnreadable(f"the message is not well-formed XML ({exc})") from None
+    except (ValueError, LookupError) as exc:
+        # pyexpat's answer to a declared encoding it cannot decode byte by byte (Shift_JIS...).
+        raise MessageUnreadable(
+            f"the message's encoding cannot be read ({exc}); send it as UTF-8 or UTF-16"
+        ) from None
+    root: ET.Element = builder.close()
+    return root
+
+
 def parse_odf(
-    body: bytes, spec: ProviderSpec, sides_by_noc: Mapping[str, int] | None = None
+    body: bytes,
+    spec: ProviderSpec,
+    sides_by_noc: Mapping[str, int] | None = None,
+    *,
+    max_actions: int | None = None,
 ) -> tuple[str, list[OdfAction]]:
     """The unit code and the actions of an ODF-style DT_PLAY_BY_PLAY message."""
-    # Provider XML never needs a DTD; refusing one closes entity-expansion attacks without
-    # another dependency (defusedxml does the same, and more, for documents that need DTDs).
-    head = body[:4096].upper()
-    if b"<!DOCTYPE" in head or b"<!ENTITY" in body.upper():
-        raise MessageRefused("the message has a DOCTYPE or ENTITY; ODF messages carry neither")
-    try:
-        root = ET.fromstring(body)
-    except ET.ParseError as exc:
-        raise MessageRefused(f"the message is not well-formed XML ({exc})") from None
+    root = read_xml(body)
     if root.tag != "OdfBody":
-        raise MessageRefused(f"the root element is <{root.tag}>, not <OdfBody>")
+        raise MessageUnreadable(f"the root element is <{root.tag}>, not <OdfBody>")
     doc_type = root.get("DocumentType", "")
     if doc_type not in DOCUMENT_TYPES:
-        raise MessageRefused(
+        raise MessageUnreadable(
             f"DocumentType {doc_type!r} is not read here; omnium reads {', '.join(DOCUMENT_TYPES)}"
         )
     competition = root.get("CompetitionCode", "")
     if competition != spec.event_code:
-        raise MessageRefused(
+        raise MessageUnreadable(
             f"CompetitionCode {competition!r} is not {spec.event_code}, the Games this "
             "provider is registered for"
         )
     unit_code = root.get("DocumentCode", "")
-    if not re.match(r"^[A-Z0-9-]{34}$", unit_code):
-        raise MessageRefused(f"DocumentCode {unit_code!r} is not a 34-character unit code")
-    actions: list[OdfAction] = []
-    for element in root.iter("Action"):
-        actions.append(_odf_action(element, spec, unit_code, sides_by_noc))
-    if not actions:
-        raise MessageRefused("the message has no <Action> elements")
+    if not _UNIT_CODE.fullmatch(unit_code):
+        raise MessageUnreadable(f"DocumentCode {unit_code!r} is not a 34-character unit code")
+    elements = list(root.iter("Action"))
+    if not elements:
+        raise MessageUnreadable("the message has no <Action> elements")
+    if max_actions is not None and len(elements) > max_actions:
+        raise MessageUnreadable(
+            f"the message has {len(elements)} <Action> elements; at most {max_actions} are "
+            "read from one message: send the rest in another"
+        )
+    actions = [_odf_action(element, spec, unit_code, sides_by_noc) for element in elements]
     return unit_code, actions
 
 
@@ -166,8 +297,11 @@ def _odf_action(
 ) -> OdfAction:
     """One <Action>: its id, its mapped kind, the side it is for and its fields."""
     ident = element.get("Id", "")
-    if not ident:
-        raise MessageRefused("an <Action> has no Id; every action needs one")
+    if not _ACTION_ID.fullmatch(ident):
+        raise MessageUnreadable(
+            f"an <Action> has the Id {ident[:80]!r}; every action needs an Id of 1 to 64 "
+            "letters, digits or . _ : -"
+        )
     code = element.get("Action", "")
     kind = spec.actions.get(code)
     if kind is None:
@@ -181,12 +315,19 @@ def _odf_action(
     if competitor is not None:
         order = competitor.get("Order")
         noc = competitor.get("Code", "")
-        if order and order.isdigit():
+        if order and _ORDER.fullmatch(order):
             side = int(order)
+        elif order:
+            raise MessageUnreadable(
+                f"Action Id {ident}: the competitor's Order {order[:20]!r} is not a side "
+                "number (1, 2, ...)"
+            )
         elif sides_by_noc and noc in sides_by_noc:
             side = sides_by_noc[noc]
         else:
-            raise MessageRefused(f"Action Id {ident}: the competitor has no Order")
+            raise MessageUnreadable(
+                f"Action Id {ident}: the competitor has no Order (its side, 1, 2, ...)"
+            )
         for athlete in competitor.iter("Athlete"):
             bib = athlete.get("Bib") or athlete.get("Code") or ""
             role = athlete.get("Role", "")
@@ -222,7 +363,8 @@ class Providers:
                         "mode": spec.mode,
                         "address": spec.address,
                         "login": spec.login,
-                        "secret": spec.secret,
+                        # Passwords stay in their files (and the dev stack's in memory).
+                        "secret": None,
                         "api_key_hash": spec.api_key_hash,
                         "interval_seconds": spec.interval_seconds,
                         "event_code": spec.event_code,
@@ -233,7 +375,8 @@ class Providers:
         self.specs[spec.code] = spec
 
     async def register_folder(self, folder: Path) -> list[str]:
-        for spec in load_provider_folder(folder):
+        production = self.settings.server.environment == "production"
+        for spec in load_provider_folder(folder, production=production):
             await self.register(spec)
         return sorted(self.specs)
 
@@ -243,43 +386,76 @@ class Providers:
         """Keep the message as received, then turn it into actions. api_key None: pulled."""
         spec = self.specs.get(code)
         if spec is None or not spec.enabled:
-            return scoring_pb2.ProviderAnswer(
-                outcome="refused", reason=f"there is no provider {code!r} taking messages"
-            )
+            log.info("provider push to %r refused: no such provider taking messages", code)
+            return _refused("key", WRONG_KEY)
         if api_key is not None:
-            sent = hashlib.sha256(api_key.encode()).digest()
+            sent = hashlib.sha256(api_key.encode("utf-8", "surrogateescape")).digest()
             if spec.api_key_hash is None or not hmac.compare_digest(sent, spec.api_key_hash):
-                return scoring_pb2.ProviderAnswer(
-                    outcome="refused", reason="the API key is not this provider's"
-                )
-        if len(body) > self.settings.scoring.provider_max_bytes:
-            return scoring_pb2.ProviderAnswer(
-                outcome="refused",
-                reason=f"the message is {len(body)} bytes; at most "
-                f"{self.settings.scoring.provider_max_bytes} are taken",
+                log.info("provider push to %s refused: not its key", code)
+                return _refused("key", WRONG_KEY)
+        scoring = self.settings.scoring
+        if len(body) > scoring.provider_max_bytes:
+            return _refused(
+                "too_large",
+                f"the message is {len(body)} bytes; at most {scoring.provider_max_bytes} are "
+                "taken (OMNIUM_PROVIDER_MAX_BYTES): send it in smaller parts",
             )
-        async with self.pool.acquire() as conn:
+        async with self.pool.acquire() as conn, conn.transaction():
+            # Counted and kept in one transaction: a message is in the day's count exactly
+            # when it is kept.
+            count = QUERIES.statement("count_kept_bytes")
+            counted = await conn.fetchval(
+                count.text,
+                *count.args(
+                    {
+                        "code": code,
+                        "bytes": len(body),
+                        "day_max_bytes": scoring.provider_day_max_bytes,
+                    }
+                ),
+            )
+            if counted is None:
+                wait = await conn.fetchval(QUERIES["seconds_to_midnight"])
+                return _refused(
+                    "quota",
+                    f"{spec.code} has sent the {scoring.provider_day_max_bytes} bytes a day "
+                    "omnium keeps for one provider (OMNIUM_PROVIDER_DAY_MAX_BYTES); nothing "
+                    "from this message was kept. Send it again after midnight UTC, or ask the "
+                    "operators to raise the bound.",
+                    retry_after=int(wait),
+                )
             message_id = await conn.fetchval(QUERIES["keep_message"], code, content_type, body)
-        outcome, reason, unit_id, count = await self._apply(spec, body, message_id)
+        outcome, refused_for, reason, unit_id, count_saved = await self._apply(
+            spec, body, message_id
+        )
         async with self.pool.acquire() as conn:
             await conn.execute(
-                QUERIES["message_outcome"], message_id, outcome, reason, unit_id, count
+                QUERIES["message_outcome"], message_id, outcome, reason, unit_id, count_saved
             )
         return scoring_pb2.ProviderAnswer(
-            outcome=outcome, reason=reason or "", message_id=message_id, actions=count
+            outcome=outcome,
+            reason=reason or "",
+            message_id=message_id,
+            actions=count_saved,
+            refused_for=refused_for,
         )
 
     async def _apply(
         self, spec: ProviderSpec, body: bytes, message_id: int
-    ) -> tuple[str, str | None, str | None, int]:
+    ) -> tuple[str, str, str | None, str | None, int]:
+        """(outcome, refused_for, reason, unit id, actions saved) of a kept message."""
         try:
-            unit_code, actions = parse_odf(body, spec)
+            unit_code, actions = parse_odf(
+                body, spec, max_actions=self.settings.scoring.provider_max_actions
+            )
+        except MessageUnreadable as exc:
+            return "refused", "unreadable", str(exc), None, 0
         except MessageRefused as exc:
-            return "refused", str(exc), None, 0
+            return "refused", "rules", str(exc), None, 0
         async with self.pool.acquire() as conn:
             unit = await conn.fetchrow(QUERIES["unit_by_code"], spec.event_code, unit_code)
         if unit is None:
-            return "refused", f"there is no unit {unit_code} in {spec.event_code}", None, 0
+            return "refused", "rules", f"there is no unit {unit_code} in {spec.event_code}", None, 0
         unit_id: str = unit["id"]
         sport = self.scorer.sport_of(unit["discipline"], unit["sport_file"])
         actor = source_actor("provider", spec.code, f"provider:{spec.format}:{spec.mode}")
@@ -311,14 +487,24 @@ class Providers:
                     f"Action Id {ident} ({action.kind}): {answer.reason}; "
                     f"{saved} new action(s) before it were saved"
                 )
-                return "refused", reason, unit_id, saved
+                return "refused", "rules", reason, unit_id, saved
         if saved == 0 and duplicates:
-            return "duplicate", "every action in it was saved before", unit_id, 0
-        return "accepted", None, unit_id, saved
+            return "duplicate", "", "every action in it was saved before", unit_id, 0
+        return "accepted", "", None, unit_id, saved
 
     async def pull_once(self, code: str, http: httpx.AsyncClient) -> scoring_pb2.ProviderAnswer:
         spec = self.specs[code]
-        auth = (spec.login, spec.secret or "") if spec.login else None
+        auth = None
+        if spec.login:
+            try:
+                password = read_password(spec.password_file) if spec.password_file else spec.secret
+            except OSError as exc:
+                return _refused(
+                    "key",
+                    f"the password file {spec.password_file} cannot be read "
+                    f"({exc.strerror or exc}); nothing was read from {spec.address}",
+                )
+            auth = (spec.login, password or "")
         response = await http.get(spec.address or "", auth=auth)
         async with self.pool.acquire() as conn:
             await conn.execute(QUERIES["pulled"], code)
@@ -348,3 +534,13 @@ class Providers:
             except httpx.HTTPError as exc:
                 log.warning("provider %s: could not read %s (%s)", spec.code, spec.address, exc)
             await asyncio.sleep(spec.interval_seconds)
+
+
+def _refused(refused_for: str, reason: str, *, retry_after: int = 0) -> scoring_pb2.ProviderAnswer:
+    """A message refused before it was kept."""
+    return scoring_pb2.ProviderAnswer(
+        outcome="refused",
+        reason=reason,
+        refused_for=refused_for,
+        retry_after_seconds=retry_after,
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from grpc import aio
@@ -12,14 +12,16 @@ from grpc import aio
 from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
 from omnium_db import is_outage
-from omnium_grpc import abort_internal, current_caller
+from omnium_grpc import abort_internal, current_caller, held_results_hidden
 from omnium_scoring._providers import Providers
 from omnium_scoring._scorer import Scorer
+from omnium_scoring._sql import QUERIES
 from omnium_scoring._watchers import Watchers
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+SCORER = actor_pb2.Actor.KIND_SCORER
 _UNREACHABLE = (
     "the database did not answer (it may be restarting or failing over); nothing was "
     "confirmed. Ask again in a few seconds."
@@ -49,6 +51,35 @@ def _recorded(actor: actor_pb2.Actor) -> actor_pb2.Actor:
     """The sender to record: as sent when the caller's role may name it, else the caller."""
     caller = current_caller()
     return actor if caller is None else caller.recorded(actor)
+
+
+def _withheld(state: scoring_pb2.MatchState, approved: Any) -> scoring_pb2.MatchState:
+    """A held match as another team may see it: who plays and its status, and its sides'
+    results only as a person last approved them (none before the first approval)."""
+    sides = {int(side.get("order") or 0): side for side in (approved or {}).get("sides") or ()}
+    shown = scoring_pb2.MatchState(
+        unit_id=state.unit_id,
+        unit_code=state.unit_code,
+        name=state.name,
+        status=state.status,
+        sport=state.sport,
+        seq=state.seq,
+    )
+    if state.HasField("sport_actions"):
+        shown.sport_actions.CopyFrom(state.sport_actions)
+    for side in state.sides:
+        mark = sides.get(side.order, {})
+        shown.sides.append(
+            scoring_pb2.SideScore(
+                order=side.order,
+                name=side.name,
+                noc=side.noc,
+                score=str(mark.get("score") or ""),
+                result=str(mark.get("result") or ""),
+                rank=int(mark.get("rank") or 0),
+            )
+        )
+    return shown
 
 
 class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
@@ -87,6 +118,17 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
         self, request: scoring_pb2.GetMatchStateRequest, context: aio.ServicerContext
     ) -> scoring_pb2.MatchState:
         """The match as asked for; NOT_FOUND for no such unit, UNAVAILABLE in an outage."""
+        caller = current_caller()
+        if caller is not None and caller.role.people and SCORER in caller.role.names:
+            # The scorer console reads for its signed-in scorer: only the matches they score.
+            reader = caller.acting(actor_pb2.Actor(kind=SCORER))
+            refusal = await _read(
+                context,
+                f"match {request.unit_id}",
+                self.scorer.assigned.read_problem(reader, request.unit_id),
+            )
+            if refusal is not None:
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
         state = await _read(
             context,
             f"match {request.unit_id}",
@@ -100,7 +142,19 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
         if state is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no unit {request.unit_id}")
         assert state is not None
+        if held_results_hidden():
+            held = await _read(context, f"match {request.unit_id}", self._held([state.unit_id]))
+            if state.unit_id in held:
+                return _withheld(state, held[state.unit_id])
         return state
+
+    async def _held(self, unit_ids: list[str]) -> dict[str, Any]:
+        """Of these units, those whose results the checker holds, with their newest approval:
+        another team's reader or feed sees none of their results before a person approves
+        them (DESIGN §8)."""
+        held = [d.upper() for d in self.settings.delivery.checker_disciplines]
+        rows = await self.scorer.reader.fetch(QUERIES["held_matches"], unit_ids, held)
+        return {row["id"]: row["approved"] for row in rows}
 
     async def WatchMatch(
         self, request: scoring_pb2.GetMatchStateRequest, context: aio.ServicerContext
@@ -119,7 +173,7 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
     async def ListMatches(
         self, request: scoring_pb2.ListMatchesRequest, context: aio.ServicerContext
     ) -> scoring_pb2.ListMatchesResponse:
-        return await _read(
+        listing = await _read(
             context,
             "the list of matches",
             self.scorer.list_matches(
@@ -128,6 +182,16 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
                 request.actor if request.HasField("actor") else None,
             ),
         )
+        if held_results_hidden() and listing.matches:
+            held = await _read(
+                context, "the list of matches", self._held([m.unit_id for m in listing.matches])
+            )
+            for match in listing.matches:
+                if match.unit_id in held:
+                    # The summary is the score as saved: held until a person approves it.
+                    match.summary = ""
+                    del match.sides[:]
+        return listing
 
     async def ReceiveProviderMessage(
         self, request: scoring_pb2.ProviderMessage, context: aio.ServicerContext

@@ -86,16 +86,22 @@ SELECT json_build_object(
   FROM shown x;
 
 -- name: medals
--- The whole Games' table (rows with no discipline), best first; $2 is the top N or null. A row
--- with no medal is not in it (medals.withdraw_row takes a NOC's last medal away so).
-SELECT e.code AS event,
+-- The whole Games' table (rows with no discipline), best first; $2 is the top N or null, $3 the
+-- disciplines the checker holds by setting. While a unit the checker holds shows a medal its
+-- approval does not, the table is held: no rows, `held` true (a medal row cannot say which
+-- unit's result it counts, so none is shown that could rest on the waiting one). A row with no
+-- medal is not in it (medals.withdraw_row takes a NOC's last medal away so).
+WITH ev AS (
+  SELECT e.id, e.code, event_medals_held(e.id, $3::text[]) AS held FROM event e WHERE e.code = $1
+)
+SELECT ev.code AS event, ev.held,
+       CASE WHEN ev.held THEN '[]' ELSE
        (SELECT coalesce(json_agg(json_build_object(
                  'rank', m.rank, 'noc', m.noc, 'gold', m.gold, 'silver', m.silver,
                  'bronze', m.bronze, 'total', m.total)
                ORDER BY m.rank NULLS LAST, m.gold DESC, m.silver DESC, m.bronze DESC, m.noc), '[]')
           FROM (SELECT * FROM medal_row r
-                 WHERE r.event_id = e.id AND r.discipline_id IS NULL AND r.total > 0
+                 WHERE r.event_id = ev.id AND r.discipline_id IS NULL AND r.total > 0
                  ORDER BY r.rank NULLS LAST, r.gold DESC, r.silver DESC, r.bronze DESC, r.noc
-                 LIMIT $2) m)::text AS items
-  FROM event e
- WHERE e.code = $1;
+                 LIMIT $2) m)::text END AS items
+  FROM ev;

@@ -99,6 +99,25 @@ SELECT code, name, format, mode, address, login, secret, api_key_hash, interval_
 -- name: pull_providers
 SELECT code FROM provider WHERE mode = 'pull' AND enabled ORDER BY code;
 
+-- name: count_kept_bytes
+-- Adds a message's bytes to its provider's count for today (UTC), only while the count stays
+-- within the day's bound; no row back: the bound is reached and nothing may be kept. The row
+-- lock orders messages of one provider across every copy of scoring.
+UPDATE provider
+   SET kept_day = (now() AT TIME ZONE 'UTC')::date,
+       kept_day_bytes = CASE WHEN kept_day = (now() AT TIME ZONE 'UTC')::date
+                             THEN kept_day_bytes + :bytes ELSE :bytes END
+ WHERE code = :code
+   AND CASE WHEN kept_day = (now() AT TIME ZONE 'UTC')::date
+            THEN kept_day_bytes + :bytes ELSE :bytes END <= :day_max_bytes
+RETURNING kept_day_bytes;
+
+-- name: seconds_to_midnight
+-- When the day's bound starts again: seconds to the next midnight UTC.
+SELECT ceil(extract(epoch FROM
+         date_trunc('day', now() AT TIME ZONE 'UTC') + interval '1 day'
+         - (now() AT TIME ZONE 'UTC')))::int;
+
 -- name: keep_message
 -- The message as received, before anything is read from it.
 INSERT INTO provider_message (provider_code, content_type, body, sha256)
@@ -111,3 +130,10 @@ UPDATE provider_message SET outcome = $2, reason = $3, unit_id = $4::uuid, actio
 
 -- name: pulled
 UPDATE provider SET last_pulled_at = now() WHERE code = $1;
+
+-- name: held_matches
+-- Of these units, the ones whose results the checker holds ($2: the disciplines held by
+-- setting), each with its newest approval (null: never approved).
+SELECT u.id::text AS id, approved_unit(u.id) AS approved
+  FROM unit u
+ WHERE u.id = ANY($1::uuid[]) AND unit_results_held(u.id, $2::text[]);

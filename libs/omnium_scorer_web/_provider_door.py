@@ -1,0 +1,242 @@
+"""The provider push door, POST /v1/providers/{provider}/messages: limits, then scoring.
+
+In this order, each step cheaper than the next: the client address's wrong-key budget (a
+stranger guessing keys is refused here before any key is looked at), the provider's own rate,
+the body read up to its bound, then scoring, which checks the key, counts the day's bytes,
+keeps the message and reads it. Both rates are token buckets in Redis, so every gateway copy
+shares them; while Redis is down each worker keeps its own with the same numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+import redis.asyncio as aioredis
+from aiohttp import web
+from grpc import aio
+from redis.exceptions import RedisError
+
+from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
+from omnium_process import client_address
+from omnium_settings import Settings
+
+log = logging.getLogger(__name__)
+
+# KEYS[1] the bucket; ARGV: rate per second, burst, cost (0: only look). Answers the
+# milliseconds to wait, 0 when the request may go on (and then the cost is taken).
+_TAKE = """
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = tonumber(state[1]) or burst
+local at = tonumber(state[2]) or now
+tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
+if tokens < 1 then
+  return math.max(1, math.ceil((1 - tokens) / rate * 1000))
+end
+if cost > 0 then
+  redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - cost), 'at', tostring(now))
+  redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
+end
+return 0
+"""
+_REDIS_DOWN = (RedisError, OSError, asyncio.TimeoutError)
+# The provider table's own CHECK on codes: anything else names no provider.
+_PROVIDER = re.compile(r"[a-z0-9][a-z0-9_-]{1,39}")
+# A key is printable ASCII; anything else is no provider's key (and could not travel in gRPC).
+_KEY = re.compile(r"[!-~]{1,256}")
+_CONTENT_TYPE = re.compile(r"[!-~ ]{0,256}")
+# The same answer for an unknown provider and a wrong key, so a stranger cannot list providers.
+WRONG_KEY = (
+    "this is not the key of a provider here: check the provider code in the address and the "
+    "key in the X-Api-Key header"
+)
+
+
+class DoorLimits:
+    """Token buckets by name: wait() answers None when a request may go on, else seconds."""
+
+    def __init__(self, settings: Settings, redis: aioredis.Redis | None) -> None:
+        self.prefix = settings.gateway.redis_prefix + "provider-door:"
+        self.redis = redis
+        self.take_script = redis.register_script(_TAKE) if redis is not None else None
+        self.most_local = settings.scoring.provider_local_buckets
+        # name -> (tokens, monotonic time of that count): this worker's own, while Redis is down.
+        self.local: OrderedDict[str, tuple[float, float]] = OrderedDict()
+
+    async def wait(self, name: str, rate: float, burst: int, *, cost: int = 1) -> float | None:
+        if self.take_script is not None:
+            try:
+                retry_ms = await self.take_script(
+                    keys=[self.prefix + name], args=[rate, burst, cost]
+                )
+            except _REDIS_DOWN as exc:
+                log.warning("provider door: Redis did not answer (%r); limiting per worker", exc)
+            else:
+                return int(retry_ms) / 1000 if int(retry_ms) > 0 else None
+        return self._local_wait(name, rate, burst, cost)
+
+    def _local_wait(self, name: str, rate: float, burst: int, cost: int) -> float | None:
+        now = time.monotonic()
+        tokens, at = self.local.pop(name, (float(burst), now))
+        tokens = min(float(burst), tokens + (now - at) * rate)
+        wait = None if tokens >= 1 else (1 - tokens) / rate
+        if wait is None:
+            tokens -= cost
+        self.local[name] = (tokens, now)
+        while len(self.local) > self.most_local:
+            self.local.popitem(last=False)
+        return wait
+
+
+class ProviderDoor:
+    """The handler, with the settings, the limits and the scoring client it needs."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        redis: aioredis.Redis | None,
+        scoring: Callable[[], scoring_pb2_grpc.ScoringServiceStub],
+    ) -> None:
+        self.settings = settings
+        self.limits = DoorLimits(settings, redis)
+        self.scoring = scoring
+
+    async def message(self, request: web.Request) -> web.StreamResponse:
+        address = client_address(request, self.settings)
+        refused = await self._admit(request, address)
+        if refused is not None:
+            return refused
+        door = self.settings.scoring
+        body = await _read_bounded(request, door.provider_max_bytes)
+        if body is None:
+            return _refused(
+                413,
+                f"the message is over {door.provider_max_bytes} bytes, the most taken "
+                "(OMNIUM_PROVIDER_MAX_BYTES); nothing was kept. Send it in smaller parts.",
+            )
+        provider = request.match_info["provider"]
+        try:
+            answer: scoring_pb2.ProviderAnswer = await self.scoring().ReceiveProviderMessage(
+                scoring_pb2.ProviderMessage(
+                    provider=provider,
+                    api_key=request.headers["X-Api-Key"],
+                    content_type=request.content_type,
+                    body=body,
+                ),
+                timeout=self.settings.grpc.deadline_seconds * 5,
+            )
+        except aio.AioRpcError as exc:
+            log.warning("provider %s: scoring did not answer: %s", provider, exc.code())
+            return _refused(
+                503,
+                "scoring did not answer, so this message may not have been kept. Send it "
+                "again: actions already saved are not applied twice.",
+                retry_after=door.provider_retry_after_seconds,
+            )
+        return await self._answer(answer, address)
+
+    async def _admit(self, request: web.Request, address: str) -> web.Response | None:
+        """A refusal before the body is read, or None: this push may be read."""
+        door = self.settings.scoring
+        wrong_key_rate = door.provider_wrong_key_per_minute / 60
+        wait = await self.limits.wait(
+            f"wrong-key:{address}", wrong_key_rate, door.provider_wrong_key_burst, cost=0
+        )
+        if wait is not None:
+            return _refused(
+                429,
+                "too many pushes with a wrong or missing key came from this address; nothing "
+                "was read. Check the provider code and the X-Api-Key header, then try again "
+                "after Retry-After.",
+                retry_after=wait,
+            )
+        provider = request.match_info["provider"]
+        key = request.headers.get("X-Api-Key", "")
+        if not key or not _PROVIDER.fullmatch(provider) or not _KEY.fullmatch(key):
+            await self._wrong_key(address)
+            return _refused(
+                401, WRONG_KEY if key else "send the provider's key in the X-Api-Key header"
+            )
+        wait = await self.limits.wait(
+            f"provider:{provider}", door.provider_rate_per_second, door.provider_burst
+        )
+        if wait is not None:
+            return _refused(
+                429,
+                f"{provider} is sending more than {door.provider_rate_per_second:g} messages a "
+                f"second (bursts of {door.provider_burst}); this one was not read. Send it "
+                "again after Retry-After.",
+                retry_after=wait,
+            )
+        if not _CONTENT_TYPE.fullmatch(request.content_type):
+            return _refused(
+                400,
+                "the Content-Type header is not plain text; send application/xml. Nothing was "
+                "kept.",
+            )
+        return None
+
+    async def _answer(self, answer: scoring_pb2.ProviderAnswer, address: str) -> web.StreamResponse:
+        if answer.outcome != "refused":
+            return web.json_response(_outcome(answer))
+        if answer.refused_for == "key":
+            await self._wrong_key(address)
+            return _refused(401, WRONG_KEY)
+        if answer.refused_for == "quota":
+            return _refused(429, answer.reason, retry_after=answer.retry_after_seconds)
+        if answer.refused_for == "too_large":
+            return _refused(413, answer.reason)
+        # Kept: a message that cannot be read (400), or read and refused by its match's rules.
+        status = 400 if answer.refused_for == "unreadable" else 422
+        return web.json_response({"error": answer.reason, **_outcome(answer)}, status=status)
+
+    async def _wrong_key(self, address: str) -> None:
+        door = self.settings.scoring
+        await self.limits.wait(
+            f"wrong-key:{address}",
+            door.provider_wrong_key_per_minute / 60,
+            door.provider_wrong_key_burst,
+        )
+
+
+async def _read_bounded(request: web.Request, most: int) -> bytes | None:
+    """The body, or None as soon as it is known to be over `most` bytes (never read past)."""
+    if request.content_length is not None and request.content_length > most:
+        return None
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_any():
+        size += len(chunk)
+        if size > most:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _outcome(answer: scoring_pb2.ProviderAnswer) -> dict[str, object]:
+    return {
+        "outcome": answer.outcome,
+        "reason": answer.reason,
+        "message_id": answer.message_id,
+        "actions": answer.actions,
+    }
+
+
+def _refused(status: int, message: str, *, retry_after: float = 0) -> web.Response:
+    response = web.json_response({"error": message, "outcome": "refused"}, status=status)
+    if retry_after > 0:
+        response.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    return response
+
+
+__all__ = ["WRONG_KEY", "DoorLimits", "ProviderDoor"]
