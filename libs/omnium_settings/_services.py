@@ -51,6 +51,9 @@ class ImportsSettings:
         60.0, "How often the scheduler looks for quiet integrations."
     )
     check_seconds: int = setting(600, "Default: check an integration not heard from for this long.")
+    secret_rotation_seconds: int = setting(
+        3600, "A doorbell secret replaced from the integration file is still accepted this long."
+    )
     lease_renew_seconds: float = setting(10.0, "A running import job renews its lease this often.")
     workers: int = setting(
         2, "Import jobs one imports process runs at once.", env="imports_workers"
@@ -97,6 +100,9 @@ class ImportsSettings:
     settle_six_hourly_step_hours: float = setting(6.0, "Settle window: the 'every 6 h' step.")
     settle_daily_step_hours: float = setting(24.0, "Settle window: the 'daily' step.")
     followup_keys_per_run: int = setting(250, "Most keys in one Scout page run.")
+    followup_page_runs_at_once: int = setting(
+        2, "Most page runs of one integration asked of Scout and not read yet."
+    )
     followup_seconds: float = setting(
         60.0, "How often imports asks Scout for page runs of the keys due in their settle window."
     )
@@ -106,6 +112,9 @@ class ImportsSettings:
         "(Scout's 900 s run limit).",
     )
     alert_scout_failed_in_row: int = setting(2, "Scout runs failed in a row before an alert.")
+    alert_batch_failed_times: int = setting(
+        3, "Times a run's batches fail to be saved (it and its resumes) before an alert."
+    )
     batch_retry_seconds: float = setting(
         90.0, "One batch is tried again this long (a failover) before the run is partly done."
     )
@@ -140,6 +149,7 @@ class ImportsSettings:
     )
     alert_quiet_intervals: int = setting(3, "Intervals without a new run before an alert.")
     row_log_days: int = setting(30, "Days the import row log is kept.")
+    row_log_trim_seconds: float = setting(3600.0, "How often the scheduler trims the row log.")
 
 
 @dataclass(frozen=True, slots=True)

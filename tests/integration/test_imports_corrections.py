@@ -154,7 +154,7 @@ async def test_eleven_clears_pause_the_run_and_start_writes_them(database_url: s
         run = await day.sim.make_run("schedule", wait_doorbell=True)
         paused = await day.wait_for_run(run.id)
         assert paused["status"] == "paused_by_guard"
-        assert "would clear 11 values we hold" in paused["reason"]
+        assert "would clear 11 records we hold" in paused["reason"]
         assert [(await side_of(day, rsc, order))["rank"] for rsc, order in fourths] == [4] * 11
 
         await enqueue_start(day.db, paused["id"])

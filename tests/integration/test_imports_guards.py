@@ -124,11 +124,15 @@ async def test_scout_failing_twice_alerts_once_and_clears(database_url: str) -> 
                 )
                 await day.wait_for_run(run.id)
             open_alerts = await _open(day, "alert", "scout_failed")
+            # It clears as it was raised: after as many passing full runs in a row.
+            await _load(day)
+            after_one = await _open(day, "alert", "scout_failed")
             await _load(day)
             cleared = await day.db.fetchval(
                 "SELECT count(*) FROM alert WHERE kind = 'scout_failed' AND status = 'cleared'"
             )
     assert open_alerts == 1
+    assert after_one == 1
     assert cleared == 1
     assert [a["kind"] for a in received] == ["scout_failed"]
     assert "last 2 runs failed their own checks" in str(received[0]["message"])
@@ -268,7 +272,7 @@ async def test_a_run_clearing_many_values_pauses(database_url: str) -> None:
         paused = await day.wait_for_run(run.id)
         venues = await day.db.fetchval("SELECT count(*) FROM unit WHERE venue IS NOT NULL")
     assert paused["status"] == "paused_by_guard"
-    assert "would clear 1252 values we hold" in paused["reason"]
+    assert "would clear 1252 records we hold" in paused["reason"]
     assert venues == 1252
 
 

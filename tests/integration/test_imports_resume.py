@@ -27,6 +27,8 @@ def _settings(**overrides: float) -> dict[str, float]:
         "batch_retry_max_seconds": 0.2,
         "resume_first_seconds": 0.5,
         "resume_max_seconds": 2.0,
+        # These tests read the alert of the first partly done attempt.
+        "alert_batch_failed_times": 1,
         **overrides,
     }
 

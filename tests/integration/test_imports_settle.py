@@ -190,7 +190,12 @@ async def test_two_copies_never_ask_for_the_same_key(database_url: str) -> None:
         await load(day)
         # Scout's page runs are made but never rung in, so no key is read: each stays asked.
         day.sim.mute_doorbell(True)
-        timer = {"followup_seconds": 0.05, "followup_asked_wait_seconds": 60.0}
+        # Room for all 1,000 keys in page runs at once (four of 250): no key is ever read here.
+        timer = {
+            "followup_seconds": 0.05,
+            "followup_asked_wait_seconds": 60.0,
+            "followup_page_runs_at_once": 4,
+        }
         copies = [await _copy(day, **timer), await _copy(day, **timer)]
         # Scout takes its time to answer a page run request: while one copy waits for it,
         # the other's passes go on, both at once.

@@ -90,7 +90,7 @@ def test_runs_empty_running_partly_done_and_paused_by_a_check() -> None:
 
 def test_a_run_page_partly_done_failed_and_paused() -> None:
     for status, words in (
-        ("partly_done", "Partly done: some batches were not written"),
+        ("partly_done", "Partly done: why The rows written are listed below."),
         ("failed", "Nothing from this run was written"),
         ("paused_by_guard", ">Start</button>"),
     ):

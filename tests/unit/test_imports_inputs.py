@@ -139,7 +139,7 @@ def test_an_integration_s_problems_are_all_named_with_their_lines(tmp_path: Path
     assert _problems(refused) == [
         "integration.json, line 9 (chek_seconds): there is no field 'chek_seconds' here; the "
         "fields are code, event, name, scout_url, scout_job, secret, secret_file, mapping, "
-        "target, creates_units, check_seconds, state",
+        "target, creates_units, check_seconds, state, settings",
         "integration.json, line 2 (code): code 'Games Schedule' must be 2 to 63 small letters, "
         "digits or -, starting with a letter or digit, like games-schedule",
         "integration.json, line 5 (scout_url): scout_url 'scout.example.org' must be Scout's "
@@ -148,6 +148,34 @@ def test_an_integration_s_problems_are_all_named_with_their_lines(tmp_path: Path
         "more characters",
         "integration.json, line 8 (mapping): 'scout_unit' is not a default mapping "
         "(scout_medals, scout_units); a mapping file's name ends in .json",
+    ]
+
+
+def test_an_integration_s_own_settings_are_read_and_unknown_ones_refused_by_name() -> None:
+    base = {
+        "code": "games-schedule",
+        "event": "AG2026",
+        "name": "Scout",
+        "scout_url": "http://127.0.0.1:8090",
+        "scout_job": "schedule",
+        "secret": "a-long-enough-secret",
+        "mapping": "scout_units",
+    }
+    good = {"max_cleared": 40, "min_share": 0.3, "auto_cancel_missing": True}
+    spec = integration_from(_doc("integration.json", json.dumps({**base, "settings": good})))
+    assert spec.settings == good
+    assert spec.check_seconds is None  # the service's OMNIUM_CHECK_SECONDS when it is added
+    bad = {"max_clear": 40, "min_share": 3, "auto_cancel_missing": "yes"}
+    with pytest.raises(SetupError) as refused:
+        integration_from(_doc("integration.json", json.dumps({**base, "settings": bad})))
+    assert [p.split(": ", 1)[1] for p in _problems(refused)] == [
+        "there is no setting 'max_clear'; the settings are min_share, usual_runs, "
+        "max_not_placed, max_refused, max_cleared, max_reopened, missing_runs_to_review, "
+        "auto_cancel_missing",
+        "min_share (share of the usual rows below which a run pauses) must be a number from 0 "
+        "to 1, not 3",
+        "auto_cancel_missing (cancel missing records without asking) must be true or false, "
+        "not 'yes'",
     ]
 
 

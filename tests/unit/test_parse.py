@@ -191,3 +191,26 @@ def test_a_command_guess_asks_what_the_parsed_command_asks() -> None:
         command_pb2.Subject(kind="unit", code="SWMM100MFR------------FNL-000100--", event_code="AG")
     )
     assert guess_command_keys(by_code) == parse_command(by_code).read_keys()
+
+
+def _withdrawal(**payload: object) -> command_pb2.Command:
+    struct = struct_pb2.Struct()
+    struct.update(payload)
+    return command_pb2.Command(
+        command_id="w1",
+        code="medals.withdraw_row",
+        payload=struct,
+        subject=command_pb2.Subject(kind="medal_row", code=":kor", event_code="AG2026"),
+        actor=actor_pb2.Actor(kind=actor_pb2.Actor.KIND_PERSON, name="Mei", screen="admin"),
+    )
+
+
+def test_a_medal_withdrawal_zeroes_the_row_it_names() -> None:
+    intent = parse_command(_withdrawal()).intents[0]
+    assert (intent.kind, intent.ref_code, intent.withdraw) == ("medal_row", ":KOR", True)
+    assert intent.fields == {"gold": 0, "silver": 0, "bronze": 0, "total": 0, "rank": None}
+
+
+def test_a_medal_withdrawal_takes_no_payload() -> None:
+    with pytest.raises(Refusal, match="takes no payload"):
+        parse_command(_withdrawal(fields={"gold": 1}))

@@ -37,6 +37,7 @@ OUTCOME_WORDS = {
     "fast_path": "unchanged, skipped early",
     "not_sent": "not written yet",
     "skipped": "skipped by the mapping",
+    "older": "left as a newer run wrote it",
 }
 
 
@@ -132,7 +133,12 @@ def card(i: imports_pb2.Integration) -> dict[str, Any]:
     green = bool(scout["ok"] and ours["ok"])
     starting = not green and ours["word"] == NOT_DUE and not i.open_alerts
     verdict = "All fine" if green else "Needs a look"
-    if starting:
+    if i.state in ("paused", "off") and not i.open_alerts:
+        # A person paused it on purpose: shown as paused, not as a failure in red.
+        verdict = "Paused: nothing is read or written" if i.state == "paused" else "Off"
+        scout["waiting"] = not scout["ok"]
+        ours["waiting"] = True
+    elif starting:
         verdict = "Waiting for its first run"
         # Neither line is wrong: shown as waiting, not in red.
         scout["waiting"] = not scout["ok"]

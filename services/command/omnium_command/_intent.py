@@ -39,6 +39,8 @@ class Intent:
     discipline_code: str | None = None
     # results.approve: record the unit's results as a person approved them (the checker step).
     approve: bool = False
+    # medals.withdraw_row: the row must exist; a withdrawal never creates one.
+    withdraw: bool = False
     # Only for scoring.act: the match action to record and the match state it leads to.
     match: Match | None = None
 

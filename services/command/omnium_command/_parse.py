@@ -149,6 +149,23 @@ def _medal_set_row(cmd: command_pb2.Command, payload: Mapping[str, object]) -> I
     )
 
 
+def _medal_withdraw_row(cmd: command_pb2.Command, payload: Mapping[str, object]) -> Intent:
+    """A medal row taken out of the table (a medal withdrawn after a protest): its counts go to
+    0 and its rank to none, so every read and feed leaves it out."""
+    if payload:
+        raise BadValue(
+            "medals.withdraw_row takes no payload: it takes the row named by subject.code out "
+            "of the table"
+        )
+    intent = _medal_set_row(cmd, {"fields": {"gold": 0}})
+    return Intent(
+        "medal_row",
+        ref_code=intent.ref_code,
+        fields={"gold": 0, "silver": 0, "bronze": 0, "total": 0, "rank": None},
+        withdraw=True,
+    )
+
+
 def _results_approve(cmd: command_pb2.Command, payload: Mapping[str, object]) -> Intent:
     ref_id, ref_code = _subject_ref(cmd.subject, "unit")
     if payload:
@@ -211,6 +228,7 @@ HANDLERS: dict[str, tuple[str, Callable[[command_pb2.Command, Mapping[str, objec
     "competitors.set_fields": ("competitor", _competitor_set_fields),
     "competitors.unpin": ("competitor", _competitor_unpin),
     "medals.set_row": ("medal_row", _medal_set_row),
+    "medals.withdraw_row": ("medal_row", _medal_withdraw_row),
     "results.approve": ("unit", _results_approve),
     "scoring.act": ("unit", _scoring_act),
 }

@@ -491,6 +491,11 @@ class Planner:
                 "next run."
             )
             return Outcome(medal_id, [], [], None, command_pb2.ROW_OUTCOME_HELD, reason)
+        if medal_id is None and intent.withdraw:
+            raise Refusal(
+                f"there is no medal row {code} in {request.event_code}, so there is nothing to "
+                "withdraw: check the discipline code and NOC"
+            )
         if medal_id is None:
             discipline_id = self.disciplines.get(scope) if scope else None
             if scope and discipline_id is None:

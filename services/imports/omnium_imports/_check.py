@@ -17,6 +17,9 @@ from google.protobuf import json_format, struct_pb2
 
 from omnium.command.v1 import command_pb2_grpc
 from omnium_grpc import ROW_OUTCOMES, open_channel
+from omnium_imports import _guards as guards
+from omnium_imports import _runs
+from omnium_imports._batches import Clearing
 from omnium_imports._inputs import SetupError
 from omnium_imports._pipeline import Pipeline
 from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
@@ -64,6 +67,8 @@ class CheckReport:
     total: int
     counts: Counter[str]
     rows: list[CheckedRow]  # every row that is not plain: changed, held, problem ...
+    # What each guard would say of the run: its name, and its reason to pause or None.
+    guards: list[tuple[str, str | None]] = field(default_factory=list)
 
     @property
     def bad(self) -> int:
@@ -97,9 +102,11 @@ async def check_mapping(
             f"{integration['target']!r} integration; they must be the same"
         )
     scout = ScoutClient(settings)
+    build: str | None = "all"  # rows given from a file are judged as a full run
     try:
         if items is None:
             run = await _scout_run(scout, integration, scout_run_id)
+            build = run.build
             items = await scout.items(integration["scout_base_url"], run)
             scout_run_id = run.id
             rows_from = (
@@ -119,9 +126,43 @@ async def check_mapping(
         else:
             report.not_compared = why
             _map_only(version, integration["time_zone"], lookups, items, report)
+        async with pool.acquire() as conn:
+            report.guards = await _guards(
+                conn, settings, integration["id"], version, lookups, items, build
+            )
     finally:
         await scout.close()
     return report
+
+
+async def _guards(
+    conn: asyncpg.Connection,
+    settings: Settings,
+    integration_id: str,
+    version: MappingVersion,
+    lookups: dict[str, dict[str, str]],
+    items: list[object],
+    build: str | None,
+) -> list[tuple[str, str | None]]:
+    """What each guard would say if this run came now: the same checks a run meets, with the
+    integration's own limits, every mapped row compared (no fast path)."""
+    integration = await _runs.integration(conn, integration_id)
+    if integration is None:
+        return []
+    mapped = version.map_rows(items, MappingContext(integration.time_zone, lookups))
+    ready = [row for row in mapped if row.outcome == "ok"]
+    unit_ids = await _runs.unit_ids(conn, integration, ready)
+    said = await guards.verdicts(
+        conn,
+        integration,
+        build,
+        mapped,
+        ready,
+        unit_ids,
+        Clearing.of(version),
+        guards.Limits.of(settings, integration.settings),
+    )
+    return list(zip(guards.GUARD_NAMES, said, strict=True))
 
 
 async def _scout_run(
@@ -253,6 +294,14 @@ def describe(report: CheckReport, rows: int) -> list[str]:
         f"{_word(word)} {report.counts[word]:,}" for word in WORDS if report.counts[word]
     )
     out.append(f"{report.total:,} rows: {counts or 'none'}")
+    if report.guards:
+        stops = sum(1 for _, said in report.guards if said)
+        out.append(
+            "Guards, as they would judge this run now: "
+            + (f"{stops} would pause it." if stops else "all would pass.")
+        )
+        for name, said in report.guards:
+            out.append(f"  {name}: {said or 'passes'}")
     for word in ("problem", "refused", "held", "not_placed"):
         reasons = Counter(r.reason for r in report.rows if r.outcome == word and r.reason)
         if not reasons:

@@ -161,6 +161,9 @@ def parser() -> argparse.ArgumentParser:
     publish.add_argument("code", help="the integration")
     publish.add_argument("file", help="the mapping file (README-mapping.md)")
     publish.add_argument("--note", help="why, kept with the version")
+    publish.add_argument(
+        "--yes", action="store_true", help="publish even though the key fields change"
+    )
     publish.set_defaults(prepare=_prepare_mapping, act=_mapping_publish)
     return top
 
@@ -255,7 +258,12 @@ async def _integration_add(
     async with ctx.pool.acquire() as conn:
         existed = await integration_id(conn, spec.code) is not None
         try:
-            await register_integration(conn, spec)
+            await register_integration(
+                conn,
+                spec,
+                check_seconds=ctx.settings.imports.check_seconds,
+                rotation_seconds=ctx.settings.imports.secret_rotation_seconds,
+            )
         except SetupError as exc:
             raise doc.fail(exc.problems) from None
         row = await conn.fetchrow(QUERIES["integration_overview"], spec.code)
@@ -527,6 +535,18 @@ async def _mapping_publish(ctx: Context, args: argparse.Namespace, mapping: Any)
                     )
                 ]
             )
+        current = await conn.fetchrow(QUERIES["current_key_fields"], row["id"])
+        before = json.loads(current["key_fields"])
+        after = list(mapping.get("key_fields") or ["externalId"])
+        if before != after and current["keys"] and not args.yes:
+            ctx.say(
+                f"The mapping's key_fields change from {before} to {after}: each of the "
+                f"{current['keys']:,} keys {args.code} knows would turn missing on the next full "
+                "runs (and be asked about in Waiting for you), and the same rows would come back "
+                "as new keys. Nothing was published. If that is what you want, run it again "
+                "with --yes."
+            )
+            return 1
         version, added = await add_version(conn, row["id"], mapping, args.note)
     if added:
         ctx.say(

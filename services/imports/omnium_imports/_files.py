@@ -9,7 +9,7 @@ import io
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -43,8 +43,11 @@ class IntegrationSpec:
     secret: str
     mapping: Mapping[str, object]
     creates_units: bool = False
-    check_seconds: int = 600
+    # None: the service's OMNIUM_CHECK_SECONDS when it is added.
+    check_seconds: int | None = None
     state: str = "on"
+    # The integration's own settings over the service's (guard limits, missing keys).
+    settings: Mapping[str, object] = field(default_factory=dict)
 
 
 def mapping_file(name: str) -> dict[str, object]:
@@ -73,7 +76,20 @@ INTEGRATION_FIELDS = (
     "creates_units",
     "check_seconds",
     "state",
+    "settings",
 )
+
+# An integration's own settings: name -> (kind, lowest, highest, what it is).
+INTEGRATION_SETTINGS: dict[str, tuple[type, float, float, str]] = {
+    "min_share": (float, 0.0, 1.0, "share of the usual rows below which a run pauses"),
+    "usual_runs": (int, 1, 100, "written runs whose median is the usual size"),
+    "max_not_placed": (float, 0.0, 1.0, "share of rows naming what we lack that pauses"),
+    "max_refused": (float, 0.0, 1.0, "share of rows that cannot be read that pauses"),
+    "max_cleared": (int, 0, 1_000_000, "records one run may clear before it pauses"),
+    "max_reopened": (int, 0, 1_000_000, "finished units one run may reopen before it pauses"),
+    "missing_runs_to_review": (int, 1, 100, "full runs a key may be missing before a question"),
+    "auto_cancel_missing": (bool, 0, 1, "cancel missing records without asking"),
+}
 
 
 def integration_from(doc: Document) -> IntegrationSpec:
@@ -113,8 +129,8 @@ def integration_from(doc: Document) -> IntegrationSpec:
         )
     elif creates_units and (mapping["target"] if mapping else target) != "unit":
         problems.append(Problem(("creates_units",), "only a unit integration creates units"))
-    check_seconds = obj.get("check_seconds", 600)
-    if (
+    check_seconds = obj.get("check_seconds")
+    if check_seconds is not None and (
         not isinstance(check_seconds, int)
         or isinstance(check_seconds, bool)
         or not 10 <= check_seconds <= 86_400
@@ -126,6 +142,7 @@ def integration_from(doc: Document) -> IntegrationSpec:
                 f"not {shown(check_seconds)}",
             )
         )
+    settings = _integration_settings(obj.get("settings", {}), problems)
     state = obj.get("state", "paused")
     if state not in STATES:
         problems.append(
@@ -146,7 +163,47 @@ def integration_from(doc: Document) -> IntegrationSpec:
         creates_units=creates_units,
         check_seconds=check_seconds,
         state=state,
+        settings=settings,
     )
+
+
+def _integration_settings(given: object, problems: list[Problem]) -> dict[str, object]:
+    """The file's `settings`, each checked; a name we do not know is refused by name, so a
+    typo never leaves a guard at its default quietly."""
+    if not isinstance(given, Mapping):
+        problems.append(Problem(("settings",), f"settings is an object, not {shown(given)}"))
+        return {}
+    known = ", ".join(INTEGRATION_SETTINGS)
+    checked: dict[str, object] = {}
+    for name, value in given.items():
+        if name not in INTEGRATION_SETTINGS:
+            problems.append(
+                Problem(
+                    ("settings", name), f"there is no setting {name!r}; the settings are {known}"
+                )
+            )
+            continue
+        kind, lowest, highest, what = INTEGRATION_SETTINGS[name]
+        fits = (
+            isinstance(value, bool)
+            if kind is bool
+            else isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and (kind is float or isinstance(value, int))
+            and lowest <= value <= highest
+        )
+        if not fits:
+            wanted = (
+                "true or false"
+                if kind is bool
+                else f"a {'whole ' if kind is int else ''}number from {lowest:g} to {highest:g}"
+            )
+            problems.append(
+                Problem(("settings", name), f"{name} ({what}) must be {wanted}, not {shown(value)}")
+            )
+            continue
+        checked[name] = value
+    return checked
 
 
 def _check_names(obj: Mapping[str, object], problems: list[Problem]) -> None:

@@ -113,14 +113,26 @@ class FollowUps:
         return PageRunAsked(code, run_id, tuple(keys))
 
     async def _claim(self, integration_id: str) -> list[asyncpg.Record]:
-        settings = self.settings
+        """Keys due, as many as one page run takes and as Scout has room for: the keys asked
+        and not read yet count against `followup_page_runs_at_once` page runs' worth."""
+        imports = self.settings.imports
         async with self.pool.acquire() as conn:
+            waiting: int = await conn.fetchval(
+                QUERIES["keys_asked_not_read"], integration_id, imports.followup_asked_wait_seconds
+            )
+            room = imports.followup_page_runs_at_once * imports.followup_keys_per_run - waiting
+            if room <= 0:
+                log.info(
+                    "follow-ups: %s keys asked of Scout are not read yet; asking for no more now",
+                    waiting,
+                )
+                return []
             claimed: list[asyncpg.Record] = await conn.fetch(
                 QUERIES["claim_due_reads"],
                 integration_id,
-                settings.imports.followup_keys_per_run,
-                settings.imports.followup_asked_wait_seconds,
-                settings.imports.settle_until_hours * 3600,
+                min(imports.followup_keys_per_run, room),
+                imports.followup_asked_wait_seconds,
+                imports.settle_until_hours * 3600,
             )
         return claimed
 

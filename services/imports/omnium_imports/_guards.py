@@ -94,10 +94,12 @@ def cleared_and_reopened(
     """I12: a run that would clear many records or reopen finished units is held for a person.
 
     `current` is our data for the run's units by id: status, the clearable fields, their pins
-    and sides. A clear counts when it would be written: the mapping owns the field, we hold a
-    value, and no person pinned it (the same rule the batches follow, `Clearing`).
+    and sides. A record counts once however many of its values would go (a unit and its sides
+    are one record). A clear counts when it would be written: the mapping owns the field, we
+    hold a value, and no person pinned it (the same rule the batches follow, `Clearing`); a
+    status a person pinned is not reopened by an import, so it does not count either.
     """
-    cleared = 0
+    cleared: list[str] = []
     reopened: list[str] = []
     for row in rows:
         value = row.value
@@ -105,27 +107,58 @@ def cleared_and_reopened(
         ours = current.get(unit_id or "")
         if ours is None:
             continue
+        name = str(value.get("code") or unit_id)
         status = value.get("status")
-        if ours["status"] in FINISHED_STATUSES and status and status not in FINISHED_STATUSES:
-            reopened.append(str(value.get("code") or unit_id))
-        cleared += _written_clears(clearing.unit_fields(value), ours)
+        if (
+            ours["status"] in FINISHED_STATUSES
+            and status
+            and status not in FINISHED_STATUSES
+            and "status" not in (ours.get("pinned") or ())
+        ):
+            reopened.append(name)
+        clears = _written_clears(clearing.unit_fields(value), ours)
         sides = {side["order"]: side for side in ours.get("sides") or ()}
         for side in value.get("sides") or ():
             mine = sides.get(side.get("order"))
             if mine is not None:
-                cleared += _written_clears(clearing.side_fields(side), mine)
+                clears += _written_clears(clearing.side_fields(side), mine)
+        if clears:
+            cleared.append(name)
     if len(reopened) > limits.max_reopened:
         return (
             f"This run would reopen {len(reopened)} finished units (at most "
             f"{limits.max_reopened} may), e.g. {', '.join(reopened[:3])}. "
             "Nothing from this run was written."
         )
-    if cleared > limits.max_cleared:
-        return (
-            f"This run would clear {cleared} values we hold (results, ranks, medals, times; "
-            f"at most {limits.max_cleared} may). Nothing from this run was written."
-        )
-    return None
+    return _too_many_cleared(cleared, "results, ranks, medals, times", limits)
+
+
+def zeroed_medal_rows(
+    rows: Sequence[MappedRow], current: Mapping[str, Mapping[str, Any]], limits: Limits
+) -> str | None:
+    """I12 for a medal table: a row of ours with medals that the run would set to none is a
+    record cleared (a table of zeros read from a broken page must not go out). `current` is
+    our medal rows by "<discipline code or empty>:<NOC>", with their totals and pins."""
+    cleared = []
+    for row in rows:
+        value = row.value
+        ref = f"{value.get('scope') or ''}:{value.get('noc')}"
+        ours = current.get(ref)
+        if ours is None or not ours["total"] or "total" in (ours.get("pinned") or ()):
+            continue
+        if not any(value.get(name) for name in ("gold", "silver", "bronze", "total")):
+            cleared.append(ref.lstrip(":"))
+    return _too_many_cleared(cleared, "medal rows set to no medal", limits)
+
+
+def _too_many_cleared(cleared: Sequence[str], what: str, limits: Limits) -> str | None:
+    if len(cleared) <= limits.max_cleared:
+        return None
+    return (
+        f"This run would clear {len(cleared)} records we hold ({what}; at most "
+        f"{limits.max_cleared} may), e.g. {', '.join(cleared[:3])}. "
+        "Nothing from this run was written."
+    )
 
 
 def _written_clears(names: Sequence[str], ours: Mapping[str, Any]) -> int:
@@ -135,6 +168,15 @@ def _written_clears(names: Sequence[str], ours: Mapping[str, Any]) -> int:
 
 def _first_reason(mapped: Sequence[MappedRow]) -> str:
     return next((row.reason for row in mapped if row.outcome == "problem"), "")
+
+
+# Each guard's name, as `mapping check` lists them, in the order they are asked.
+GUARD_NAMES = (
+    "size (at least half the usual rows)",
+    "rows that cannot be read",
+    "rows naming what we do not have",
+    "records cleared or finished units reopened (I12)",
+)
 
 
 async def first_stop(
@@ -149,6 +191,22 @@ async def first_stop(
 ) -> tuple[str | None, bool | None]:
     """The first guard that stops this run, in plain words (None when all pass), and
     whether it passed the size check (None for a page run, which has none)."""
+    said = await verdicts(conn, integration, build, mapped, ready, unit_ids, clearing, limits)
+    stop = next((reason for reason in said if reason is not None), None)
+    return stop, (said[0] is None if build != "page" else None)
+
+
+async def verdicts(
+    conn: asyncpg.Connection,
+    integration: Integration,
+    build: str | None,
+    mapped: list[MappedRow],
+    ready: list[MappedRow],
+    unit_ids: dict[str, str],
+    clearing: Clearing,
+    limits: Limits,
+) -> list[str | None]:
+    """What each guard says of the run (GUARD_NAMES' order): its reason to stop, or None."""
     history = [
         r["row_count"]
         for r in await conn.fetch(
@@ -165,22 +223,30 @@ async def first_stop(
         if integration.target == "unit" and ids
         else {}
     )
+    # Only rows to be sent can name a unit we lack: one the fast path skipped is written on
+    # our unit already (and `unit_ids` knows only the rows to be sent).
     unplaceable = (
         0
         if integration.creates_units or integration.target != "unit"
         else sum(
             1
-            for r in mapped
+            for r in ready
             if r.outcome == "ok"
             and not (r.value.get("unit_id") or unit_ids.get(str(r.value.get("code"))))
         )
     )
     short = too_few(len(mapped), usual_rows(history, limits), limits) if build != "page" else None
-    checks = (
+    if integration.target == "medal_row":
+        medals = {
+            row["ref"]: dict(row)
+            for row in await conn.fetch(QUERIES["current_medal_rows"], integration.id)
+        }
+        cleared = zeroed_medal_rows(ready, medals, limits)
+    else:
+        cleared = cleared_and_reopened(ready, current, unit_ids, clearing, limits)
+    return [
         short,
         unusable(mapped, limits),
         not_placed_or_held(mapped, unplaceable, limits),
-        cleared_and_reopened(ready, current, unit_ids, clearing, limits),
-    )
-    stop = next((reason for reason in checks if reason is not None), None)
-    return stop, (short is None if build != "page" else None)
+        cleared,
+    ]

@@ -44,7 +44,8 @@ class KeyStateCache:
     watermark: int = 0
     since: datetime | None = None
     loaded_for_run: str | None = None
-    # Keys' missing_runs where above zero (keys no longer listed by full runs).
+    # Keys' missing_runs where above zero (keys no longer listed by full runs), and keys whose
+    # missing question a person answered.
     missing: dict[str, int] = field(default_factory=dict)
 
     async def load(self, conn: asyncpg.Connection) -> None:
@@ -58,8 +59,10 @@ class KeyStateCache:
             self._set(
                 row["subject_key"], _Key(row["last_hash"], row["subject_id"], row["applied_seq"])
             )
-            if row["missing_runs"]:
-                self.missing[row["subject_key"]] = row["missing_runs"]
+            if row["missing_runs"] or row["missing_answered"]:
+                # An answered key counts as missing here, so a run listing it again sends it
+                # back and its answer is forgotten (it may be asked about once more).
+                self.missing[row["subject_key"]] = max(row["missing_runs"], 1)
         look = await conn.fetchrow(QUERIES["look_now"])
         touched = "touched_medal_rows" if self.target == "medal_row" else "touched_units"
         self.touched = {

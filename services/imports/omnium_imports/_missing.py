@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import asyncpg
 
@@ -11,8 +12,15 @@ from omnium_imports._review import open_review
 from omnium_imports._sql import QUERIES
 from omnium_imports.mapping import MappedRow
 
-# Sends the cancel of a missing unit: its key and our unit's id.
-Cancel = Callable[[str, str], Awaitable[None]]
+
+@dataclass(frozen=True, slots=True)
+class Gone:
+    """A key missing long enough to ask about: its key and our record's id."""
+
+    key: str
+    subject_id: str
+    # A medal row's "<discipline code or empty>:<NOC>", the name its withdrawal takes.
+    medal_ref: str | None = None
 
 
 def changes(mapped: Sequence[MappedRow], key_state: KeyStateCache) -> tuple[list[str], list[str]]:
@@ -33,22 +41,29 @@ async def mark(
     run_id: str,
     missing: list[str],
     back: list[str],
-    key_state: KeyStateCache,
     needed: int,
-    cancel: Cancel | None,
-) -> None:
-    """Count the missing keys; `needed` runs in a row asks a person (and cancels, if given)."""
-    rows = await conn.fetch(QUERIES["mark_missing"], integration_id, missing, back)
+) -> tuple[dict[str, int], list[Gone]]:
+    """Count the missing keys, in one transaction the caller opens: safe to repeat for the same
+    run. `needed` runs in a row asks a person. Answers each key's count, and the keys asked
+    about (to cancel, if the integration says so; one cancelled already is not among them)."""
+    rows = await conn.fetch(QUERIES["mark_missing"], integration_id, missing, back, run_id)
     # A key listed again is not missing: its question closes by itself.
     listed_again = [row["subject_key"] for row in rows if row["missing_runs"] == 0]
     await conn.execute(QUERIES["close_reviews"], integration_id, "missing", listed_again, "import")
+    counts: dict[str, int] = {}
+    asked: list[Gone] = []
     for row in rows:
-        key_state.missing[row["subject_key"]] = row["missing_runs"]
-        if row["missing_runs"] < needed:
+        counts[row["subject_key"]] = row["missing_runs"]
+        if row["missing_runs"] < needed or row["gone_already"]:
+            # A unit cancelled (or a medal row withdrawn) already: there is nothing to ask.
             continue
         question = (
             f"Scout's last {row['missing_runs']} full runs no longer list "
             f"{row['subject_key']}. Cancel it, or dismiss this if it is still on."
+            if row["medal_ref"] is None
+            else f"Scout's last {row['missing_runs']} full medal tables no longer list "
+            f"{row['subject_key']}. Confirm to take its row out of the table (a medal taken "
+            "back), or dismiss this if it should stay."
         )
         await open_review(
             conn,
@@ -59,5 +74,15 @@ async def mark(
             run_id,
             row["subject_id"],
         )
-        if cancel is not None and row["subject_id"]:
-            await cancel(row["subject_key"], row["subject_id"])
+        if row["subject_id"]:
+            asked.append(Gone(row["subject_key"], row["subject_id"], row["medal_ref"]))
+    return counts, asked
+
+
+async def answered(
+    conn: asyncpg.Connection, integration_id: str, key: str, status: str, by: str
+) -> None:
+    """A key's missing question answered (in a transaction): closed, and the key not counted or
+    asked about again until a run lists it and it goes missing once more."""
+    await conn.execute(QUERIES["answer_missing"], integration_id, key)
+    await conn.execute(QUERIES["answer_review"], integration_id, "missing", key, status, by)

@@ -9,7 +9,6 @@ between runs: the pool, Scout's client, the command service and the key state.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -19,8 +18,7 @@ import asyncpg
 import httpx
 
 from omnium.command.v1 import command_pb2, command_pb2_grpc
-from omnium_db import outlast
-from omnium_grpc import ROW_OUTCOMES
+from omnium_db import DATABASE_ERRORS, outlast
 from omnium_imports import _batches, _dryrun, _missing, _runs, _send
 from omnium_imports import _guards as guards
 from omnium_imports import _settle as settle
@@ -28,7 +26,14 @@ from omnium_imports._keystate import KeyStateCache, up_to_date
 from omnium_imports._pages import PageMemory
 from omnium_imports._queue import Job
 from omnium_imports._review import Alerts, ask_about_held, open_review, tell_of_run
-from omnium_imports._run import HandedOver, Run, RunResult
+from omnium_imports._run import (
+    HandedOver,
+    Run,
+    RunResult,
+    StageError,
+    count_batch,
+    failure_reason,
+)
 from omnium_imports._runs import Integration
 from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
 from omnium_imports._sql import QUERIES
@@ -41,7 +46,8 @@ _T = TypeVar("_T")
 
 # Runs in these states take no more work: a new attempt finds them and stops.
 FINISHED = frozenset({"done", "scout_failed", "older"})
-_PLACED = frozenset({"accepted", "unchanged", "kept_by_hand"})
+# Not the end of a run: another copy continues it (handed over, or after the lease).
+_NOT_AN_END: tuple[type[BaseException], ...] = (HandedOver, *DATABASE_ERRORS)
 # Stages whose span takes the design's word for them ("guards", not the function's name).
 _STAGE_SPANS = {"map_rows": "map", "check": "guards", "cut_batches": "batches"}
 
@@ -68,13 +74,31 @@ async def run_stages(pipeline: Pipeline, integration: Integration, job: Job) -> 
     for stage in stages:
         # One span per stage, named as the design names it: where a run spends its time.
         name = _STAGE_SPANS.get(stage.__name__, stage.__name__)
-        with spans.start_as_current_span(f"imports.{name}") as span:
-            result = await stage(run)
-            if result is not None:
-                span.set_attribute("omnium.run.status", result.status)
+        try:
+            with spans.start_as_current_span(f"imports.{name}") as span:
+                result = await stage(run)
+                if result is not None:
+                    span.set_attribute("omnium.run.status", result.status)
+        except _NOT_AN_END:
+            # Another copy continues the run (handed over, or after the lease): not an end.
+            raise
+        except Exception as exc:
+            return await _stage_failed(run, name, exc)
         if result is not None:
             return result
     raise AssertionError("the close stage always ends the run")
+
+
+async def _stage_failed(run: Run, stage: str, exc: Exception) -> RunResult:
+    """Every stage runs inside the run's error handling: an error ends the run failed, on
+    record with its reason (and so with an alert), never left "Running"."""
+    run_id: str | None = getattr(run, "id", None)
+    reason = failure_reason(run_id, stage, exc)
+    if run_id is None:
+        return RunResult("failed", reason=reason)
+    outcomes = Counter(getattr(run, "counted", {}).values())
+    await run.pipeline.finish(run_id, "failed", reason, outcomes)
+    return RunResult("failed", run_id, reason, outcomes)
 
 
 async def fetch(run: Run) -> RunResult | None:
@@ -186,10 +210,20 @@ async def map_rows(run: Run) -> RunResult | None:
 
 
 async def fast_path(run: Run) -> RunResult | None:
-    """The rows whose key state says they are written as they are: not sent again."""
+    """The rows whose key state says they are written as they are: not sent again. Nor are
+    the keys a newer run wrote (a page run, say, while this one waited to resume): newer data
+    wins, and those rows end `older`."""
     skippable = run.key_state.skippable
+    run.newer = dict(
+        await run.db(
+            "newer runs",
+            lambda conn: conn.fetch(QUERIES["keys_of_newer_runs"], run.integration.id, run.id),
+        )
+    )
     run.ready = [
-        row for row in run.mapped if row.outcome == "ok" and not skippable(row.key, row.hash)
+        row
+        for row in run.mapped
+        if row.outcome == "ok" and not skippable(row.key, row.hash) and row.key not in run.newer
     ]
     run.unit_ids = await run.db(
         "mapping", lambda conn: _runs.unit_ids(conn, run.integration, run.ready)
@@ -245,7 +279,11 @@ async def cut_batches(run: Run) -> RunResult | None:
     run.counted = {
         row.position: row.outcome
         if row.outcome != "ok"
-        else ("not_sent" if row.position in sent else "fast_path")
+        else (
+            "not_sent"
+            if row.position in sent
+            else ("older" if row.key in run.newer else "fast_path")
+        )
         for row in run.mapped
     }
     await run.db(
@@ -263,8 +301,16 @@ async def cut_batches(run: Run) -> RunResult | None:
             run.ready,
             run.unit_ids,
             run.settings.database.batch_max_units,
+            set(run.newer),
         ),
     )
+    if run.newer:
+        log.info(
+            "run %s: %d keys were written by newer runs (%s) and are left as they are",
+            run.scout_run.id,
+            len(run.newer),
+            ", ".join(sorted(set(run.newer.values()))[:3]),
+        )
     return None
 
 
@@ -282,6 +328,9 @@ async def send(run: Run) -> RunResult | None:
     async def sender() -> None:
         nonlocal handed_over
         for batch_no, group in queue:
+            if not group:
+                # A planned batch whose every key a newer run wrote since: nothing to send.
+                continue
             if pipeline.stopping.is_set():
                 # The batches in flight finish; this one and the rest are another copy's.
                 handed_over = True
@@ -299,7 +348,7 @@ async def send(run: Run) -> RunResult | None:
                 )
                 if problem:
                     span.set_attribute("omnium.batch.problem", problem)
-            _count(run, batch_no, rows, answer, problem)
+            count_batch(run, batch_no, rows, answer, problem)
 
     await asyncio.gather(*(sender() for _ in range(run.settings.imports.batches_in_flight)))
     if handed_over:
@@ -308,44 +357,14 @@ async def send(run: Run) -> RunResult | None:
     return None
 
 
-def _count(
-    run: Run,
-    batch_no: int,
-    rows: list[command_pb2.BatchRow],
-    answer: command_pb2.BatchAnswer | None,
-    problem: str,
-) -> None:
-    """One batch's answer in the run's outcomes and its key state."""
-    key_state = run.key_state
-    if answer is None:
-        run.failures.append(f"batch {batch_no}: {problem}")
-        for row in rows:
-            run.counted[row.position] = "not_sent"
-            key_state.forget(row.key)
-        return
-    hashes = {row.key: row.hash for row in rows}
-    for row_answer in answer.rows:
-        outcome = ROW_OUTCOMES.get(row_answer.outcome, "problem")
-        run.counted[row_answer.position] = outcome
-        if outcome == "held":
-            run.held_reasons[row_answer.position] = row_answer.reason
-        if outcome in _PLACED:
-            key_state.written(
-                row_answer.key,
-                hashes.get(row_answer.key),
-                row_answer.subject_id,
-                row_answer.applied_seq,
-            )
-        else:
-            key_state.forget(row_answer.key)
-
-
 async def settle_window(run: Run) -> RunResult | None:
     """Official rows open their settle window; a page run moves its keys on."""
     build = run.scout_run.build
     await run.db(
         "settle",
-        lambda conn: settle.open_windows(conn, run.settings, run.integration.id, build, run.mapped),
+        lambda conn: settle.open_windows(
+            conn, run.settings, run.integration.id, build, run.mapped, run.scout_run.finished_at
+        ),
     )
     return None
 
@@ -369,7 +388,9 @@ async def held_rows(run: Run) -> RunResult | None:
 
 
 async def missing(run: Run) -> RunResult | None:
-    """After a full run that saved every batch: count the keys it no longer lists."""
+    """After a full run that saved every batch: count the keys it no longer lists, in one short
+    transaction tried again like the others (a repeat for the same run counts nothing twice),
+    then send the cancels the integration asks for, each tried again like a batch."""
     if run.failures or not run.complete:
         return None
     gone, back = _missing.changes(run.mapped, run.key_state)
@@ -382,15 +403,34 @@ async def missing(run: Run) -> RunResult | None:
     auto_cancel = bool(
         integration.settings.get("auto_cancel_missing", settings.imports.auto_cancel_missing)
     )
-    cancel = (
-        functools.partial(_send.cancel, run.pipeline.command, settings, integration)
-        if auto_cancel
-        else None
+    counts, asked = await run.db(
+        "missing keys",
+        lambda conn: _missing.mark(conn, integration.id, run.id, gone, back, needed),
+        transaction=True,
     )
-    # Not tried again: it counts the runs a key has been missing, and a repeat after a lost
-    # answer would count this one twice.
-    async with run.pipeline.pool.acquire() as conn:
-        await _missing.mark(conn, integration.id, run.id, gone, back, run.key_state, needed, cancel)
+    run.key_state.missing.update(counts)
+    if not auto_cancel:
+        return None
+    problems = []
+    for key in asked:
+        problem = await _send.withdraw(
+            run.pipeline.command, settings, integration, key.key, key.subject_id, key.medal_ref
+        )
+        if problem:
+            problems.append(f"the cancel of {key.key} could not be sent ({problem})")
+            continue
+        await run.db(
+            "missing key cancelled",
+            lambda conn, key=key: _missing.answered(  # type: ignore[misc]
+                conn, integration.id, key.key, "done", "auto_cancel_missing"
+            ),
+            transaction=True,
+        )
+    if problems:
+        raise StageError(
+            f"Run written, but {'; '.join(problems[:3])}. Nothing saved is lost; the question "
+            "stays in Waiting for you: confirm it there once the command service answers again."
+        )
     return None
 
 

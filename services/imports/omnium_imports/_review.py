@@ -49,6 +49,19 @@ class Alerts:
             await conn.execute(QUERIES["alert_sent"], alert_id)
         return True
 
+    async def restate(
+        self,
+        conn: asyncpg.Connection,
+        integration_id: str,
+        kind: str,
+        message: str,
+        run_id: str | None = None,
+    ) -> None:
+        """The open alert of this kind says `message` now; raised if none is open. A person
+        already told of the cause is not told of it a second time."""
+        if await conn.fetchval(QUERIES["restate_alert"], integration_id, kind, message) is None:
+            await self.raise_(conn, integration_id, kind, message, run_id)
+
     async def clear(self, conn: asyncpg.Connection, integration_id: str, *kinds: str) -> None:
         await conn.execute(QUERIES["clear_alerts"], integration_id, list(kinds))
 
@@ -117,8 +130,6 @@ _ALERTS = {
     "partly_done": ("batch_failed", "Run partly done"),
     "paused_by_guard": ("guard", "Run paused by a check"),
 }
-# A done run means none of these causes holds any more.
-_CLEARED_BY_DONE = ("run_failed", "batch_failed", "guard", "scout_failed", "quiet")
 
 
 async def tell_of_run(
@@ -129,9 +140,23 @@ async def tell_of_run(
     reason: str | None,
     run_id: str | None,
 ) -> None:
-    """After a run: an alert for each cause a person must know of; those that are gone clear."""
-    if status == "done":
-        await alerts.clear(conn, integration_id, *_CLEARED_BY_DONE)
+    """After a run: an alert for each cause a person must know of, and those whose cause is
+    gone cleared. Each kind is cleared only by what it is about, so a page run (many an hour
+    on a Games day) clears nothing but its own failure."""
+    run = await conn.fetchrow(QUERIES["run_for_alerts"], run_id) if run_id else None
+    full = run is not None and run["build"] == "all"
+    if status == "partly_done" and run_id is not None:
+        # The seed's "a batch that failed 3 times": this attempt and the resumes before it.
+        needed = alerts.settings.imports.alert_batch_failed_times
+        attempts = 1 + await conn.fetchval(QUERIES["resumes_of_run"], run_id)
+        if attempts >= needed:
+            await alerts.raise_(
+                conn,
+                integration_id,
+                "batch_failed",
+                f"Run partly done {attempts} times: {reason}",
+                run_id,
+            )
     elif status in _ALERTS:
         kind, words = _ALERTS[status]
         await alerts.raise_(conn, integration_id, kind, f"{words}: {reason}", run_id)
@@ -146,3 +171,25 @@ async def tell_of_run(
                 f"Scout's last {needed} runs failed their own checks: {reason}",
                 run_id,
             )
+    if status == "done":
+        # A failed run is answered by itself done, by a full run done, or (a check that could
+        # not read Scout at all, with no run) by any run read and written.
+        await conn.execute(QUERIES["clear_run_failed"], integration_id, run_id, full)
+    if run is not None and full:
+        # A new full run from Scout: it is not quiet.
+        await alerts.clear(conn, integration_id, "quiet")
+        needed = alerts.settings.imports.alert_scout_failed_in_row
+        recent = await conn.fetch(QUERIES["recent_full_scout_statuses"], integration_id, needed)
+        if len(recent) == needed and all(r["scout_status"] == "passed" for r in recent):
+            await alerts.clear(conn, integration_id, "scout_failed")
+    await clear_settled(alerts, conn, integration_id)
+
+
+async def clear_settled(alerts: Alerts, conn: asyncpg.Connection, integration_id: str) -> None:
+    """Alerts whose cause is a state clear once no run is in it: a guard pause once no pause
+    waits for Start (started, or overtaken by a newer full run that passed its guards), a
+    failed batch once no run is left partly done."""
+    if not await conn.fetchval(QUERIES["any_open_reviews"], integration_id, "guard"):
+        await alerts.clear(conn, integration_id, "guard")
+    if not await conn.fetchval(QUERIES["any_partly_done"], integration_id):
+        await alerts.clear(conn, integration_id, "batch_failed")

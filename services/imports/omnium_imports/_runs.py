@@ -165,12 +165,19 @@ async def plan(
     ready: list[MappedRow],
     unit_ids: dict[str, str],
     size: int,
+    newer: set[str] | None = None,
 ) -> list[Batch]:
-    """The run's batches: as first cut when this run was tried before, else cut now."""
+    """The run's batches: as first cut when this run was tried before, else cut now. Keys in
+    `newer` (a newer run wrote them) are left out of the batches planned before."""
     planned_keys: list[list[str]] | None = await conn.fetchval(QUERIES["run_plan"], run_id)
     if planned_keys:
         # Same batches under the same numbers; rows that became ready since go after them.
-        ok = {row.key: row for row in mapped if row.outcome == "ok" and row.key}
+        left_out = newer or set()
+        ok = {
+            row.key: row
+            for row in mapped
+            if row.outcome == "ok" and row.key and row.key not in left_out
+        }
         planned = {key for keys in planned_keys for key in keys}
         later = [row for row in ready if row.key not in planned]
         groups = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
@@ -15,14 +16,14 @@ from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
 from omnium_grpc import (
-    command_message,
     field_changes,
     held_results_hidden,
     is_id,
     row_outcome_word,
     timestamp,
 )
-from omnium_imports import _queue
+from omnium_imports import _queue, _runs, _send
+from omnium_imports._missing import answered
 from omnium_imports._pipeline import Pipeline
 from omnium_imports._setup import add_lookups
 from omnium_imports._sql import QUERIES
@@ -69,6 +70,14 @@ class CheckFailed(TypedDict):
     raised_at: datetime
 
 
+class OpenAlert(TypedDict):
+    """An open alert of the integration, as the card reads it."""
+
+    kind: str
+    message: str
+    raised_at: datetime
+
+
 class ScoutVerdict(TypedDict):
     """Scout's newest run, as its own checks judged it."""
 
@@ -100,6 +109,16 @@ def run_message(row: RunRow) -> imports_pb2.Run:
 NOT_DUE = "Not due yet"
 
 
+# Open alerts the omnium line shows when its newest full run looks fine, most urgent first:
+# the word it takes then.
+_ALERT_WORDS = (
+    ("guard", "Stopped by a check"),
+    ("batch_failed", "Failing"),
+    ("run_failed", "Failing"),
+    ("quiet", "Very late"),
+)
+
+
 def omnium_health(
     state: str,
     check_seconds: int,
@@ -107,11 +126,17 @@ def omnium_health(
     now: datetime,
     check_failed: CheckFailed | None = None,
     added_at: datetime | None = None,
+    *,
+    alerts: Sequence[OpenAlert] = (),
+    waiting: int = 0,
+    late_intervals: int = 3,
 ) -> imports_pb2.Health:
-    """Our side of the card. Nothing is green unless our last run is good and on time.
+    """Our side of the card. Nothing is green unless our newest full run is good and on time,
+    no alert about us is open and nothing waits for a person.
 
-    `check_failed` is the open run_failed alert: a check that could not read Scout at all
-    records no run, but the card must still say Failing until a run is done again.
+    `last` is the newest full run: page runs come many times an hour and say nothing of the
+    whole site. `check_failed` is the open run_failed alert: a check that could not read Scout
+    at all records no run, but the card must still say Failing until a run is done again.
     `added_at`: an integration with no run yet is late only once its first check interval
     since it was added is over; before that its first run is not due yet.
     """
@@ -136,10 +161,34 @@ def omnium_health(
                 detail=f"no run yet; the first is due within {check_seconds} s of being added",
             )
         return imports_pb2.Health(word="Late", ok=False, detail="no run yet")
-    return _last_run_health(last, check_seconds, now)
+    health = _last_run_health(last, check_seconds, now, late_intervals)
+    return _still_open(health, alerts, waiting) if health.ok else health
 
 
-def _last_run_health(last: RunRow, check_seconds: int, now: datetime) -> imports_pb2.Health:
+def _still_open(
+    health: imports_pb2.Health, alerts: Sequence[OpenAlert], waiting: int
+) -> imports_pb2.Health:
+    """A good last run is not green while an alert about us is open or an item waits."""
+    by_kind = {a["kind"]: a for a in alerts}
+    for kind, word in _ALERT_WORDS:
+        if kind in by_kind:
+            alert = by_kind[kind]
+            return imports_pb2.Health(
+                word=word, ok=False, detail=alert["message"], at=timestamp(alert["raised_at"])
+            )
+    if waiting:
+        return imports_pb2.Health(
+            word="Waiting for you",
+            ok=False,
+            detail=f"{waiting} waiting for you: see Waiting for you",
+            at=health.at,
+        )
+    return health
+
+
+def _last_run_health(
+    last: RunRow, check_seconds: int, now: datetime, late_intervals: int
+) -> imports_pb2.Health:
     """The card from our last run: how it ended, and how long ago it came."""
     at = timestamp(last["received_at"])
     if last["status"] == "paused_by_guard":
@@ -148,10 +197,12 @@ def _last_run_health(last: RunRow, check_seconds: int, now: datetime) -> imports
         )
     if last["status"] in ("failed", "partly_done"):
         return imports_pb2.Health(word="Failing", ok=False, detail=last["reason"] or "", at=at)
+    if last["status"] in ("received", "applying"):
+        return imports_pb2.Health(word="Running", ok=True, detail="", at=at)
     age = (now - last["received_at"]).total_seconds()
     if age <= check_seconds:
         return imports_pb2.Health(word="On time", ok=True, detail="", at=at)
-    if age <= 3 * check_seconds:
+    if age <= late_intervals * check_seconds:
         return imports_pb2.Health(
             word="Late", ok=False, detail=f"last run {int(age // 60)} min ago", at=at
         )
@@ -160,8 +211,19 @@ def _last_run_health(last: RunRow, check_seconds: int, now: datetime) -> imports
     )
 
 
-def scout_health(verdict: ScoutVerdict | None) -> imports_pb2.Health:
-    """Scout's side of the card: its newest run passed its own checks, or not."""
+def scout_health(
+    verdict: ScoutVerdict | None, alerts: Sequence[OpenAlert] = ()
+) -> imports_pb2.Health:
+    """Scout's side of the card: its newest run passed its own checks, and no alert says
+    its runs keep failing them (it clears after passing full runs, not one page run)."""
+    failing = next((a for a in alerts if a["kind"] == "scout_failed"), None)
+    if failing is not None:
+        return imports_pb2.Health(
+            word="Failed its checks",
+            ok=False,
+            detail=failing["message"],
+            at=timestamp(failing["raised_at"]),
+        )
     if verdict is None:
         return imports_pb2.Health(word="No run yet", ok=False)
     if verdict["scout_status"] == "failed":
@@ -195,6 +257,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
         async with self.pool.acquire() as conn:
             for row in await conn.fetch(QUERIES["integrations"]):
                 last = await conn.fetchrow(QUERIES["newest_run"], row["id"])
+                last_full = await conn.fetchrow(QUERIES["newest_full_run"], row["id"])
                 verdict = await conn.fetchrow(QUERIES["newest_scout_verdict"], row["id"])
                 alerts = await conn.fetch(QUERIES["open_alerts"], row["id"])
                 out.append(
@@ -204,14 +267,17 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                         name=row["name"],
                         state=row["state"],
                         target=row["target"],
-                        scout=scout_health(verdict),
+                        scout=scout_health(verdict, alerts),
                         omnium=omnium_health(
                             row["state"],
                             row["check_seconds"],
-                            last,
+                            last_full,
                             now,
                             _check_failed(alerts),
                             added_at=row["created_at"],
+                            alerts=alerts,
+                            waiting=row["waiting"],
+                            late_intervals=self.settings.imports.alert_quiet_intervals,
                         ),
                         open_alerts=[
                             imports_pb2.Alert(
@@ -347,29 +413,39 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
         person = await _acting_person(request.actor, "ResolveMissing", what, context)
         async with self.pool.acquire() as conn:
             item = await conn.fetchrow(QUERIES["review_item"], request.item_id)
+            integration = await _runs.integration(conn, item["integration_id"]) if item else None
         if item is None or item["kind"] != "missing" or item["status"] != "open":
             await context.abort(
                 grpc.StatusCode.NOT_FOUND, f"there is no open missing-key item {request.item_id}"
             )
         if request.cancel:
-            if not item["subject_id"]:
-                return imports_pb2.ActionAnswer(done=False, message="the key names no unit")
+            if not item["subject_id"] or integration is None:
+                return imports_pb2.ActionAnswer(
+                    done=False,
+                    message="the key names no record of ours, so there is nothing to cancel: "
+                    "dismiss it instead",
+                )
+            # A unit is cancelled; a medal row (a medal withdrawn after a protest) is taken out
+            # of the table by its own command.
             answer = await self.command.Submit(
-                command_message(
+                _send.withdrawal(
                     f"missing:{item['id']}:cancel",
-                    "results.set_status",
-                    {"status": "CANCELLED"},
+                    integration,
+                    item["subject_id"],
+                    item["medal_ref"],
                     person,
-                    unit_id=item["subject_id"],
                 ),
                 timeout=self.settings.grpc.deadline_seconds,
             )
             if answer.outcome not in (command_pb2.OUTCOME_ACCEPTED, command_pb2.OUTCOME_DUPLICATE):
                 return imports_pb2.ActionAnswer(done=False, message=answer.reason)
-        async with self.pool.acquire() as conn:
-            await conn.execute(
-                QUERIES["resolve_review"],
-                request.item_id,
+        async with self.pool.acquire() as conn, conn.transaction():
+            # The answer stays answered: the key is not counted or asked about again until a
+            # run lists it and it goes missing once more.
+            await answered(
+                conn,
+                item["integration_id"],
+                item["subject_key"],
                 "done" if request.cancel else "dismissed",
                 person.name,
             )

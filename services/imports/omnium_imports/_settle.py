@@ -38,9 +38,15 @@ async def open_windows(
     integration_id: str,
     build: str | None,
     mapped: Sequence[MappedRow],
+    source_at: datetime | None = None,
 ) -> None:
-    """Official rows open their settle window; a page run moves its keys on."""
+    """Official rows open their settle window; a page run moves its keys on.
+
+    The window starts when the source said official, as near as we know it: when Scout read
+    the page (`source_at`, its run's finish), not when this run got to it, which may be hours
+    later (a backlog, a run resumed late)."""
     now = datetime.now(UTC)
+    official_at = min(source_at, now) if source_at is not None else now
     official = [
         row.key
         for row in mapped
@@ -48,7 +54,11 @@ async def open_windows(
     ]
     if official:
         await conn.execute(
-            QUERIES["mark_official"], integration_id, official, first_read(now, settings), now
+            QUERIES["mark_official"],
+            integration_id,
+            official,
+            first_read(official_at, settings),
+            official_at,
         )
     if build == "page":
         listed = [row.key for row in mapped if row.key]

@@ -23,9 +23,17 @@ from omnium_imports._sql import QUERIES
 from omnium_imports.mapping import LOOKUP_KINDS
 
 
-async def register_integration(conn: asyncpg.Connection, spec: IntegrationSpec) -> str:
+async def register_integration(
+    conn: asyncpg.Connection,
+    spec: IntegrationSpec,
+    *,
+    check_seconds: int = 600,
+    rotation_seconds: int = 3600,
+) -> str:
     """Create or update the integration and give it the mapping as its current version (the
     same mapping as the current version adds none). An integration that exists keeps its state.
+    `check_seconds` is the interval when the file gives none (OMNIUM_CHECK_SECONDS); a secret
+    replaced keeps the previous one for `rotation_seconds` (OMNIUM_SECRET_ROTATION_SECONDS).
     """
     version = checked_mapping(spec.mapping, ("mapping",))
     if version.target != spec.target:
@@ -62,8 +70,10 @@ async def register_integration(conn: asyncpg.Connection, spec: IntegrationSpec) 
                     "base_url": spec.base_url,
                     "job": spec.job,
                     "secret": spec.secret,
-                    "check_seconds": spec.check_seconds,
+                    "check_seconds": spec.check_seconds or check_seconds,
                     "creates_units": spec.creates_units,
+                    "settings": json.dumps(dict(spec.settings)),
+                    "rotation_seconds": rotation_seconds,
                 }
             ),
         )

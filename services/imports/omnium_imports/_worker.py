@@ -9,6 +9,7 @@ import os
 import secrets
 import socket
 import time
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
@@ -154,21 +155,30 @@ class Worker:
             )
             if resumed is None:
                 await self._stop_resuming(conn, job, result.run_id, result.reason or "")
+            else:
+                at = datetime.now(UTC) + timedelta(seconds=resumed[1])
+                tries = await _queue.resumes_of_run(conn, result.run_id)
+                await conn.execute(
+                    QUERIES["note_resume"],
+                    result.run_id,
+                    f"It resumes by itself at {at:%H:%M:%S} UTC (resume {tries} of "
+                    f"{settings.imports.resume_tries}; after the last it waits for you).",
+                )
             return resumed
 
     async def _stop_resuming(
         self, conn: asyncpg.Connection, job: _queue.Job, run_id: str, reason: str
     ) -> None:
         """A run that has resumed by itself `resume_tries` times waits for a person: its reason
-        says so, and its alert is raised again with those words (so the webhook hears it)."""
+        says so, and so does its alert (one alert: raised now if it was not yet)."""
         resumes = await _queue.resumes_of_run(conn, run_id)
         if resumes < self.settings.imports.resume_tries:
             return  # not given up: a resume of it is queued already
         waiting = _waiting_reason(reason, resumes)
         await conn.execute(QUERIES["stop_resuming"], run_id, waiting)
-        alerts = self.pipeline.alerts
-        await alerts.clear(conn, job.integration_id, "batch_failed")
-        await alerts.raise_(
+        # The open alert (raised after alert_batch_failed_times) now says it waits; one is
+        # raised if it is not open yet (resume_tries below that number).
+        await self.pipeline.alerts.restate(
             conn,
             job.integration_id,
             "batch_failed",
@@ -234,7 +244,8 @@ async def run_scheduler(
     settings: Settings, pool: asyncpg.Pool, stop: asyncio.Event, alerts: Alerts
 ) -> None:
     """Every scheduler_seconds: a check for each integration not heard from for its interval,
-    an alert for one with no new run for alert_quiet_intervals, and (hourly) row log trimming.
+    an alert for one with no new run for alert_quiet_intervals, runs left without a job
+    swept, and (every row_log_trim_seconds) row log trimming.
     """
     # None: trim on the first pass. (0.0 would wait until the machine had been up an hour,
     # since time.monotonic() counts from boot.)
@@ -243,6 +254,7 @@ async def run_scheduler(
         try:
             async with pool.acquire() as conn:
                 queued = await _queue.queue_quiet_integrations(conn)
+                await sweep_abandoned_runs(settings, conn, alerts)
                 for row in await conn.fetch(
                     QUERIES["quiet_for_long"], settings.imports.alert_quiet_intervals
                 ):
@@ -253,7 +265,8 @@ async def run_scheduler(
                         f"No new run from Scout for {settings.imports.alert_quiet_intervals} check "
                         f"intervals ({row['check_seconds']} s each).",
                     )
-                if trimmed_at is None or time.monotonic() - trimmed_at > 3600:
+                trim_every = settings.imports.row_log_trim_seconds
+                if trimmed_at is None or time.monotonic() - trimmed_at > trim_every:
                     trimmed_at = time.monotonic()
                     result = await conn.execute(
                         QUERIES["trim_row_log"], settings.imports.row_log_days
@@ -266,3 +279,15 @@ async def run_scheduler(
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(settings.imports.scheduler_seconds):
                 await stop.wait()
+
+
+async def sweep_abandoned_runs(settings: Settings, conn: asyncpg.Connection, alerts: Alerts) -> int:
+    """Runs left received or applying past the lease with no job on them: closed failed, each
+    with an alert. Answers how many."""
+    swept = await conn.fetch(QUERIES["sweep_abandoned_runs"], settings.imports.lease_expire_seconds)
+    for run in swept:
+        log.warning("run %s swept: %s", run["id"], run["reason"])
+        await alerts.raise_(
+            conn, run["integration_id"], "run_failed", f"Run failed: {run['reason']}", run["id"]
+        )
+    return len(swept)

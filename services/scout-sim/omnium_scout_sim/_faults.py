@@ -58,6 +58,7 @@ class Faults:
         self._pages: list[MalformedPage] = []
         self._overclaim = 0
         self._short_rows: int | None = None
+        self._zero_medals = False
         self.doorbell_muted = False
         self._bad_signatures = 0
 
@@ -89,6 +90,10 @@ class Faults:
     def sign_next_doorbells_wrongly(self, count: int) -> None:
         self._bad_signatures = _count(count)
 
+    def zero_next_medal_table(self) -> None:
+        """The next full medal table lists every NOC with no medals (a page read broken)."""
+        self._zero_medals = True
+
     # -- using up ------------------------------------------------------------------------
 
     def take_error(self, path: str) -> int | None:
@@ -116,6 +121,10 @@ class Faults:
         rows, self._short_rows = self._short_rows, None
         return rows
 
+    def take_zero_medals(self) -> bool:
+        zero, self._zero_medals = self._zero_medals, False
+        return zero
+
     def take_bad_signature(self) -> bool:
         if self._bad_signatures:
             self._bad_signatures -= 1
@@ -128,6 +137,7 @@ class Faults:
             "slow": [f.to_json("seconds") for f in self._delays],
             "malformed_pages": list(self._pages),
             "overclaim_next_run": self._overclaim,
+            "zero_next_medal_table": self._zero_medals,
             "short_next_run": self._short_rows,
             "doorbell_muted": self.doorbell_muted,
             "bad_signatures": self._bad_signatures,

@@ -177,6 +177,8 @@ class ScoutSimulator:
         rows, build_, day = self._rows_for(job, build, day, keys)
         if build_ == "all" and (short := self.faults.take_short_rows()) is not None:
             rows = rows[:short]
+        if job == self.config.medals_job and build_ == "all" and self.faults.take_zero_medals():
+            rows = [{**row, "gold": 0, "silver": 0, "bronze": 0, "total": 0} for row in rows]
         if finished_at is not None and finished_at.tzinfo is None:
             raise SimulatorError("finished_at needs a time zone (UTC)")
         self._run_number += 1
@@ -367,6 +369,9 @@ class ScoutSimulator:
 
     def shorten_next_run(self, rows: int) -> None:
         self.faults.shorten_next_run(rows)
+
+    def zero_next_medal_table(self) -> None:
+        self.faults.zero_next_medal_table()
 
     def mute_doorbell(self, muted: bool = True) -> None:
         self.faults.doorbell_muted = muted

@@ -95,9 +95,10 @@ UPDATE client_feed SET built_marks = greatest(built_marks, $2), built_id = great
  WHERE id = $1;
 
 -- name: medal_rows
+-- A row with no medal is not in the table (medals.withdraw_row takes a NOC's last medal away).
 SELECT m.noc, m.gold, m.silver, m.bronze, m.total, m.rank
   FROM medal_row m
- WHERE m.event_id = $1 AND m.discipline_id IS NOT DISTINCT FROM $2::uuid
+ WHERE m.event_id = $1 AND m.discipline_id IS NOT DISTINCT FROM $2::uuid AND m.total > 0
  ORDER BY m.rank NULLS LAST, m.gold DESC, m.silver DESC, m.bronze DESC, m.noc
  LIMIT $3;
 

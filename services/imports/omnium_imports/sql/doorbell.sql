@@ -1,7 +1,10 @@
 -- Scout's doorbell.
 
 -- name: integration_by_code
-SELECT id::text AS id, state, secret, previous_secret
+-- The previous secret only within its rotation window (none set: kept until replaced).
+SELECT id::text AS id, state, secret,
+       CASE WHEN previous_secret_until IS NULL OR previous_secret_until > now()
+            THEN previous_secret END AS previous_secret
   FROM integration
  WHERE code = $1;
 

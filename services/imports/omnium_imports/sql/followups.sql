@@ -25,7 +25,8 @@ UPDATE integration_key_state k
    SET next_read_at = CASE
          WHEN k.official_at + make_interval(secs => $4::float8 + $3::float8) < now() THEN NULL
          ELSE now() + make_interval(secs => $3::float8)
-       END
+       END,
+       read_asked_at = now()
   FROM due
  WHERE k.integration_id = $1::uuid AND k.subject_key = due.subject_key
 RETURNING k.subject_key, due.next_read_at AS was_due, k.next_read_at AS asked_again_at;
@@ -34,8 +35,13 @@ RETURNING k.subject_key, due.next_read_at AS was_due, k.next_read_at AS asked_ag
 -- Scout could not be asked: the keys are due again as they were (oldest first still), unless
 -- a page run has read one since.
 UPDATE integration_key_state k
-   SET next_read_at = v.was_due
+   SET next_read_at = v.was_due, read_asked_at = NULL
   FROM unnest($2::text[], $3::timestamptz[], $4::timestamptz[])
        AS v(subject_key, was_due, asked_again_at)
  WHERE k.integration_id = $1::uuid AND k.subject_key = v.subject_key
    AND k.next_read_at = v.asked_again_at;
+
+-- name: keys_asked_not_read
+-- Keys asked for in a page run within the asked wait ($2 s) that no page run has read yet.
+SELECT count(*) FROM integration_key_state
+ WHERE integration_id = $1::uuid AND read_asked_at > now() - make_interval(secs => $2::float8);

@@ -1,7 +1,8 @@
 -- Key state: what an integration last saw and wrote, per key (Section 3 seed, K1 and K2).
 
 -- name: load_key_state
-SELECT subject_key, subject_id::text AS subject_id, last_hash, applied_seq, missing_runs
+SELECT subject_key, subject_id::text AS subject_id, last_hash, applied_seq, missing_runs,
+       missing_answered
   FROM integration_key_state
  WHERE integration_id = $1::uuid;
 
@@ -71,7 +72,7 @@ UPDATE integration_key_state
 -- name: settle_listed
 -- A page run read these keys again: each moves on to its next read (or leaves the window).
 UPDATE integration_key_state AS k
-   SET next_read_at = v.next_read_at
+   SET next_read_at = v.next_read_at, read_asked_at = NULL
   FROM unnest($2::text[], $3::timestamptz[]) AS v(subject_key, next_read_at)
  WHERE k.integration_id = $1::uuid AND k.subject_key = v.subject_key;
 

@@ -14,6 +14,15 @@ SELECT r.*, r.id::text AS run_id, i.code AS integration_code
  ORDER BY r.received_at DESC
  LIMIT 1;
 
+-- name: newest_full_run
+-- The card's omnium line is judged by full runs: a page run reads a few keys again, and says
+-- nothing of whether the whole site still comes through.
+SELECT r.*, r.id::text AS run_id, i.code AS integration_code
+  FROM integration_run r JOIN integration i ON i.id = r.integration_id
+ WHERE r.integration_id = $1::uuid AND r.build = 'all'
+ ORDER BY r.received_at DESC
+ LIMIT 1;
+
 -- name: newest_scout_verdict
 SELECT scout_status, reason, coalesce(scout_finished_at, received_at) AS at
   FROM integration_run
@@ -83,8 +92,12 @@ SELECT w.id, i.code AS integration_code, w.kind, w.subject_key, w.question,
  ORDER BY w.created_at;
 
 -- name: review_item
+-- `medal_ref` names a medal row as its withdrawal does.
 SELECT w.id, w.kind, w.subject_key, w.subject_id::text AS subject_id, w.status,
-       i.code AS integration_code, i.id::text AS integration_id
+       i.code AS integration_code, i.id::text AS integration_id,
+       (SELECT coalesce(d.code, '') || ':' || m.noc
+          FROM medal_row m LEFT JOIN discipline d ON d.id = m.discipline_id
+         WHERE m.id = w.subject_id) AS medal_ref
   FROM review_item w JOIN integration i ON i.id = w.integration_id
  WHERE w.id = $1;
 

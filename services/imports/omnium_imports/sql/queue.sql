@@ -34,6 +34,11 @@ RETURNING id;
 -- name: resumes_of_run
 SELECT count(*) FROM integration_job WHERE run_id = $1::uuid AND via = 'resume';
 
+-- name: note_resume
+-- A partly done run's reason says when it resumes by itself (the run screen shows it).
+UPDATE integration_run SET reason = coalesce(reason || ' ', '') || $2
+ WHERE id = $1::uuid AND status = 'partly_done';
+
 -- name: stop_resuming
 -- The run resumed by itself as often as it may: its reason now says it waits for a person.
 UPDATE integration_run SET reason = $2 WHERE id = $1::uuid AND status = 'partly_done';

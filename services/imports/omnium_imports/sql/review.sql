@@ -6,6 +6,11 @@ VALUES ($1::uuid, $2, $3, $4::uuid)
 ON CONFLICT (integration_id, kind) WHERE status = 'open' DO NOTHING
 RETURNING id;
 
+-- name: restate_alert
+UPDATE alert SET message = $3
+ WHERE integration_id = $1::uuid AND kind = $2 AND status = 'open'
+RETURNING id;
+
 -- name: alert_sent
 UPDATE alert SET sent_at = now() WHERE id = $1;
 
@@ -28,6 +33,10 @@ UPDATE review_item SET status = 'done', resolved_at = now(), resolved_by = $4
  WHERE integration_id = $1::uuid AND kind = $2 AND subject_key = ANY($3::text[])
    AND status = 'open';
 
+-- name: answer_review
+UPDATE review_item SET status = $4, resolved_at = now(), resolved_by = $5
+ WHERE integration_id = $1::uuid AND kind = $2 AND subject_key = $3 AND status = 'open';
+
 -- name: close_unlisted_reviews
 -- After a complete run: items about keys it no longer lists are about rows Scout dropped.
 UPDATE review_item SET status = 'done', resolved_at = now(), resolved_by = $4
@@ -48,6 +57,32 @@ UPDATE review_item w
    AND (p.id = n.id
         OR (n.status IN ('done', 'partly_done') AND p.scout_finished_at < n.scout_finished_at
             AND (n.build = 'all' OR n.build = p.build)));
+
+-- name: run_for_alerts
+SELECT build, status, scout_status FROM integration_run WHERE id = $1::uuid;
+
+-- name: clear_run_failed
+-- After run $2 is done: its own failure, a check's that read no run, and (a full run, $3)
+-- every failed run's: a full run done reads and writes all a failed one would have.
+UPDATE alert SET status = 'cleared', cleared_at = now()
+ WHERE integration_id = $1::uuid AND kind = 'run_failed' AND status = 'open'
+   AND (run_id IS NULL OR run_id = $2::uuid OR $3::bool);
+
+-- name: any_partly_done
+-- A run partly done, or one being resumed now (Running again until it ends).
+SELECT EXISTS (SELECT 1 FROM integration_run r
+                WHERE r.integration_id = $1::uuid
+                  AND (r.status = 'partly_done'
+                       OR (r.status IN ('received', 'applying')
+                           AND EXISTS (SELECT 1 FROM integration_job j
+                                        WHERE j.run_id = r.id AND j.via = 'resume'
+                                          AND j.status IN ('queued', 'running')))));
+
+-- name: recent_full_scout_statuses
+SELECT scout_status FROM integration_run
+ WHERE integration_id = $1::uuid AND scout_status IS NOT NULL AND build = 'all'
+ ORDER BY received_at DESC
+ LIMIT $2;
 
 -- name: recent_scout_statuses
 SELECT scout_status FROM integration_run
@@ -74,19 +109,63 @@ SELECT u.id::text AS id, u.status, u.phase, u.start_at, u.venue, u.pinned,
   FROM unit u
  WHERE u.id = ANY($1::uuid[]);
 
+-- name: current_medal_rows
+-- The I12 guard of a medal table: our rows of the integration's event, by the name a batch
+-- gives them.
+SELECT coalesce(d.code, '') || ':' || m.noc AS ref, m.total, m.pinned
+  FROM medal_row m LEFT JOIN discipline d ON d.id = m.discipline_id
+ WHERE m.event_id = (SELECT i.event_id FROM integration i WHERE i.id = $1::uuid);
+
 -- name: mark_missing
--- After a full run: keys it did not list count one more missing run; keys it listed are reset.
+-- After full run $4: keys it did not list ($2) count one more missing run, once per run (the
+-- step is tried again after a lost answer, and a repeat counts nothing twice); keys it listed
+-- again ($3) are reset, and a person's answer about them is forgotten. A key a person answered
+-- is not counted again until a run lists it again. `gone_already`: its unit is cancelled, or
+-- its medal row withdrawn; there is nothing left to ask.
 UPDATE integration_key_state k
-   SET missing_runs = CASE WHEN k.subject_key = ANY($2::text[]) THEN k.missing_runs + 1 ELSE 0 END
+   SET missing_runs = CASE WHEN k.subject_key = ANY($2::text[])
+                           THEN k.missing_runs + (k.missed_in_run IS DISTINCT FROM $4::uuid)::int
+                           ELSE 0 END,
+       missed_in_run = CASE WHEN k.subject_key = ANY($2::text[]) THEN $4::uuid END,
+       missing_answered = false
  WHERE k.integration_id = $1::uuid
-   AND (k.subject_key = ANY($2::text[]) OR k.subject_key = ANY($3::text[]))
-RETURNING k.subject_key, k.subject_id::text AS subject_id, k.missing_runs;
+   AND ((k.subject_key = ANY($2::text[]) AND NOT k.missing_answered)
+        OR k.subject_key = ANY($3::text[]))
+RETURNING k.subject_key, k.subject_id::text AS subject_id, k.missing_runs,
+          (EXISTS (SELECT 1 FROM unit u WHERE u.id = k.subject_id AND u.status = 'CANCELLED')
+           OR EXISTS (SELECT 1 FROM medal_row m
+                       WHERE m.id = k.subject_id AND m.total = 0)) AS gone_already,
+          (SELECT coalesce(d.code, '') || ':' || m.noc
+             FROM medal_row m LEFT JOIN discipline d ON d.id = m.discipline_id
+            WHERE m.id = k.subject_id) AS medal_ref;
+
+-- name: answer_missing
+-- A person answered the key's missing question: not counted or asked again until it is seen.
+UPDATE integration_key_state
+   SET missing_runs = 0, missed_in_run = NULL, missing_answered = true
+ WHERE integration_id = $1::uuid AND subject_key = $2;
 
 -- name: quiet_for_long
--- No new run for `alert_quiet_intervals` check intervals.
+-- No new full run for `alert_quiet_intervals` check intervals: page runs, asked for by the
+-- settle window, come whether or not Scout still reads the whole site.
 SELECT i.id::text AS id, i.check_seconds
   FROM integration i
  WHERE i.state = 'on'
-   AND coalesce((SELECT max(r.received_at) FROM integration_run r WHERE r.integration_id = i.id),
+   AND coalesce((SELECT max(r.received_at) FROM integration_run r
+                  WHERE r.integration_id = i.id AND r.build = 'all'),
                 i.created_at)
        < now() - make_interval(secs => i.check_seconds * $1);
+
+-- name: sweep_abandoned_runs
+-- Runs left received or applying past the lease with no job to finish them (a job that ended
+-- without closing its run): closed failed, with a reason a person can act on.
+UPDATE integration_run r
+   SET status = 'failed', finished_at = now(),
+       reason = 'Run ' || r.scout_run_id || ' was left ' || r.status || ' with no job working on '
+                || 'it, so it was closed. What it saved stays; the next check reads Scout again, '
+                || 'or press Run now.'
+ WHERE r.status IN ('received', 'applying')
+   AND r.received_at < now() - make_interval(secs => $1)
+   AND NOT EXISTS (SELECT 1 FROM integration_job j
+                    WHERE j.run_id = r.id AND j.status IN ('queued', 'running'))
+RETURNING r.id::text AS id, r.integration_id::text AS integration_id, r.reason;

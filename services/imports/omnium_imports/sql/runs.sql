@@ -35,10 +35,14 @@ INSERT INTO integration_run AS r (integration_id, scout_run_id, status, scout_st
 VALUES (:integration_id::uuid, :scout_run_id, :status, :scout_status, :build, :day::date,
         :row_count, :scout_finished_at, :version, :job_id, :reason, now(),
         CASE WHEN :status IN ('received') THEN NULL ELSE now() END)
+-- A run resumed (partly done) or started past its guards is Running again while it writes,
+-- not shown as it was left.
 ON CONFLICT (integration_id, scout_run_id) DO UPDATE SET
-  status = CASE WHEN r.status = 'failed' OR EXCLUDED.status <> 'received' THEN EXCLUDED.status
+  status = CASE WHEN r.status IN ('failed', 'partly_done', 'paused_by_guard')
+                  OR EXCLUDED.status <> 'received' THEN EXCLUDED.status
                 ELSE r.status END,
-  reason = CASE WHEN r.status = 'failed' OR EXCLUDED.status <> 'received' THEN EXCLUDED.reason
+  reason = CASE WHEN r.status IN ('failed', 'partly_done', 'paused_by_guard')
+                  OR EXCLUDED.status <> 'received' THEN EXCLUDED.reason
                 ELSE r.reason END,
   row_count = EXCLUDED.row_count,
   version = EXCLUDED.version,
@@ -95,3 +99,18 @@ SELECT sized FROM integration_run WHERE id = $1::uuid;
 
 -- name: link_job_to_run
 UPDATE integration_job SET run_id = $2::uuid WHERE id = $1;
+
+-- name: keys_of_newer_runs
+-- The keys a run newer than run $2 (by when Scout finished it), of any build, wrote since:
+-- run $2, started or resumed late, must not take them back. Newer runs are few, and none in
+-- the usual case, so this reads nothing then.
+WITH newer AS (
+  SELECT n.id, n.scout_run_id
+    FROM integration_run n, integration_run r
+   WHERE r.id = $2::uuid AND n.integration_id = $1::uuid AND n.id <> r.id
+     AND n.scout_finished_at > r.scout_finished_at
+     AND n.status IN ('done', 'partly_done', 'failed', 'applying', 'received')
+)
+SELECT k.subject_key, newer.scout_run_id
+  FROM integration_key_state k JOIN newer ON newer.id = k.last_seen_run
+ WHERE k.integration_id = $1::uuid;

@@ -25,14 +25,22 @@ SELECT code, id::text FROM competitor
  WHERE event_id = $1::uuid AND code = ANY($2::text[]);
 
 -- name: upsert_integration
-INSERT INTO integration (code, event_id, name, state, target, scout_base_url, scout_job, secret,
-                         check_seconds, creates_units)
+-- A new secret keeps the one it replaces for :rotation_seconds, so Scout's doorbells signed
+-- with it still ring while Scout switches. :settings comes as JSON text (any connection).
+INSERT INTO integration AS i (code, event_id, name, state, target, scout_base_url, scout_job,
+                              secret, check_seconds, creates_units, settings)
 VALUES (:code, (SELECT id FROM event WHERE code = :event_code), :name, :state, :target,
-        :base_url, :job, :secret, :check_seconds, :creates_units)
+        :base_url, :job, :secret, :check_seconds, :creates_units, :settings::text::jsonb)
 ON CONFLICT (code) DO UPDATE SET
   name = EXCLUDED.name, target = EXCLUDED.target, scout_base_url = EXCLUDED.scout_base_url,
   scout_job = EXCLUDED.scout_job, secret = EXCLUDED.secret,
-  check_seconds = EXCLUDED.check_seconds, creates_units = EXCLUDED.creates_units
+  previous_secret = CASE WHEN i.secret <> EXCLUDED.secret THEN i.secret
+                         ELSE i.previous_secret END,
+  previous_secret_until = CASE WHEN i.secret <> EXCLUDED.secret
+                               THEN now() + make_interval(secs => :rotation_seconds)
+                               ELSE i.previous_secret_until END,
+  check_seconds = EXCLUDED.check_seconds, creates_units = EXCLUDED.creates_units,
+  settings = EXCLUDED.settings
 RETURNING id::text;
 
 -- name: add_version
@@ -110,3 +118,12 @@ INSERT INTO integration_lookup (integration_id, kind, external_id, our_id)
 SELECT $1::uuid, $2, v.external_id, v.our_id
   FROM unnest($3::text[], $4::uuid[]) AS v(external_id, our_id)
 ON CONFLICT (integration_id, kind, external_id) DO UPDATE SET our_id = EXCLUDED.our_id;
+
+-- name: current_key_fields
+-- The current version's key fields (a mapping leaving them out keys on externalId), and how
+-- many keys the integration knows: `mapping publish` warns when a new version changes them.
+SELECT coalesce(v.spec->'key_fields', '["externalId"]'::jsonb)::text AS key_fields,
+       (SELECT count(*) FROM integration_key_state k WHERE k.integration_id = i.id) AS keys
+  FROM integration i
+  LEFT JOIN integration_version v ON v.integration_id = i.id AND v.version = i.current_version
+ WHERE i.id = $1::uuid;

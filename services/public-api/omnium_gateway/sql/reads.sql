@@ -89,7 +89,8 @@ SELECT json_build_object(
 -- The whole Games' table (rows with no discipline), best first; $2 is the top N or null, $3 the
 -- disciplines the checker holds by setting. While a unit the checker holds shows a medal its
 -- approval does not, the table is held: no rows, `held` true (a medal row cannot say which
--- unit's result it counts, so none is shown that could rest on the waiting one).
+-- unit's result it counts, so none is shown that could rest on the waiting one). A row with no
+-- medal is not in it (medals.withdraw_row takes a NOC's last medal away so).
 WITH ev AS (
   SELECT e.id, e.code, event_medals_held(e.id, $3::text[]) AS held FROM event e WHERE e.code = $1
 )
@@ -100,7 +101,7 @@ SELECT ev.code AS event, ev.held,
                  'bronze', m.bronze, 'total', m.total)
                ORDER BY m.rank NULLS LAST, m.gold DESC, m.silver DESC, m.bronze DESC, m.noc), '[]')
           FROM (SELECT * FROM medal_row r
-                 WHERE r.event_id = ev.id AND r.discipline_id IS NULL
+                 WHERE r.event_id = ev.id AND r.discipline_id IS NULL AND r.total > 0
                  ORDER BY r.rank NULLS LAST, r.gold DESC, r.silver DESC, r.bronze DESC, r.noc
                  LIMIT $2) m)::text END AS items
   FROM ev;
