@@ -200,3 +200,19 @@ def test_a_unit_s_page_shows_its_sides_pins_and_offers_to_unpin_them() -> None:
     # A viewer sees the pins, not the buttons.
     viewer = _screen("unit.html", may_act=False, **context)
     assert "(set by hand)" in viewer and "Unpin" not in viewer
+
+
+def test_a_paused_run_page_says_nothing_was_written_once() -> None:
+    reason = "Scout sent 1 row; it usually sends about 14. Nothing from this run was written."
+    page = _screen(
+        "run.html",
+        run=_run("paused_by_guard", reason=reason),
+        changed=[],
+        kept=[],
+        held=[],
+        refused=[],
+        counts={"changed": 0, "kept": 0, "held": 0, "refused": 0},
+        limit=100,
+    )
+    banner = page.split('class="banner guard"', 1)[1].split("</p>", 1)[0]
+    assert banner.count("Nothing from this run was written") == 1 and ".." not in banner

@@ -46,3 +46,10 @@ def test_a_status_a_person_pinned_is_not_counted_as_reopened() -> None:
     current["u0"] = _ours("OFFICIAL")
     stop = cleared_and_reopened(rows, current, {}, Clearing(), LIMITS)
     assert stop is not None and "reopen 2 finished units" in stop
+
+
+def test_too_few_rows_says_one_row_not_one_rows() -> None:
+    from omnium_imports._guards import too_few
+
+    said = too_few(1, 14, LIMITS)
+    assert said is not None and said.startswith("Scout sent 1 row; it usually sends about 14.")

@@ -56,7 +56,8 @@ def too_few(rows: int, usual: float | None, limits: Limits) -> str | None:
     if usual is None or rows >= limits.min_share * usual:
         return None
     return (
-        f"Scout sent {rows:,} rows; it usually sends about {round(usual):,}. "
+        f"Scout sent {rows:,} row{'' if rows == 1 else 's'}; it usually sends about "
+        f"{round(usual):,}. "
         "Nothing from this run was written."
     )
 
