@@ -151,12 +151,16 @@ _NEVER_OUTBOUND = tuple(
 )
 
 
+def _parsed(
+    cidrs: tuple[str, ...],
+) -> Iterator[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network]]:
+    """Each range as written and as a network: Settings.check has refused any that do not parse."""
+    for cidr in cidrs:
+        yield cidr, ipaddress.ip_network(cidr, strict=False)
+
+
 def _outbound(settings: Settings) -> Iterator[str]:
-    for cidr in settings.server.outbound_allowed_networks:
-        try:
-            network = ipaddress.ip_network(cidr, strict=False)
-        except ValueError:
-            continue  # Settings.check names a range that does not parse
+    for cidr, network in _parsed(settings.server.outbound_allowed_networks):
         if network.prefixlen == 0 or any(network.overlaps(n) for n in _NEVER_OUTBOUND):
             yield (
                 f"OMNIUM_OUTBOUND_ALLOWED_NETWORKS has {cidr}: a webhook or Scout address typed "
@@ -175,11 +179,7 @@ def _public_metrics(settings: Settings) -> Iterator[str]:
 
 
 def _proxies(settings: Settings) -> Iterator[str]:
-    for cidr in settings.server.trusted_proxies:
-        try:
-            network = ipaddress.ip_network(cidr, strict=False)
-        except ValueError:
-            continue  # Settings.check names a CIDR that does not parse
+    for cidr, network in _parsed(settings.server.trusted_proxies):
         if network.prefixlen == 0:
             yield (
                 f"OMNIUM_TRUSTED_PROXIES has {cidr}: any client could say it is any address "
