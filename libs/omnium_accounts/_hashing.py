@@ -87,11 +87,19 @@ class PasswordChecks:
 
 
 def _lowest_priority() -> None:
-    """Password checks run at the lowest CPU priority (nice 19, this thread alone: Linux keeps
-    a nice value per thread). A scorer's tap, and the processes it goes through, get the CPU
-    first; a flood of sign-ins slows sign-ins, which then answer busy, not the scoring."""
+    """Password checks run only on CPU time nothing else wants: Linux's SCHED_IDLE for this
+    thread alone (a policy is per thread), or nice 19 where that is refused. A scorer's tap,
+    and every process it goes through, gets the CPU first and is never made to wait for a
+    hash; a flood of sign-ins slows sign-ins, which then answer busy, not the scoring.
+
+    nice 19 alone is not enough on a busy machine: a nice-19 thread still gets its slices
+    (about 1.5 % of a nice-0 one's weight each, but a slice once it runs), and the half-dozen
+    wake-ups of one tap across gateway, scoring, command service and database each waited for
+    one (`make drill-abuse`: p95 53 to 106 ms under a sign-in flood, target 50)."""
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
 _PROCESS_CHECKS: dict[tuple[int, int], PasswordChecks] = {}

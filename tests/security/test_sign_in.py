@@ -319,3 +319,16 @@ async def test_sign_ins_and_changes_are_audited_without_secrets(
     secret = [PASSWORD, "a wrong password", key[1], signed.json()["csrf"]]
     secret.append(signed.cookies["omnium_session"])
     assert [s for s in secret if any(s in line for line in lines)] == []
+
+
+async def test_password_checks_run_only_on_cpu_time_nothing_else_wants() -> None:
+    """Linux's SCHED_IDLE on each check's thread (the event loop's thread keeps its policy):
+    a flood of sign-ins waits for the CPU; a scorer's tap does not wait for a hash."""
+    import os
+
+    from omnium_accounts import password_checks
+
+    checks = password_checks(Settings.from_env({}, sign_in_hash_threads=1, sign_in_hash_queue=0))
+    policy = await checks.run(lambda: os.sched_getscheduler(0))
+    assert policy == os.SCHED_IDLE
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
