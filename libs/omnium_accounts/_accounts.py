@@ -156,6 +156,11 @@ class Accounts:
         return self._throttle or PostgresThrottle(self._pool)
 
     @property
+    def pool(self) -> asyncpg.Pool:
+        """The people pool, or AccountsUnavailable before start-up attached it."""
+        return self._pool
+
+    @property
     def _pool(self) -> asyncpg.Pool:
         if self._bound is None:
             raise AccountsUnavailable("sign-in is not available yet: the database is not connected")

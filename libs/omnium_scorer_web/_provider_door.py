@@ -1,15 +1,22 @@
 """The provider push door, POST /v1/providers/{provider}/messages: limits, then scoring.
 
-In this order, each step cheaper than the next: the client address's wrong-key budget (a
-stranger guessing keys is refused here before any key is looked at), the provider's own rate,
-the body read up to its bound, then scoring, which checks the key, counts the day's bytes,
-keeps the message and reads it. Both rates are token buckets in Redis, so every gateway copy
-shares them; while Redis is down each worker keeps its own with the same numbers.
+In this order, each step cheaper than the next: the client address's wrong-key budget (an
+address that has spent it is refused before its key is looked at, from this worker's memory
+once Redis has said so), the key itself against the push providers' key hashes (read from the
+database, kept a few seconds), the provider's own rate, the body read up to its bound, then
+scoring, which checks the key again, counts the day's bytes, keeps the message and reads it.
+
+A wrong key therefore costs one Redis call and never reaches scoring, and it never spends the
+real provider's rate: strangers cannot silence a feed by pushing with made-up keys. Both rates
+are token buckets in Redis, so every gateway copy shares them; while Redis is down each worker
+keeps its own with the same numbers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
 import math
 import re
@@ -17,12 +24,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+import asyncpg
 import redis.asyncio as aioredis
 from aiohttp import web
 from grpc import aio
 from redis.exceptions import RedisError
 
 from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
+from omnium_db import DATABASE_ERRORS
 from omnium_process import client_address
 from omnium_settings import Settings
 
@@ -50,6 +59,8 @@ end
 return 0
 """
 _REDIS_DOWN = (RedisError, OSError, asyncio.TimeoutError)
+# The database away, or the pool not attached yet (AccountsUnavailable is a RuntimeError).
+_KEYS_UNREADABLE: tuple[type[BaseException], ...] = (*DATABASE_ERRORS, RuntimeError)
 # The provider table's own CHECK on codes: anything else names no provider.
 _PROVIDER = re.compile(r"[a-z0-9][a-z0-9_-]{1,39}")
 # A key is printable ASCII; anything else is no provider's key (and could not travel in gRPC).
@@ -63,7 +74,11 @@ WRONG_KEY = (
 
 
 class DoorLimits:
-    """Token buckets by name: wait() answers None when a request may go on, else seconds."""
+    """Token buckets by name: wait() answers None when a request may go on, else seconds.
+
+    A bucket Redis has refused is refused again from this worker's memory until its wait is
+    over (nothing in the door gives tokens back, so none can come sooner): a flood from one
+    address costs Redis one call per worker, not one per request."""
 
     def __init__(self, settings: Settings, redis: aioredis.Redis | None) -> None:
         self.prefix = settings.gateway.redis_prefix + "provider-door:"
@@ -72,8 +87,24 @@ class DoorLimits:
         self.most_local = settings.scoring.provider_local_buckets
         # name -> (tokens, monotonic time of that count): this worker's own, while Redis is down.
         self.local: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        # name -> monotonic time until which it is refused, as Redis last answered.
+        self.refused_until: OrderedDict[str, float] = OrderedDict()
 
     async def wait(self, name: str, rate: float, burst: int, *, cost: int = 1) -> float | None:
+        now = time.monotonic()
+        until = self.refused_until.get(name)
+        if until is not None:
+            if now < until:
+                return until - now
+            del self.refused_until[name]
+        wait = await self._wait(name, rate, burst, cost)
+        if wait is not None:
+            self.refused_until[name] = now + wait
+            while len(self.refused_until) > self.most_local:
+                self.refused_until.popitem(last=False)
+        return wait
+
+    async def _wait(self, name: str, rate: float, burst: int, cost: int) -> float | None:
         if self.take_script is not None:
             try:
                 retry_ms = await self.take_script(
@@ -98,6 +129,57 @@ class DoorLimits:
         return wait
 
 
+class ProviderKeys:
+    """The push providers' key hashes (sha256, as scoring registered them in `provider`), read
+    from the database and trusted for `provider_keys_seconds`. A key that matches none is read
+    again, at most once a second, so a key rotated in the provider's file (scoring restarted)
+    works at the first push. While the database cannot be read, `matches` answers None and
+    scoring, which checks every key again, decides."""
+
+    REREAD_ON_MISS_SECONDS = 1.0
+
+    def __init__(self, settings: Settings, pool: Callable[[], asyncpg.Pool]) -> None:
+        self.pool = pool
+        self.trust_seconds = settings.scoring.provider_keys_seconds
+        self.hashes: dict[str, bytes] = {}
+        self.read_at: float | None = None
+        self._reading: asyncio.Lock | None = None
+
+    async def matches(self, provider: str, key: str) -> bool | None:
+        """True: the provider's key; False: not (no such push provider, or another key)."""
+        sent = hashlib.sha256(key.encode("utf-8", "surrogateescape")).digest()
+        if not await self._fresh(self.trust_seconds):
+            return None
+        if self._match(provider, sent):
+            return True
+        if not await self._fresh(self.REREAD_ON_MISS_SECONDS):
+            return None
+        return self._match(provider, sent)
+
+    def _match(self, provider: str, sent: bytes) -> bool:
+        stored = self.hashes.get(provider)
+        return stored is not None and hmac.compare_digest(sent, stored)
+
+    async def _fresh(self, most_seconds: float) -> bool:
+        """Read again if the copy is older than `most_seconds`; False if it cannot be read."""
+        if self._reading is None:
+            self._reading = asyncio.Lock()
+        async with self._reading:  # one read at a time: the others take its result
+            if self.read_at is not None and time.monotonic() - self.read_at < most_seconds:
+                return True
+            try:
+                rows = await self.pool().fetch(
+                    "SELECT code, api_key_hash FROM provider"
+                    " WHERE mode = 'push' AND enabled AND api_key_hash IS NOT NULL"
+                )
+            except _KEYS_UNREADABLE as exc:
+                log.warning("provider door: cannot read the providers' keys (%r)", exc)
+                return False
+            self.hashes = {row["code"]: bytes(row["api_key_hash"]) for row in rows}
+            self.read_at = time.monotonic()
+            return True
+
+
 class ProviderDoor:
     """The handler, with the settings, the limits and the scoring client it needs."""
 
@@ -106,9 +188,11 @@ class ProviderDoor:
         settings: Settings,
         redis: aioredis.Redis | None,
         scoring: Callable[[], scoring_pb2_grpc.ScoringServiceStub],
+        pool: Callable[[], asyncpg.Pool],
     ) -> None:
         self.settings = settings
         self.limits = DoorLimits(settings, redis)
+        self.keys = ProviderKeys(settings, pool)
         self.scoring = scoring
 
     async def message(self, request: web.Request) -> web.StreamResponse:
@@ -143,7 +227,7 @@ class ProviderDoor:
                 "again: actions already saved are not applied twice.",
                 retry_after=door.provider_retry_after_seconds,
             )
-        return await self._answer(answer, address)
+        return await self._answer(answer)
 
     async def _admit(self, request: web.Request, address: str) -> web.Response | None:
         """A refusal before the body is read, or None: this push may be read."""
@@ -153,20 +237,11 @@ class ProviderDoor:
             f"wrong-key:{address}", wrong_key_rate, door.provider_wrong_key_burst, cost=0
         )
         if wait is not None:
-            return _refused(
-                429,
-                "too many pushes with a wrong or missing key came from this address; nothing "
-                "was read. Check the provider code and the X-Api-Key header, then try again "
-                "after Retry-After.",
-                retry_after=wait,
-            )
+            return _too_many_wrong_keys(wait)
+        refused = await self._check_key(request, address)
+        if refused is not None:
+            return refused
         provider = request.match_info["provider"]
-        key = request.headers.get("X-Api-Key", "")
-        if not key or not _PROVIDER.fullmatch(provider) or not _KEY.fullmatch(key):
-            await self._wrong_key(address)
-            return _refused(
-                401, WRONG_KEY if key else "send the provider's key in the X-Api-Key header"
-            )
         wait = await self.limits.wait(
             f"provider:{provider}", door.provider_rate_per_second, door.provider_burst
         )
@@ -186,11 +261,35 @@ class ProviderDoor:
             )
         return None
 
-    async def _answer(self, answer: scoring_pb2.ProviderAnswer, address: str) -> web.StreamResponse:
+    async def _check_key(self, request: web.Request, address: str) -> web.Response | None:
+        """401 (or 429) for a key that is not the provider's, counted against the address and
+        never sent on: a wrong key neither reaches scoring nor spends the provider's own rate.
+        None for the provider's key, and for any key while the keys cannot be read (then
+        counted first, as if wrong, so a stranger gets no more tries; scoring checks it)."""
+        provider = request.match_info["provider"]
+        key = request.headers.get("X-Api-Key", "")
+        right = (
+            await self.keys.matches(provider, key)
+            if key and _PROVIDER.fullmatch(provider) and _KEY.fullmatch(key)
+            else False
+        )
+        if right is True:
+            return None
+        wait = await self._wrong_key(address)
+        if wait is not None:
+            return _too_many_wrong_keys(wait)
+        if right is None:
+            return None
+        return _refused(
+            401, WRONG_KEY if key else "send the provider's key in the X-Api-Key header"
+        )
+
+    async def _answer(self, answer: scoring_pb2.ProviderAnswer) -> web.StreamResponse:
         if answer.outcome != "refused":
             return web.json_response(_outcome(answer))
         if answer.refused_for == "key":
-            await self._wrong_key(address)
+            # Only while the keys could not be read here (already counted), or a key revoked
+            # since they were.
             return _refused(401, WRONG_KEY)
         if answer.refused_for == "quota":
             return _refused(429, answer.reason, retry_after=answer.retry_after_seconds)
@@ -200,9 +299,10 @@ class ProviderDoor:
         status = 400 if answer.refused_for == "unreadable" else 422
         return web.json_response({"error": answer.reason, **_outcome(answer)}, status=status)
 
-    async def _wrong_key(self, address: str) -> None:
+    async def _wrong_key(self, address: str) -> float | None:
+        """Spend one of the address's wrong-key tokens; the wait if none was left."""
         door = self.settings.scoring
-        await self.limits.wait(
+        return await self.limits.wait(
             f"wrong-key:{address}",
             door.provider_wrong_key_per_minute / 60,
             door.provider_wrong_key_burst,
@@ -234,9 +334,21 @@ def _outcome(answer: scoring_pb2.ProviderAnswer) -> dict[str, object]:
 
 def _refused(status: int, message: str, *, retry_after: float = 0) -> web.Response:
     response = web.json_response({"error": message, "outcome": "refused"}, status=status)
-    if retry_after > 0:
-        response.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    return _with_retry_after(response, retry_after) if retry_after > 0 else response
+
+
+def _too_many_wrong_keys(wait: float) -> web.Response:
+    return _refused(
+        429,
+        "too many pushes with a wrong or missing key came from this address; nothing was read. "
+        "Check the provider code and the X-Api-Key header, then try again after Retry-After.",
+        retry_after=wait,
+    )
+
+
+def _with_retry_after(response: web.Response, seconds: float) -> web.Response:
+    response.headers["Retry-After"] = str(max(1, math.ceil(seconds)))
     return response
 
 
-__all__ = ["WRONG_KEY", "DoorLimits", "ProviderDoor"]
+__all__ = ["WRONG_KEY", "DoorLimits", "ProviderDoor", "ProviderKeys"]

@@ -541,7 +541,7 @@ def add_scorer_routes(
     shared by every copy (without it, each worker limits on its own).
     """
     console = ScorerConsole(app, settings, accounts)
-    door = ProviderDoor(settings, redis, lambda: app[STUB])
+    door = ProviderDoor(settings, redis, lambda: app[STUB], lambda: accounts.pool)
 
     async def open_scoring(app: web.Application) -> None:
         own = channel or open_channel(settings.scoring.address, settings)

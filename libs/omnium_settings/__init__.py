@@ -5,6 +5,7 @@ from __future__ import annotations
 from omnium_settings._deploy import deploy_problems
 from omnium_settings._errors import SettingsError
 from omnium_settings._reference import settings_markdown
+from omnium_settings._scoring import ScoringSettings
 from omnium_settings._services import (
     AdminSettings,
     CommandSettings,
@@ -12,7 +13,6 @@ from omnium_settings._services import (
     GatewaySettings,
     ImportsSettings,
     LiveSettings,
-    ScoringSettings,
 )
 from omnium_settings._settings import Settings, describe_settings
 from omnium_settings._shared import (

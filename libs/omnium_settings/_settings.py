@@ -22,6 +22,7 @@ from omnium_settings import _services as service
 from omnium_settings import _shared as shared
 from omnium_settings._errors import SettingsError
 from omnium_settings._parse import parse_value
+from omnium_settings._scoring import ScoringSettings
 
 PREFIX = "OMNIUM_"
 
@@ -39,7 +40,7 @@ class Settings:
     delivery: service.DeliverySettings = field(default_factory=service.DeliverySettings)
     live: service.LiveSettings = field(default_factory=service.LiveSettings)
     gateway: service.GatewaySettings = field(default_factory=service.GatewaySettings)
-    scoring: service.ScoringSettings = field(default_factory=service.ScoringSettings)
+    scoring: ScoringSettings = field(default_factory=ScoringSettings)
     admin: service.AdminSettings = field(default_factory=service.AdminSettings)
     sign_in: shared.SignInSettings = field(default_factory=shared.SignInSettings)
     dev: shared.DevSettings = field(default_factory=shared.DevSettings)
@@ -125,7 +126,7 @@ def _check_networks(variable: str, networks: tuple[str, ...]) -> None:
             ) from None
 
 
-def _check_provider_door(scoring: service.ScoringSettings) -> None:
+def _check_provider_door(scoring: ScoringSettings) -> None:
     rates = (scoring.provider_rate_per_second, scoring.provider_wrong_key_per_minute)
     bursts = (scoring.provider_burst, scoring.provider_wrong_key_burst)
     if min(rates) <= 0 or min(bursts) < 1:
@@ -141,7 +142,7 @@ def _check_provider_door(scoring: service.ScoringSettings) -> None:
         )
 
 
-def _check_scorer_watch(scoring: service.ScoringSettings) -> None:
+def _check_scorer_watch(scoring: ScoringSettings) -> None:
     caps = (scoring.scorer_watch_per_session, scoring.scorer_watch_per_address)
     if min(caps) < 0 or scoring.scorer_watch_retry_after_seconds < 1:
         raise SettingsError(

@@ -16,9 +16,12 @@ import httpx
 import pytest
 from aiohttp import web
 
+from omnium_accounts import AccountsUnavailable
+from omnium_scorer_web._provider_door import ProviderKeys
 from omnium_scoring import ProviderFileError, load_provider_file
 from omnium_scoring._providers import load_provider_folder
 from omnium_settings import Settings, deploy_problems
+from tests.support.command import settings_for
 from tests.support.games import make_games
 from tests.support.scoring import ConsoleSite, running_console
 from tests.support.servers import Servers
@@ -253,12 +256,76 @@ async def test_a_stranger_guessing_keys_is_stopped_before_any_key_is_looked_at(
     refused = guesses[-1]
     assert int(refused.headers["Retry-After"]) >= 1
     assert "too many pushes with a wrong or missing key" in refused.json()["error"]
-    # Scoring looked at four keys only: the rest never left the gateway.
+    # The gateway knows the keys' hashes: no wrong key ever reached scoring.
     looked_at = [r for r in caplog.records if "not its key" in r.getMessage()]
-    assert len(looked_at) == 4
+    assert looked_at == []
     assert with_the_right_key.status_code == 429
     assert from_the_provider.status_code == 200
     assert from_the_provider.json()["outcome"] == "accepted"
+
+
+async def test_strangers_pushing_with_made_up_keys_do_not_spend_the_providers_rate(
+    db: asyncpg.Connection, database_url: str, servers: Servers
+) -> None:
+    """The provider's own rate is spent only by pushes with its key: a flood of wrong keys
+    from many addresses cannot silence the real feed."""
+    games = await make_games(db, units=1)
+    body = message(games.unit_codes[games.units[0]])
+    async with door(database_url, servers, trusted_proxies=("127.0.0.1/32",), provider_burst=3) as (
+        _,
+        http,
+    ):
+        strangers = [
+            await http.post(
+                PATH,
+                content=body,
+                headers={"X-Forwarded-For": f"203.0.113.{n % 5}", "X-Api-Key": f"guess-{n}"},
+            )
+            for n in range(10)
+        ]
+        provider = [
+            await http.post(PATH, content=body, headers={**KEY, "X-Forwarded-For": "198.51.100.7"})
+            for _ in range(3)
+        ]
+    assert [s.status_code for s in strangers] == [401] * 10
+    assert [p.status_code for p in provider] == [200] * 3
+    assert await kept(db) == 3
+
+
+async def test_the_door_knows_a_rotated_key_at_its_first_push_and_forgets_the_old_one(
+    db: asyncpg.Connection, database_url: str
+) -> None:
+    """The key hashes come from the provider table (scoring writes them as it registers a
+    provider file): a key that matches none is read again, so a rotation works at once."""
+    await db.execute(
+        "INSERT INTO provider (code, name, format, mode, api_key_hash, event_code)"
+        " VALUES ('feed-a', 'Feed A', 'odf', 'push', sha256('old-key'), 'AG2026')"
+    )
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=1)
+    try:
+        keys = ProviderKeys(settings_for(database_url, provider_keys_seconds=3600), lambda: pool)
+        before = (await keys.matches("feed-a", "old-key"), await keys.matches("feed-a", "new-key"))
+        await db.execute(
+            "UPDATE provider SET api_key_hash = sha256('new-key') WHERE code = 'feed-a'"
+        )
+        # Trusted for an hour, yet the new key is read again at its first push (after the
+        # once-a-second bound on re-reads).
+        await asyncio.sleep(ProviderKeys.REREAD_ON_MISS_SECONDS)
+        after = (await keys.matches("feed-a", "new-key"), await keys.matches("feed-a", "old-key"))
+        unknown = await keys.matches("nobody", "new-key")
+    finally:
+        await pool.close()
+    assert before == (True, False)
+    assert after == (True, False)
+    assert unknown is False
+
+
+async def test_while_the_keys_cannot_be_read_scoring_decides() -> None:
+    def no_pool() -> asyncpg.Pool:
+        raise AccountsUnavailable("the people pool is not attached yet")
+
+    keys = ProviderKeys(settings_for(""), no_pool)
+    assert await keys.matches("odf-fbl", "test-odf-key") is None
 
 
 async def test_a_provider_past_its_rate_gets_429_with_retry_after(

@@ -192,7 +192,7 @@ class ScorerRoutes:
 
         async def close(app: web.Application) -> None:
             try:
-                pool = accounts._pool
+                pool = accounts.pool
             except AccountsUnavailable:
                 return
             await pool.close()
