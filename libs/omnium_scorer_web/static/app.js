@@ -16,6 +16,7 @@ const ui = {
   syncing: false,
   online: navigator.onLine,
   pollSeconds: 2,
+  signedOut: false, // the person signed out in this tab: the sign-in screen asks nothing
 };
 
 function device() {
@@ -51,8 +52,9 @@ async function api(path, options = {}) {
     body = null;
   }
   // On a slow network an answer to a call made before signing in can come after it: only the
-  // sign-in the call was made with is over.
-  if (response.status === 401 && body && body.sign_in && ui.user === asked) {
+  // sign-in the call was made with is over. A call made signed out says nothing new: asking
+  // again would ask forever (every idle phone at every venue).
+  if (response.status === 401 && body && body.sign_in && asked && ui.user === asked) {
     ui.user = null;
     localStorage.removeItem("omnium-user");
     route();
@@ -141,7 +143,9 @@ function show(view) {
 async function route() {
   const m = location.hash.match(/^#\/match\/([0-9a-f-]{36})$/);
   if (!ui.user) {
-    const me = navigator.onLine ? await api("/score/api/me").catch(() => null) : null;
+    // Once, for a session this browser may already hold; after Sign out there is none.
+    const ask = navigator.onLine && !ui.signedOut;
+    const me = ask ? await api("/score/api/me").catch(() => null) : null;
     if (me && me.ok) {
       ui.user = me.body;
       localStorage.setItem("omnium-user", JSON.stringify(ui.user));
@@ -518,7 +522,8 @@ function syncSoon() {
 }
 
 async function sync() {
-  if (ui.syncing) return;
+  // Signed out, nothing can be saved: what waits is sent after the next sign-in.
+  if (ui.syncing || !ui.user) return;
   ui.syncing = true;
   try {
     for (;;) {
@@ -585,9 +590,11 @@ async function start() {
     if (!got) return say("No network: sign in when it is back.");
     if (!got.ok) return say(got.body?.error || "Sign-in failed.");
     ui.user = got.body;
+    ui.signedOut = false;
     localStorage.setItem("omnium-user", JSON.stringify(ui.user));
     say("");
-    route();
+    await route();
+    syncSoon();
   });
   $("undo").addEventListener("click", undoLast);
   $("refused-seen").addEventListener("click", () => {
@@ -600,6 +607,7 @@ async function start() {
     if (ui.pending.length && !confirm(`${ui.pending.length} actions are not saved yet. Sign out anyway? They stay on this device and are sent after the next sign-in.`)) return;
     await api("/score/api/sign-out", { method: "POST" }).catch(() => null);
     ui.user = null;
+    ui.signedOut = true;
     localStorage.removeItem("omnium-user");
     location.hash = "#/";
     route();
@@ -611,6 +619,7 @@ async function start() {
   });
   window.addEventListener("offline", () => setOnline(false));
   setInterval(() => {
+    if (!ui.user) return;
     if (ui.pending.length) sync();
     else if (ui.unitId && navigator.onLine) readMatch();
   }, (ui.user?.poll_seconds || 2) * 1000);
