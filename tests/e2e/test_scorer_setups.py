@@ -172,11 +172,21 @@ async def sign_in_and_open(
     )
 
 
+# Football's [console]: a goal's details are asked on the tap (Save keeps the clock's minute),
+# and a match event is asked about once.
+ASKED = {"goal", "own_goal"}
+CONFIRMED = {"end_period", "end_match"}
+
+
 async def tap(screen: Screen, action: str, side: int | None = None) -> None:
     selector = f'#buttons button[data-action="{action}"]'
     if side is not None:
         selector += f'[data-side="{side}"]'
     await screen.tap(selector)
+    if action in ASKED:
+        await screen.tap('#details button[type="submit"]')
+    elif action in CONFIRMED:
+        await screen.tap('#confirm button[type="submit"]')
 
 
 async def score_is(screen: Screen, one: int, two: int, within: float = 3.0) -> None:

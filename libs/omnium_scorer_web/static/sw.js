@@ -6,6 +6,8 @@ const SHELL = [
   "/score/static/app.js",
   "/score/static/queue.js",
   "/score/static/rules.js",
+  "/score/static/sheet.js",
+  "/score/static/storage.js",
   "/score/static/style.css",
 ];
 
