@@ -105,7 +105,8 @@ async def test_each_tap_says_saved_above_the_fold_on_a_phone(
         await shot(page, "phone-kept-offline")
         site.wifi.restore()
         await ctx.set_offline(False)
-        await expect(receipt).to_have_text("Goal · KOR football (minute 1) — saved ✓", timeout=20_000)
+        saved = "Goal · KOR football (minute 1) — saved ✓"
+        await expect(receipt).to_have_text(saved, timeout=20_000)
         await expect(page.locator("#log li").first).to_contain_text("saved ✓ by Mina Park")
 
 
