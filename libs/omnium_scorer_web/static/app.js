@@ -2,6 +2,7 @@
 // shown at once, then synced in order. The server's answer is the truth.
 import * as queue from "/score/static/queue.js";
 import { checkStorage, wireStorageWarning } from "/score/static/storage.js";
+import { clockMinute, clockText } from "/score/static/clock.js";
 import { RuleRefused, apply, matchText, newState, sideValues } from "/score/static/rules.js";
 import { askConfirm, askDetails, closeSheets } from "/score/static/sheet.js";
 
@@ -293,23 +294,6 @@ function sideShort(side) {
 
 // -- the match's context: period and clock, from the state shown ----------------------------
 
-function clockSeconds(match) {
-  const running = match.running && match.period_started_at > 0;
-  const now = Date.now() / 1000;
-  return (match.played_seconds || 0) + (running ? Math.max(0, now - match.period_started_at) : 0);
-}
-
-function clockText(match) {
-  const seconds = Math.floor(clockSeconds(match));
-  const mm = String(Math.floor(seconds / 60)).padStart(2, "0");
-  return `${mm}:${String(seconds % 60).padStart(2, "0")}${match.running ? "" : " · clock stopped"}`;
-}
-
-// The minute a goal scored now is in (the first minute is 1).
-function clockMinute(match) {
-  return Math.floor(clockSeconds(match) / 60) + 1;
-}
-
 function drawContext(view) {
   const shows = view.sport.console || {};
   $("period").textContent = shows.period ? matchText(view.sport, view.state, shows.period) : "";
@@ -516,6 +500,7 @@ async function sync() {
       setOnline(true);
       if (!got.ok) {
         if (got.body && got.body.error) say(got.body.error);
+        if (ui.receipt?.state === "waiting") setReceipt(ui.receipt.client_id, "kept");
         break;
       }
       let stop = false;

@@ -4,6 +4,7 @@ const CACHE = "omnium-scorer-v1";
 const SHELL = [
   "/score/",
   "/score/static/app.js",
+  "/score/static/clock.js",
   "/score/static/queue.js",
   "/score/static/rules.js",
   "/score/static/sheet.js",
