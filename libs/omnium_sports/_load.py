@@ -19,9 +19,11 @@ from omnium_sports._expr import (
     template,
 )
 from omnium_sports._sport import (
+    CLOCK_VALUES,
     FIELD_TYPES,
     UNDO,
     ActionRule,
+    ConsoleView,
     FieldRule,
     Ranking,
     Sport,
@@ -31,8 +33,9 @@ from omnium_sports._sport import (
 _CODE = re.compile(r"^[a-z][a-z0-9_]{1,39}$")
 _TOP_KEYS = frozenset(
     {"code", "name", "disciplines", "sides", "rules", "match", "side", "player", "actions",
-     "finish", "output", "ranking"}
+     "finish", "output", "ranking", "console"}
 )  # fmt: skip
+_CONSOLE_KEYS = frozenset({"period", "clock", "minute", "ask", "confirm", "numbers"})
 _ACTION_KEYS = frozenset({"label", "side", "fields", "require", "effects", "group"})
 _FIELD_KEYS = frozenset(
     {"type", "label", "required", "default", "min", "max", "choices", "max_length"}
@@ -152,6 +155,7 @@ class _Loader:
             ranking=self.ranking(data.get("ranking"), with_sides),
             path=self.path,
             source=self.text,
+            console=self.console(data.get("console", {}), plain, actions),
         )
 
     def identity(self, data: Mapping[str, Any]) -> tuple[str, str, tuple[str, ...], int]:
@@ -257,6 +261,59 @@ class _Loader:
         if "result" in output:
             result = self.rule(["output", "result"], template, output["result"], with_sides)
         return score, result
+
+    def console(self, raw: object, plain: Names, actions: Mapping[str, ActionRule]) -> ConsoleView:
+        if not isinstance(raw, Mapping):
+            raise self.fail(["console"], "is a table: [console] period = ..., clock = ...")
+        extra = sorted(set(raw) - _CONSOLE_KEYS)
+        if extra:
+            known = ", ".join(sorted(_CONSOLE_KEYS))
+            raise self.fail(["console", extra[0]], f"is not a console key; they are {known}")
+        period = None
+        if "period" in raw:
+            period = self.rule(["console", "period"], template, raw["period"], plain)
+        clock = raw.get("clock", False)
+        if not isinstance(clock, bool):
+            raise self.fail(["console", "clock"], "is true when the match has a clock")
+        missing = [name for name in CLOCK_VALUES if name not in plain.match]
+        if clock and missing:
+            raise self.fail(
+                ["console", "clock"],
+                f"the clock reads the match values {', '.join(CLOCK_VALUES)}: "
+                f"add {', '.join(missing)} to [match]",
+            )
+        with_fields = {name: set(rule.fields) for name, rule in actions.items()}
+        every_field = set().union(*with_fields.values())
+        minute = raw.get("minute", "")
+        if minute and minute not in every_field:
+            raise self.fail(["console", "minute"], f"{minute!r} is not a field of any action")
+        if minute and not clock:
+            raise self.fail(["console", "minute"], "is filled in from the clock: set clock = true")
+        return ConsoleView(
+            period=period,
+            clock=clock,
+            minute=str(minute),
+            ask=self.names(["console", "ask"], raw.get("ask", []), set(with_fields), "action"),
+            confirm=self.names(
+                ["console", "confirm"], raw.get("confirm", []), set(with_fields), "action"
+            ),
+            numbers=self.names(
+                ["console", "numbers"], raw.get("numbers", []), every_field, "field"
+            ),
+        )
+
+    def names(self, keys: list[str], raw: object, known: set[str], what: str) -> tuple[str, ...]:
+        """A list of action or field names the file defines."""
+        if not isinstance(raw, list) or not all(isinstance(n, str) for n in raw):
+            raise self.fail(keys, f'is a list of {what} names, e.g. ["goal"]')
+        unknown = [n for n in raw if n not in known]
+        if unknown:
+            raise self.fail(
+                keys,
+                f"{unknown[0]!r} is not {'an' if what == 'action' else 'a'} {what} here; "
+                f"there are {', '.join(sorted(known))}",
+            )
+        return tuple(raw)
 
     def ranking(self, raw_ranking: object, with_sides: Names) -> Ranking | None:
         if raw_ranking is None:

@@ -119,6 +119,33 @@ class ActionRule:
         }
 
 
+# The match values a clock reads: whether it runs, when the running period started (device
+# seconds), and the playing time of the periods that ended.
+CLOCK_VALUES = ("running", "period_started_at", "played_seconds")
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleView:
+    """What the scorer console shows and asks beyond the buttons (the file's [console])."""
+
+    period: Template | None = None  # the period, from the match values ("Period {period}")
+    clock: bool = False  # a match clock, from CLOCK_VALUES
+    minute: str = ""  # the field the clock fills in when details are asked
+    ask: tuple[str, ...] = ()  # actions whose details are asked on the tap
+    confirm: tuple[str, ...] = ()  # actions asked about once before they are taken
+    numbers: tuple[str, ...] = ()  # text fields typed on a number keyboard (shirt numbers)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "period": template_json(self.period) if self.period else None,
+            "clock": self.clock,
+            "minute": self.minute,
+            "ask": list(self.ask),
+            "confirm": list(self.confirm),
+            "numbers": list(self.numbers),
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class Ranking:
     by: Condition
@@ -144,6 +171,7 @@ class Sport:
     ranking: Ranking | None
     path: str = ""
     source: str = field(default="", repr=False)
+    console: ConsoleView = field(default_factory=ConsoleView)
 
     # -- the match state ------------------------------------------------------------------
 
@@ -280,6 +308,7 @@ class Sport:
             "sides": self.sides,
             "actions": [a.describe() for a in self.actions.values()],
             "program": self.program(),
+            "console": self.console.describe(),
         }
 
     def program(self) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -50,11 +51,21 @@ async def go_online(site: ConsoleSite, context: BrowserContext) -> None:
     await context.set_offline(False)
 
 
+# Football's [console]: a goal's details are asked on the tap (Save keeps the clock's minute),
+# and a match event is asked about once.
+ASKED = {"goal", "own_goal"}
+CONFIRMED = {"end_period", "end_match"}
+
+
 async def tap(page: Page, action: str, side: int | None = None) -> None:
     selector = f'#buttons button[data-action="{action}"]'
     if side is not None:
         selector += f'[data-side="{side}"]'
     await page.click(selector)
+    if action in ASKED:
+        await page.click('#details button[type="submit"]')
+    elif action in CONFIRMED:
+        await page.click('#confirm button[type="submit"]')
 
 
 async def test_scoring_goes_on_offline_and_every_action_is_saved_once_in_order(
@@ -137,7 +148,7 @@ async def test_an_undo_tapped_offline_shows_at_once_and_the_server_agrees(
         await page.click("#undo")  # takes back the saved goal of side 2
         await expect(page.locator("#score-2")).to_have_text("0")
         await expect(page.locator("#log li.waiting-item").first).to_contain_text(
-            "takes back Goal · side 2"
+            "takes back Goal · JPN football"
         )
         await page.click("#undo")  # and the second goal of side 1
         await expect(page.locator("#score-1")).to_have_text("1")
@@ -160,3 +171,51 @@ async def test_an_undo_tapped_offline_shows_at_once_and_the_server_agrees(
         "SELECT score FROM unit_competitor WHERE unit_id = $1 ORDER BY sort_order", unit
     )
     assert [s["score"] for s in scores] == ["1", "1"]
+
+
+# How long an idle tab is watched: the loop this guards against asked 400 times a second.
+IDLE_SECONDS = 3.0
+
+
+async def test_an_idle_signed_out_tab_asks_the_gateway_at_most_once(
+    db: asyncpg.Connection, database_url: str
+) -> None:
+    """The sign-in screen waits for the person: it asks once whether this browser is already
+    signed in, and after "Sign out" it asks nothing, however long the tab stays open."""
+    await make_games(db, units=1)
+    async with running_console(database_url) as site, async_playwright() as p:
+        await site.accounts.create("mina", "Mina Park", "scorer", "a long password")
+        browser = await p.chromium.launch(
+            executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True
+        )
+        try:
+            context = await browser.new_context(
+                viewport={"width": 390, "height": 844}, has_touch=True
+            )
+            asked: list[str] = []
+            # Every request the tab makes to the gateway's API, the service worker's included.
+            context.on(
+                "request",
+                lambda r: asked.append(f"{r.method} {r.url}") if "/score/api/" in r.url else None,
+            )
+            page = await context.new_page()
+            await page.goto(f"{site.url}/score/")
+            await expect(page.locator("body")).to_have_attribute("data-ready", "true")
+            await expect(page.locator("#sign-in")).to_be_visible()
+            await asyncio.sleep(IDLE_SECONDS)
+            print(f"\nidle signed-out tab, {IDLE_SECONDS} s: {len(asked)} requests: {asked[:5]}")
+            assert len(asked) <= 1, asked[:10]
+
+            await page.fill('input[name="login"]', "mina")
+            await page.fill('input[name="password"]', "a long password")
+            await page.click('#sign-in-form button[type="submit"]')
+            await expect(page.locator("#pick")).to_be_visible()
+            asked.clear()
+            await page.click("#sign-out")
+            await expect(page.locator("#sign-in")).to_be_visible()
+            await asyncio.sleep(IDLE_SECONDS)
+            after = [a for a in asked if not a.startswith("POST") or "sign-out" not in a]
+            print(f"after Sign out, {IDLE_SECONDS} s: {len(after)} requests: {after[:5]}")
+            assert len(after) <= 1, after[:10]
+        finally:
+            await browser.close()

@@ -80,6 +80,28 @@ LAYOUT = """(() => {
 })()""" % {"min": SMALLEST_TARGET}  # noqa: UP031
 
 
+# The sheet a tap opens (a goal's details, "End period?"): its buttons big enough, apart, and
+# on the screen.
+SHEET = """((id) => {
+  const problems = [];
+  const sheet = document.getElementById(id);
+  if (sheet.hidden) return [`${id} is not open`];
+  const width = document.documentElement.clientWidth;
+  const boxes = [...sheet.querySelectorAll(".sheet-actions button")]
+    .map((b) => b.getBoundingClientRect());
+  for (const box of boxes) {
+    if (box.width < %(min)d || box.height < %(min)d) {
+      problems.push(`${Math.round(box.width)}x${Math.round(box.height)} px`);
+    }
+    if (box.top < 0 || box.bottom > window.innerHeight || box.right > width) {
+      problems.push("off the screen");
+    }
+  }
+  if (boxes.length === 2 && boxes[1].left - boxes[0].right < 16) problems.push("the buttons touch");
+  return problems;
+})""" % {"min": SMALLEST_TARGET}  # noqa: UP031
+
+
 @pytest.fixture(scope="module")
 async def playwright() -> AsyncIterator[Playwright]:
     async with async_playwright() as p:
@@ -151,6 +173,15 @@ async def look(screen: Screen, setup: str, view: str) -> None:
     assert problems == [], f"{setup}, {view}: {problems}"
 
 
+async def look_at_sheet(screen: Screen, setup: str, sheet: str) -> None:
+    """The open sheet's screenshot, its buttons checked; then Cancel / Not yet (nothing kept)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    problems = await screen.evaluate(f"{SHEET}({sheet!r})")
+    await screen.screenshot(SHOTS / f"scorer-{setup}-{sheet}.png")
+    assert problems == [], f"{setup}, {sheet}: {problems}"
+    await screen.tap(f"#{sheet} button.cancel")
+
+
 async def sign_in_and_open(
     screen: Screen, site: ConsoleSite, unit: str, setup: str, url: str = ""
 ) -> None:
@@ -172,11 +203,21 @@ async def sign_in_and_open(
     )
 
 
+# Football's [console]: a goal's details are asked on the tap (Save keeps the clock's minute),
+# and a match event is asked about once.
+ASKED = {"goal", "own_goal"}
+CONFIRMED = {"end_period", "end_match"}
+
+
 async def tap(screen: Screen, action: str, side: int | None = None) -> None:
     selector = f'#buttons button[data-action="{action}"]'
     if side is not None:
         selector += f'[data-side="{side}"]'
     await screen.tap(selector)
+    if action in ASKED:
+        await screen.tap('#details button[type="submit"]')
+    elif action in CONFIRMED:
+        await screen.tap('#confirm button[type="submit"]')
 
 
 async def score_is(screen: Screen, one: int, two: int, within: float = 3.0) -> None:
@@ -227,6 +268,10 @@ async def test_scoring_offline_with_an_undo_survives_a_reload_and_saves_once_in_
             what="the service worker keeping the page",
         )
         await look(screen, setup, "score")
+        await screen.tap('#buttons button[data-action="goal"][data-side="1"]')
+        await look_at_sheet(screen, setup, "details")
+        await screen.tap('#buttons button[data-action="end_period"]')
+        await look_at_sheet(screen, setup, "confirm")
 
         site.wifi.cut()
         await screen.set_offline(True)

@@ -307,3 +307,36 @@ def test_a_bad_sport_file_names_its_line_and_field(
     with pytest.raises(SportFileError) as caught:
         load_sports(tmp_path)
     assert message in str(caught.value)
+
+
+def test_football_tells_the_console_its_period_clock_and_what_to_ask() -> None:
+    console = load_sports(SPORTS_DIR)["football"].describe()["console"]
+    assert console.pop("period")[0][0] == "if"  # "Before kick-off", else "Period 1"...
+    assert console == {
+        "clock": True,
+        "minute": "minute",
+        "ask": ["goal", "own_goal"],
+        "confirm": ["end_period", "end_match"],
+        "numbers": ["player", "player_in"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("console", "message"),
+    [
+        ('ask = ["gaol"]', "console.ask: 'gaol' is not an action here; there are"),
+        ('numbers = ["shirt"]', "console.numbers: 'shirt' is not a field here"),
+        ("clock = true", "add running, period_started_at, played_seconds to [match]"),
+        ('minute = "minute"', "console.minute: 'minute' is not a field of any action"),
+        ('period = "Period {period}"', "console.period:"),
+        ("colour = 1", "console.colour: is not a console key; they are ask, clock"),
+    ],
+)
+def test_a_bad_console_table_names_its_line_and_key(
+    tmp_path: Path, console: str, message: str
+) -> None:
+    path = tmp_path / "netball.toml"
+    path.write_text(f"{NETBALL}\n[console]\n{console}\n")
+    with pytest.raises(SportFileError) as caught:
+        load_sports(tmp_path)
+    assert message in str(caught.value)

@@ -1,7 +1,10 @@
 // The scorer console: sign in, pick a match, tap; every tap is queued on the device first and
 // shown at once, then synced in order. The server's answer is the truth.
 import * as queue from "/score/static/queue.js";
-import { RuleRefused, apply, newState, sideValues } from "/score/static/rules.js";
+import { checkStorage, wireStorageWarning } from "/score/static/storage.js";
+import { clockMinute, clockText } from "/score/static/clock.js";
+import { RuleRefused, apply, matchText, newState, sideValues } from "/score/static/rules.js";
+import { askConfirm, askDetails, closeSheets } from "/score/static/sheet.js";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -16,6 +19,8 @@ const ui = {
   syncing: false,
   online: navigator.onLine,
   pollSeconds: 2,
+  signedOut: false, // the person signed out in this tab: the sign-in screen asks nothing
+  receipt: null, // the last action tapped here: { client_id, label, state, reason }
 };
 
 function device() {
@@ -51,83 +56,14 @@ async function api(path, options = {}) {
     body = null;
   }
   // On a slow network an answer to a call made before signing in can come after it: only the
-  // sign-in the call was made with is over.
-  if (response.status === 401 && body && body.sign_in && ui.user === asked) {
+  // sign-in the call was made with is over. A call made signed out says nothing new: asking
+  // again would ask forever (every idle phone at every venue).
+  if (response.status === 401 && body && body.sign_in && asked && ui.user === asked) {
     ui.user = null;
     localStorage.removeItem("omnium-user");
     route();
   }
   return { status: response.status, ok: response.ok, body };
-}
-
-// -- what the device can keep (D10) ------------------------------------------------------
-
-// Below this much room a day of scoring may not fit; actions are small, a match's copy is not.
-const ROOM_FLOOR_BYTES = 10 * 1024 * 1024;
-
-// Each reason the device may lose what it keeps, in plain words: [code, headline, more]. The
-// headline is short, so on a phone the buttons stay near the top; the rest opens on a tap.
-async function storageDoubts() {
-  try {
-    await queue.openDb();
-  } catch {
-    return [
-      [
-        "no-storage",
-        "This browser will not keep data on this device (a private window?).",
-        "Actions are lost if the page closes before they are saved. Use a normal window.",
-      ],
-    ];
-  }
-  const doubts = [];
-  const storage = navigator.storage;
-  let persisted = false;
-  try {
-    if (storage && storage.persisted) persisted = await storage.persisted();
-    if (!persisted && storage && storage.persist) persisted = await storage.persist();
-  } catch {
-    persisted = false;
-  }
-  if (!persisted) {
-    // Chrome's incognito and Safari's private windows refuse the grant and do not say they are
-    // private (on purpose): the refusal is the one sign, so its words name them.
-    doubts.push([
-      "not-kept",
-      "This browser may delete actions before they are saved.",
-      "It has not promised to keep what this page stores: Safari deletes it after 7 days " +
-        "without a visit, and a private or guest window when it closes. Keep this page open " +
-        "until every action shows saved; for live scoring use a certified setup in a normal " +
-        "window.",
-    ]);
-  }
-  try {
-    const estimate = storage && storage.estimate ? await storage.estimate() : null;
-    if (estimate && estimate.quota - estimate.usage < ROOM_FLOOR_BYTES) {
-      const free = Math.max(0, (estimate.quota - estimate.usage) / (1024 * 1024)).toFixed(1);
-      doubts.push([
-        "small",
-        `This browser lets this page keep only ${free} MB more on this device.`,
-        "Actions may not fit. Free some space on the device, or use a certified setup.",
-      ]);
-    }
-  } catch {
-    // No estimate: nothing more to say than the grant already did.
-  }
-  return doubts;
-}
-
-async function checkStorage() {
-  const doubts = await storageDoubts();
-  const el = $("storage-warning");
-  el.dataset.reasons = doubts.map(([code]) => code).join(" ");
-  $("storage-reasons").replaceChildren(
-    ...doubts.map(([code, headline, more]) => {
-      const details = Object.assign(document.createElement("details"), { className: `reason ${code}` });
-      details.append(Object.assign(document.createElement("summary"), { textContent: headline }), ` ${more}`);
-      return details;
-    }),
-  );
-  el.hidden = !doubts.length;
 }
 
 // -- views -------------------------------------------------------------------------------
@@ -141,7 +77,9 @@ function show(view) {
 async function route() {
   const m = location.hash.match(/^#\/match\/([0-9a-f-]{36})$/);
   if (!ui.user) {
-    const me = navigator.onLine ? await api("/score/api/me").catch(() => null) : null;
+    // Once, for a session this browser may already hold; after Sign out there is none.
+    const ask = navigator.onLine && !ui.signedOut;
+    const me = ask ? await api("/score/api/me").catch(() => null) : null;
     if (me && me.ok) {
       ui.user = me.body;
       localStorage.setItem("omnium-user", JSON.stringify(ui.user));
@@ -190,6 +128,7 @@ function filterMatches() {
 }
 
 async function openMatch(unitId) {
+  closeSheets();
   ui.unitId = unitId;
   ui.server = (await queue.match(unitId)) || null;
   show("score");
@@ -307,12 +246,14 @@ function render() {
   const view = shown();
   $("match-name").textContent = server ? server.name : "…";
   $("status").textContent = server ? `${server.status} · action ${server.seq}` : "";
+  drawReceipt();
   const board = $("board");
   board.replaceChildren();
   if (!view) {
     board.textContent = "Reading the match…";
     return;
   }
+  drawContext(view);
   const values = sideValues(view.sport, view.state);
   const pendingHere = ui.pending.some((p) => p.unit_id === ui.unitId);
   values.forEach((v, i) => {
@@ -320,7 +261,7 @@ function render() {
     const div = document.createElement("div");
     div.className = `side${pendingHere ? " pending" : ""}${view.sport.sides !== 2 && ui.chosenSide === i + 1 ? " chosen" : ""}`;
     div.innerHTML = `<div class="name"></div><div class="score" id="score-${i + 1}"></div><div class="result"></div><div class="rank"></div>`;
-    div.querySelector(".name").textContent = meta.name ? `${meta.name}${meta.noc ? ` (${meta.noc})` : ""}` : `Side ${i + 1}`;
+    div.querySelector(".name").textContent = sideName(i + 1);
     div.querySelector(".score").textContent = v.score || "–";
     div.querySelector(".result").textContent = v.result || "";
     div.querySelector(".rank").textContent = v.rank ? `rank ${v.rank}` : "";
@@ -337,6 +278,52 @@ function render() {
   drawButtons(view.sport, values.length);
   drawLog(view);
   drawRefused();
+}
+
+// The team on a side, as people call it: its name, else its NOC, else "Side n".
+function sideName(side) {
+  const meta = ui.server?.sides?.[side - 1] || {};
+  return meta.name || meta.noc || `Side ${side}`;
+}
+
+// The short name a button has room for.
+function sideShort(side) {
+  const meta = ui.server?.sides?.[side - 1] || {};
+  return meta.noc || meta.name || `Side ${side}`;
+}
+
+// -- the match's context: period and clock, from the state shown ----------------------------
+
+function drawContext(view) {
+  const shows = view.sport.console || {};
+  $("period").textContent = shows.period ? matchText(view.sport, view.state, shows.period) : "";
+  $("clock").textContent = shows.clock ? clockText(view.state.match) : "";
+  $("context").hidden = !shows.period && !shows.clock;
+}
+
+// -- saved ✓: the last action tapped here, as the server confirms it -------------------------
+
+const RECEIPT = {
+  waiting: (r) => `${r.label} — sending…`,
+  kept: (r) => `${r.label} — kept on this device, not saved yet`,
+  saved: (r) => `${r.label} — saved ✓`,
+  refused: (r) => `${r.label} — not saved: ${r.reason}`,
+  dropped: (r) => `${r.label} — taken back before it was sent`,
+};
+
+function setReceipt(clientId, state, reason = "") {
+  if (!ui.receipt || ui.receipt.client_id !== clientId) return;
+  ui.receipt = { ...ui.receipt, state, reason };
+  drawReceipt();
+}
+
+function drawReceipt() {
+  const el = $("receipt");
+  const r = ui.receipt && ui.receipt.unit_id === ui.unitId ? ui.receipt : null;
+  el.hidden = !r;
+  if (!r) return;
+  el.dataset.state = r.state;
+  el.textContent = RECEIPT[r.state](r);
 }
 
 function drawRefused() {
@@ -364,7 +351,7 @@ function drawButtons(sport, sides) {
     for (let i = 1; i <= sides; i++) {
       const b = document.createElement("button");
       b.type = "button";
-      b.textContent = ui.server.sides[i - 1]?.name || `Side ${i}`;
+      b.textContent = sideName(i);
       b.dataset.side = String(i);
       b.setAttribute("aria-pressed", String(ui.chosenSide === i));
       b.addEventListener("click", () => {
@@ -375,11 +362,17 @@ function drawButtons(sport, sides) {
       picker.append(b);
     }
   }
+  const confirmed = sport.console?.confirm || [];
   const button = (action, side) => {
     const b = document.createElement("button");
     b.type = "button";
     b.textContent = action.label;
+    if (side) {
+      b.append(Object.assign(document.createElement("small"), { className: "team", textContent: sideShort(side) }));
+    }
     b.dataset.action = action.name;
+    if (action.group === "clock" || !action.side) b.classList.add("event");
+    if (confirmed.includes(action.name)) b.classList.add("danger");
     if (side) b.dataset.side = String(side);
     b.addEventListener("click", () => tap(action, side || (action.side ? ui.chosenSide : 0)));
     return b;
@@ -403,7 +396,7 @@ function drawButtons(sport, sides) {
 function describe(item, sport) {
   const action = sport?.actions.find((a) => a.name === item.kind);
   const label = item.kind === "undo" ? "Undo" : action ? action.label : item.kind;
-  const side = item.side ? ` · side ${item.side}` : "";
+  const side = item.side ? ` · ${sideName(item.side)}` : "";
   const fields = Object.entries(item.fields || {}).filter(([, v]) => v !== null && v !== "").map(([k, v]) => `${k} ${v}`).join(", ");
   return `${label}${side}${fields ? ` (${fields})` : ""}`;
 }
@@ -423,7 +416,7 @@ function drawLog(view) {
   for (const saved of ui.server.recent || []) {
     const li = document.createElement("li");
     li.className = saved.undone_by ? "undone" : "";
-    li.textContent = `#${saved.seq} ${describe(saved, view.sport)} — saved by ${saved.actor_name}`;
+    li.textContent = `#${saved.seq} ${describe(saved, view.sport)} — saved ✓ by ${saved.actor_name}`;
     items.push(li);
   }
   log.replaceChildren(...items);
@@ -432,65 +425,32 @@ function drawLog(view) {
 // -- tapping ---------------------------------------------------------------------------------
 
 function tap(action, side) {
+  const view = shown();
+  const shows = view?.sport.console || {};
+  const title = `${action.label}${side ? ` · ${sideName(side)}` : ""}`;
+  if ((shows.confirm || []).includes(action.name)) {
+    const where = [$("period").textContent, $("clock").textContent].filter(Boolean).join(" · ");
+    askConfirm(`${title}?`, where, action.label, () => enqueue({ kind: action.name, side, fields: {} }));
+    return;
+  }
   const needs = action.fields.some((f) => f.required);
-  if (needs || ($("ask").checked && action.fields.length)) {
-    askDetails(action, side);
+  const asked = (shows.ask || []).includes(action.name);
+  if (needs || asked || ($("ask").checked && action.fields.length)) {
+    const filled = {};
+    if (shows.minute && shows.clock && view) filled[shows.minute] = clockMinute(view.state.match);
+    askDetails(title, action, { numbers: shows.numbers || [], filled }, (fields) =>
+      enqueue({ kind: action.name, side, fields }),
+    );
     return;
   }
   enqueue({ kind: action.name, side, fields: {} });
 }
 
-function askDetails(action, side) {
-  const form = $("details");
-  form.replaceChildren();
-  const title = document.createElement("strong");
-  title.textContent = `${action.label}${side ? ` · side ${side}` : ""}`;
-  form.append(title);
-  for (const f of action.fields) {
-    const label = document.createElement("label");
-    label.textContent = f.label;
-    let input;
-    if (f.type === "choice") {
-      input = document.createElement("select");
-      for (const c of f.choices) input.append(new Option(c.replaceAll("_", " "), c));
-    } else {
-      input = document.createElement("input");
-      if (f.type === "int" || f.type === "number") {
-        input.type = "number";
-        input.inputMode = f.type === "int" ? "numeric" : "decimal";
-        input.step = f.type === "int" ? "1" : "any";
-        if (f.min !== undefined) input.min = f.min;
-        if (f.max !== undefined) input.max = f.max;
-      }
-      if (f.default !== undefined) input.value = f.default;
-    }
-    input.name = f.name;
-    input.required = !!f.required;
-    label.append(input);
-    form.append(label);
-  }
-  const save = Object.assign(document.createElement("button"), { type: "submit", className: "primary", textContent: "Save" });
-  const cancel = Object.assign(document.createElement("button"), { type: "button", textContent: "Cancel" });
-  cancel.addEventListener("click", () => (form.hidden = true));
-  form.append(save, cancel);
-  form.onsubmit = (event) => {
-    event.preventDefault();
-    const fields = {};
-    for (const f of action.fields) {
-      const raw = form.elements[f.name].value;
-      if (raw === "") continue;
-      fields[f.name] = f.type === "int" || f.type === "number" ? Number(raw) : raw;
-    }
-    form.hidden = true;
-    enqueue({ kind: action.name, side, fields });
-  };
-  form.hidden = false;
-  form.querySelector("input, select")?.focus();
-}
-
 async function enqueue(partial) {
   const item = { client_id: nextClientId(), unit_id: ui.unitId, client_at: Date.now(), ...partial };
   await queue.add(item);
+  const label = describe(item, ui.server?.sport_actions);
+  ui.receipt = { client_id: item.client_id, unit_id: item.unit_id, label, state: ui.online ? "waiting" : "kept" };
   await refreshPending();
   render();
   syncSoon();
@@ -502,6 +462,7 @@ async function undoLast() {
   if (last && last.kind !== "undo") {
     // Not sent yet: taking it back is simply not sending it.
     await queue.remove(last.client_id);
+    setReceipt(last.client_id, "dropped");
     await refreshPending();
     render();
     return;
@@ -518,7 +479,8 @@ function syncSoon() {
 }
 
 async function sync() {
-  if (ui.syncing) return;
+  // Signed out, nothing can be saved: what waits is sent after the next sign-in.
+  if (ui.syncing || !ui.user) return;
   ui.syncing = true;
   try {
     for (;;) {
@@ -532,11 +494,13 @@ async function sync() {
         });
       } catch {
         setOnline(false);
+        if (ui.receipt?.state === "waiting") setReceipt(ui.receipt.client_id, "kept");
         break;
       }
       setOnline(true);
       if (!got.ok) {
         if (got.body && got.body.error) say(got.body.error);
+        if (ui.receipt?.state === "waiting") setReceipt(ui.receipt.client_id, "kept");
         break;
       }
       let stop = false;
@@ -547,6 +511,8 @@ async function sync() {
           break;
         }
         const item = items.find((i) => i.client_id === answer.client_id);
+        const saved = answer.outcome === "saved" || answer.outcome === "duplicate";
+        setReceipt(answer.client_id, saved ? "saved" : "refused", answer.reason);
         if (answer.outcome === "refused" && item) {
           ui.refused.unshift({ label: describe(item, ui.server?.sport_actions), reason: answer.reason });
           ui.refused = ui.refused.slice(0, 5);
@@ -573,6 +539,7 @@ async function start() {
     navigator.serviceWorker.register("/score/sw.js", { scope: "/score/" }).catch(() => {});
   }
   setOnline(navigator.onLine);
+  wireStorageWarning();
   await checkStorage();
   await refreshPending();
   $("sign-in-form").addEventListener("submit", async (event) => {
@@ -585,9 +552,11 @@ async function start() {
     if (!got) return say("No network: sign in when it is back.");
     if (!got.ok) return say(got.body?.error || "Sign-in failed.");
     ui.user = got.body;
+    ui.signedOut = false;
     localStorage.setItem("omnium-user", JSON.stringify(ui.user));
     say("");
-    route();
+    await route();
+    syncSoon();
   });
   $("undo").addEventListener("click", undoLast);
   $("refused-seen").addEventListener("click", () => {
@@ -600,6 +569,7 @@ async function start() {
     if (ui.pending.length && !confirm(`${ui.pending.length} actions are not saved yet. Sign out anyway? They stay on this device and are sent after the next sign-in.`)) return;
     await api("/score/api/sign-out", { method: "POST" }).catch(() => null);
     ui.user = null;
+    ui.signedOut = true;
     localStorage.removeItem("omnium-user");
     location.hash = "#/";
     route();
@@ -611,9 +581,15 @@ async function start() {
   });
   window.addEventListener("offline", () => setOnline(false));
   setInterval(() => {
+    if (!ui.user) return;
     if (ui.pending.length) sync();
     else if (ui.unitId && navigator.onLine) readMatch();
   }, (ui.user?.poll_seconds || 2) * 1000);
+  // The clock moves on the screen; nothing is asked of the network for it.
+  setInterval(() => {
+    const view = ui.unitId && !$("score").hidden ? shown() : null;
+    if (view?.sport.console?.clock) $("clock").textContent = clockText(view.state.match);
+  }, 1000);
   await route();
   syncSoon();
   document.body.dataset.ready = "true";

@@ -154,6 +154,11 @@ function scope(state, program, extra = {}) {
   };
 }
 
+// A text the sport file writes over the match values (its [console] period), for this state.
+export function matchText(sport, state, parts) {
+  return template(parts, scope({ ...state, match: { ...sport.program.match, ...state.match } }, sport.program));
+}
+
 export function newState(sport, sides) {
   const program = sport.program;
   const count = sport.sides || sides;

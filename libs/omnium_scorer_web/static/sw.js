@@ -4,8 +4,11 @@ const CACHE = "omnium-scorer-v1";
 const SHELL = [
   "/score/",
   "/score/static/app.js",
+  "/score/static/clock.js",
   "/score/static/queue.js",
   "/score/static/rules.js",
+  "/score/static/sheet.js",
+  "/score/static/storage.js",
   "/score/static/style.css",
 ];
 
