@@ -245,7 +245,7 @@ async def test_the_live_parts_show_loading_and_failed_with_try_again(console: Co
         ("runs", f"/runs?integration={SCHEDULE}", "**/api/runs?*"),
     ):
         held: list[Route] = []
-        await page.route(api, lambda route: held.append(route))
+        await page.route(api, held.append)
         await page.goto(f"{console.url}{path}")
         status = page.locator("[data-live-status]").first
         await expect(status).to_contain_text("Loading…")

@@ -69,7 +69,8 @@ async def event_zone(request: web.Request, handler: Handler) -> web.StreamRespon
 
 
 def zone(request: web.Request) -> tzinfo:
-    return request.get(ZONE, UTC)
+    found = request.get(ZONE)
+    return found if isinstance(found, tzinfo) else UTC
 
 
 def error_page(request: web.Request, status: int, title: str, message: str) -> web.Response:
