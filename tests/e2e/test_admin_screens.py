@@ -94,6 +94,10 @@ async def test_units_search_says_how_many_it_found_and_finds_teams(console: Cons
     await expect(rows.filter(has_text=unit["unitName"]).first).to_contain_text(sides[1])
     await expect(rows.first.locator("time")).to_have_attribute("title", UTC_HOVER)
     await console.shot(page, "units-found-by-team")
+    # A unit's start is edited on the event's clock too: Tokyo's offset, not UTC's.
+    await rows.filter(has_text=unit["unitName"]).first.get_by_role("link").click()
+    await expect(page.get_by_label("start_at")).to_have_value(re.compile(r"\+09:00$"))
+    await page.go_back()
     await page.get_by_label("Find a unit").fill("no such team anywhere")
     await page.get_by_role("button", name="Find").click()
     await expect(found).to_contain_text("No unit matches")

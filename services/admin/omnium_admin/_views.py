@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from datetime import datetime, tzinfo
 from typing import Any
 
 from aiohttp import web
@@ -376,7 +377,7 @@ async def unit_page(request: web.Request) -> web.Response:
         return plain_page(request, 404, "Not found", f"There is no unit {unit_id}.")
     sides = await app.reader.fetch(QUERIES["unit_sides"], unit_id)
     history = await app.reader.fetch(QUERIES["unit_history"], unit_id)
-    values = {f: _field_text(unit[f]) for f in UNIT_FIELDS}
+    values = {f: _field_text(unit[f], zone(request)) for f in UNIT_FIELDS}
     # Every pin, the unit's and its sides', by the name the unpin command takes.
     pins = [*unit["pinned"]] + [
         f"sides[{side['sort_order']}].{name}" for side in sides for name in side["pinned"]
@@ -396,11 +397,12 @@ async def unit_page(request: web.Request) -> web.Response:
     )
 
 
-def _field_text(value: Any) -> str:
+def _field_text(value: Any, where: tzinfo) -> str:
     if value is None:
         return ""
-    if hasattr(value, "isoformat"):
-        return str(value.isoformat())
+    if isinstance(value, datetime):
+        # The event's own clock, its offset written out, so a person edits the time they read.
+        return value.astimezone(where).isoformat()
     return str(value)
 
 
