@@ -244,12 +244,17 @@ async def test_the_live_parts_show_loading_and_failed_with_try_again(console: Co
     """The states a live part passes through when its source is slow or gone: Loading…, then
     Failed to read with Try again; each screen with a live part is photographed in both."""
     page = await console.page()
+    held: list[Route] = []
+
+    async def hold(route: Route) -> None:
+        held.append(route)  # no answer yet: the page waits, as on a slow network
+
     for name, path, api in (
         ("integrations", "/integrations", "**/api/integrations*"),
         ("runs", f"/runs?integration={SCHEDULE}", "**/api/runs?*"),
     ):
-        held: list[Route] = []
-        await page.route(api, held.append)
+        held.clear()
+        await page.route(api, hold)
         await page.goto(f"{console.url}{path}")
         status = page.locator("[data-live-status]").first
         await expect(status).to_contain_text("Loading…")
