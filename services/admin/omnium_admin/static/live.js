@@ -183,6 +183,7 @@ function pick(picker) {
       choices.replaceChildren();
       return;
     }
+    found.textContent = "Searching…";
     try {
       const response = await fetch(`/api/units?q=${encodeURIComponent(words)}`, {
         headers: { Accept: "application/json" },
