@@ -89,3 +89,13 @@ def test_each_delivery_figure_says_what_it_means() -> None:
     assert broken["in_time"] == "8 of 10 changes within 2.0 s of the save"
     kept = _client(4, 4, True, delivered_ago=3)
     assert (kept["colour"], kept["last_outside"]) == ("green", False)
+
+
+def test_a_utc_time_a_service_wrote_in_a_sentence_is_read_in_the_event_s_zone() -> None:
+    said = "It resumes by itself at 12:32:04 UTC (resume 1 of 6)."
+    assert _times.in_zone_words(said, TOKYO, today=NOON_UTC) == (
+        "It resumes by itself at 21:32:04 JST (12:32:04 UTC) (resume 1 of 6)."
+    )
+    assert _times.in_zone_words(said, UTC) == said
+    reason = _present.run(imports_pb2.Run(id="r", status="partly_done", reason=said), TOKYO)
+    assert "JST (12:32:04 UTC)" in reason["reason"]

@@ -11,7 +11,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from omnium.command.v1 import command_pb2
 from omnium.delivery.v1 import delivery_pb2
 from omnium.imports.v1 import imports_pb2
-from omnium_admin._times import ago, ago_filter, at_filter, local, utc
+from omnium_admin._times import ago, ago_filter, at_filter, in_zone_words, local, utc
 
 RUN_WORDS = {
     "received": "Running",
@@ -73,7 +73,7 @@ def health(h: imports_pb2.Health, zone: tzinfo = UTC) -> dict[str, Any]:
         "word": h.word,
         "ok": h.ok,
         "waiting": False,
-        "detail": h.detail,
+        "detail": in_zone_words(h.detail, zone),
         # The hover: the event's time and UTC.
         "at": f"{local(at, zone)} · {utc(at)}" if at else "",
         "ago": ago(at, zone),
@@ -90,7 +90,7 @@ def run(r: imports_pb2.Run, zone: tzinfo = UTC) -> dict[str, Any]:
         "status": r.status,
         "word": RUN_WORDS.get(r.status, r.status),
         "running": r.status in RUNNING,
-        "reason": r.reason,
+        "reason": in_zone_words(r.reason, zone),
         "build": r.build,
         "rows": r.row_count,
         "rows_why": rows_why(r),
@@ -160,7 +160,7 @@ def card(i: imports_pb2.Integration, zone: tzinfo = UTC) -> dict[str, Any]:
         "alerts": [
             {
                 "kind": a.kind,
-                "message": a.message,
+                "message": in_zone_words(a.message, zone),
                 "ago": ago(when(a.raised_at), zone),
                 "raised_at": _iso(when(a.raised_at)),
             }

@@ -6,6 +6,7 @@ send draw a moment through `shown` and `ago` here, so no screen shows a bare UTC
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import UTC, datetime, tzinfo
 from typing import Any
@@ -17,6 +18,8 @@ from markupsafe import Markup, escape
 # The event's zone is read again after this long: a Games day's zone does not change, but a
 # console started before the reference was loaded must not keep UTC for ever.
 ZONE_SECONDS = 30.0
+# A time of day a service wrote into a sentence ("It resumes by itself at 12:32:04 UTC").
+_UTC_CLOCK = re.compile(r"\b([01][0-9]|2[0-3]):([0-5][0-9]):([0-5][0-9]) UTC\b")
 
 
 def zone_named(name: str | None) -> tzinfo:
@@ -62,6 +65,18 @@ def ago(at: datetime | None, zone: tzinfo = UTC, now: datetime | None = None) ->
     if seconds < 36 * 3600:
         return f"{round(seconds / 3600)} h ago"
     return at.astimezone(zone).strftime("%d %b %H:%M %Z")
+
+
+def in_zone_words(text: str, zone: tzinfo, today: datetime | None = None) -> str:
+    """A sentence's UTC times of day in the event's zone: "at 12:32:04 UTC" → "at 21:32:04 JST
+    (12:32:04 UTC)". The offset of the day the sentence was read (`today`) is used."""
+    day = (today or datetime.now(UTC)).astimezone(UTC)
+
+    def local_clock(found: re.Match[str]) -> str:
+        at = day.replace(hour=int(found[1]), minute=int(found[2]), second=int(found[3]))
+        return f"{at.astimezone(zone):%H:%M:%S %Z} ({found[0]})"
+
+    return text if zone is UTC else _UTC_CLOCK.sub(local_clock, text)
 
 
 def shown(value: object, zone: tzinfo, *, relative: bool = False) -> Markup:
