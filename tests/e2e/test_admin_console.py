@@ -309,7 +309,9 @@ async def test_a_changed_row_links_to_its_unit_s_page(console: Console) -> None:
     await page.goto(f"{console.url}/runs/{ours['id']}")
     changed = page.locator("#section-changed")
     await expect(changed).to_contain_text("Linked Arena")
-    await changed.get_by_role("link", name=unit["externalId"]).click()
+    # Named by the match, Scout's key one click away.
+    await expect(changed.locator("[data-key]", has_text=unit["externalId"])).to_have_count(1)
+    await changed.get_by_role("link", name=unit["unitName"]).click()
     await expect(page.get_by_role("heading", level=1)).to_contain_text(unit["unitName"])
     await expect(page.get_by_label("venue")).to_have_value("Linked Arena")
     assert page.url == f"{console.url}/units/{unit_id}"

@@ -136,18 +136,22 @@ async def _browse(port: int, shots: Path, db: asyncpg.Connection) -> None:
 
             good = page.locator('[data-client="dailyhunt"]')
             await expect(good.locator("[data-verdict]")).to_have_text(
-                "Promise kept: 100% within 60.0 s."
+                "Promise kept: 100% of 1 change arrived within 60.0 s of being saved."
             )
             await expect(good.locator("[data-share]")).to_contain_text("100%")
-            await expect(good.locator("[data-delay]")).to_contain_text("p50")
-            await expect(good.locator("[data-misses]")).to_have_text("0")
+            await expect(good.locator("[data-share]")).to_contain_text("1 of 1 change within")
+            await expect(good.locator("[data-delay]")).to_contain_text("half within")
+            await expect(good.locator("[data-misses]")).to_contain_text(
+                "0 (none: every change sent arrived in time)"
+            )
             await expect(good.locator("[data-last]")).not_to_have_text("never")
             await expect(good.get_by_role("cell", name="results (JSON")).to_be_visible()
             await expect(good).to_have_class("card green")
 
             bad = page.locator('[data-client="news18"]')
             await expect(bad).to_have_class("card not-green")
-            await expect(bad.locator("[data-verdict]")).to_contain_text("Promise broken")
+            await expect(bad.locator("[data-verdict]")).to_contain_text("Promise broken: only")
+            await expect(bad.locator("[data-misses]")).to_contain_text("or not at all")
             await expect(bad.locator("[data-reasons]")).to_contain_text("could not be reached")
             await expect(bad.locator("[data-last]")).to_have_text("never")
             await _shot(page, shots, "delivery")

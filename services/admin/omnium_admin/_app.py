@@ -19,6 +19,7 @@ from omnium_accounts import Accounts
 from omnium_accounts.web import add_security_headers
 from omnium_admin import _auth, _pages, _views
 from omnium_admin._present import FILTERS
+from omnium_admin._times import ZoneCache
 from omnium_db import PoolRoad, create_pool
 from omnium_grpc import open_channel
 from omnium_metrics import http_metrics
@@ -79,6 +80,7 @@ class AdminApp:
         self._accounts: Accounts | None = None
         self.port = 0
         self.templates = make_templates()
+        self.zones = ZoneCache()
         self.stopping = asyncio.Event()
         # Pages and actions being answered (not the probes), and set while there are none.
         self.pages = 0
@@ -101,6 +103,7 @@ class AdminApp:
                 *aiohttp_middlewares(self.settings),
                 _pages.plain_errors,
                 _auth.signed_in,
+                _pages.event_zone,
             ],
             client_max_size=self.settings.admin.max_form_bytes,
         )

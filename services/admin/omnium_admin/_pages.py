@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC, tzinfo
 from typing import Any
 from urllib.parse import urlencode
 
@@ -12,10 +13,12 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from grpc import aio
 
-from omnium_admin._auth import console, plain_page, session_of
+from omnium_admin._auth import PUBLIC, console, plain_page, session_of
+from omnium_admin._sql import QUERIES
 from omnium_db import DATABASE_ERRORS
 
 log = logging.getLogger(__name__)
+ZONE: web.RequestKey[tzinfo] = web.RequestKey("zone")
 
 
 @web.middleware
@@ -50,6 +53,26 @@ async def plain_errors(request: web.Request, handler: Handler) -> web.StreamResp
         )
 
 
+@web.middleware
+async def event_zone(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The event's time zone, for every time a screen shows (read again every 30 s)."""
+    if request.path not in PUBLIC and not request.path.startswith("/static/"):
+        app = console(request)
+        if not app.zones.fresh() and app.reader is not None:
+            try:
+                app.zones.keep(await app.reader.fetchval(QUERIES["event_zone"]))
+            except DATABASE_ERRORS as exc:
+                # Times in UTC rather than no page: the page says what else failed.
+                log.warning("admin: the event's time zone: %s", exc)
+        request[ZONE] = app.zones.zone
+    return await handler(request)
+
+
+def zone(request: web.Request) -> tzinfo:
+    found = request.get(ZONE)
+    return found if isinstance(found, tzinfo) else UTC
+
+
 def error_page(request: web.Request, status: int, title: str, message: str) -> web.Response:
     if request.path.startswith("/api/"):
         return web.json_response({"error": f"{title}: {message}"}, status=status)
@@ -64,6 +87,7 @@ def page(request: web.Request, name: str, **context: Any) -> web.Response:
         may_act=session.account.may("operator"),
         path=request.path_qs,
         said=request.query.get("said", ""),
+        zone=zone(request),
         **context,
     )
     return web.Response(text=html, content_type="text/html")

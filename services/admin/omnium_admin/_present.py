@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
@@ -11,6 +11,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from omnium.command.v1 import command_pb2
 from omnium.delivery.v1 import delivery_pb2
 from omnium.imports.v1 import imports_pb2
+from omnium_admin._times import ago, ago_filter, at_filter, in_zone_words, local, utc
 
 RUN_WORDS = {
     "received": "Running",
@@ -47,25 +48,6 @@ def when(stamp: timestamp_pb2.Timestamp | None) -> datetime | None:
     return stamp.ToDatetime(tzinfo=UTC)
 
 
-def ago(moment: datetime | None, now: datetime | None = None) -> str:
-    if moment is None:
-        return "never"
-    seconds = ((now or datetime.now(UTC)) - moment).total_seconds()
-    if seconds < 5:
-        return "just now"
-    if seconds < 90:
-        return f"{int(seconds)} s ago"
-    if seconds < 90 * 60:
-        return f"{round(seconds / 60)} min ago"
-    if seconds < 36 * 3600:
-        return f"{round(seconds / 3600)} h ago"
-    return moment.strftime("%d %b %H:%M UTC")
-
-
-def clock(moment: datetime | None) -> str:
-    return moment.strftime("%d %b %H:%M:%S UTC") if moment else ""
-
-
 def took(ms: int) -> str:
     if ms <= 0:
         return "—"
@@ -85,19 +67,20 @@ def value_text(value: struct_pb2.Value | None) -> str:
     return str(plain)
 
 
-def health(h: imports_pb2.Health) -> dict[str, Any]:
+def health(h: imports_pb2.Health, zone: tzinfo = UTC) -> dict[str, Any]:
     at = when(h.at)
     return {
         "word": h.word,
         "ok": h.ok,
         "waiting": False,
-        "detail": h.detail,
-        "at": clock(at),
-        "ago": ago(at),
+        "detail": in_zone_words(h.detail, zone),
+        # The hover: the event's time and UTC.
+        "at": f"{local(at, zone)} · {utc(at)}" if at else "",
+        "ago": ago(at, zone),
     }
 
 
-def run(r: imports_pb2.Run) -> dict[str, Any]:
+def run(r: imports_pb2.Run, zone: tzinfo = UTC) -> dict[str, Any]:
     received = when(r.received_at)
     total, done = r.batch_total, r.batch_done
     return {
@@ -107,19 +90,36 @@ def run(r: imports_pb2.Run) -> dict[str, Any]:
         "status": r.status,
         "word": RUN_WORDS.get(r.status, r.status),
         "running": r.status in RUNNING,
-        "reason": r.reason,
+        "reason": in_zone_words(r.reason, zone),
         "build": r.build,
         "rows": r.row_count,
+        "rows_why": rows_why(r),
         "batch_total": total,
         "batch_done": done,
         "percent": round(100 * done / total) if total else (100 if r.finished_at.seconds else 0),
         "outcomes": {OUTCOME_WORDS.get(k, k): v for k, v in sorted(r.outcomes.items())},
-        "received": clock(received),
-        "received_ago": ago(received),
-        "finished": clock(when(r.finished_at)),
+        "received": local(received, zone) if received else "",
+        "received_at": received.isoformat() if received else "",
+        "received_ago": ago(received, zone),
+        "finished_at": _iso(when(r.finished_at)),
         "took_ms": r.duration_ms,
         "took": took(r.duration_ms),
     }
+
+
+def rows_why(r: imports_pb2.Run) -> str:
+    """Why a run has no rows, in words: 0 alone reads as a fault."""
+    if r.row_count:
+        return ""
+    if r.status in RUNNING:
+        return "not counted yet: the run is still reading"
+    if r.status == "scout_failed":
+        return "Scout's run failed its own checks, so nothing was read"
+    if r.status == "failed":
+        return "the run failed before any row was read"
+    if r.status == "older":
+        return "older than the last run, so it was not read"
+    return "Scout sent no rows in this run (nothing to read yet)"
 
 
 # The imports service's word for an integration added less than a check interval ago, with no
@@ -127,8 +127,12 @@ def run(r: imports_pb2.Run) -> dict[str, Any]:
 NOT_DUE = "Not due yet"
 
 
-def card(i: imports_pb2.Integration) -> dict[str, Any]:
-    scout, ours = health(i.scout), health(i.omnium)
+def _iso(at: datetime | None) -> str:
+    return at.isoformat() if at else ""
+
+
+def card(i: imports_pb2.Integration, zone: tzinfo = UTC) -> dict[str, Any]:
+    scout, ours = health(i.scout, zone), health(i.omnium, zone)
     # Nothing green unless both lines are fine (Section 3 seed, "Screens").
     green = bool(scout["ok"] and ours["ok"])
     starting = not green and ours["word"] == NOT_DUE and not i.open_alerts
@@ -154,10 +158,15 @@ def card(i: imports_pb2.Integration) -> dict[str, Any]:
         "starting": starting,
         "verdict": verdict,
         "alerts": [
-            {"kind": a.kind, "message": a.message, "ago": ago(when(a.raised_at))}
+            {
+                "kind": a.kind,
+                "message": in_zone_words(a.message, zone),
+                "ago": ago(when(a.raised_at), zone),
+                "raised_at": _iso(when(a.raised_at)),
+            }
             for a in i.open_alerts
         ],
-        "last_run": run(i.last_run) if i.HasField("last_run") else None,
+        "last_run": run(i.last_run, zone) if i.HasField("last_run") else None,
         "waiting": i.waiting,
     }
 
@@ -243,11 +252,12 @@ def seconds(value: float) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
 
 
-def _feed(f: delivery_pb2.Feed) -> dict[str, Any]:
+def _feed(f: delivery_pb2.Feed, zone: tzinfo) -> dict[str, Any]:
     last = f.last_received if f.HasField("last_received") else None
     scope = f.discipline or "whole Games"
     if f.top_n:
         scope += f", top {f.top_n}"
+    delivered = last is not None and last.outcome == "delivered"
     return {
         "id": f.id,
         "what": f"{f.kind} ({f.format.upper()}, {scope})",
@@ -256,49 +266,83 @@ def _feed(f: delivery_pb2.Feed) -> dict[str, Any]:
         "owed": f.owed,
         "last_outcome": last.outcome if last else "",
         "last_version": last.version if last else 0,
-        "last_delay": seconds(last.delay_seconds) if last and last.outcome == "delivered" else "",
-        "last_ago": ago(when(last.delivered_at)) if last and last.outcome == "delivered" else "",
+        "last_delay": seconds(last.delay_seconds) if last and delivered else "",
+        "last_at": _iso(when(last.delivered_at)) if last and delivered else "",
         "last_error": last.error if last else "",
     }
 
 
-def delivery_client(c: delivery_pb2.Client) -> dict[str, Any]:
-    """One client on the Delivery screen: the promise over the window, its feeds, and why it is
-    failing, if it is."""
+def _changes(n: int) -> str:
+    return "1 change" if n == 1 else f"{n} changes"
+
+
+def promise_words(p: delivery_pb2.Promise, enabled: bool, wanted: float) -> tuple[str, str]:
+    """The client's verdict in words and its colour: `green` only when changes were sent in the
+    window and enough of them arrived in time; `quiet` (grey) when there was nothing to measure."""
+    target, window = seconds(p.target_seconds), f"{p.window_seconds / 60:g} min"
+    if not enabled:
+        return "Off: nothing is sent to this client.", "quiet"
+    if p.sends == 0:
+        return (
+            f"Nothing to measure: no change was sent to this client in the last {window}.",
+            "quiet",
+        )
+    share = f"{p.share * 100:.0f}%"
+    told = f"{share} of {_changes(p.sends)} arrived within {target} of being saved"
+    if p.kept:
+        return f"Promise kept: {told}.", "green"
+    return f"Promise broken: only {told}; at least {wanted * 100:.0f}% must.", "bad"
+
+
+def delivery_client(
+    c: delivery_pb2.Client, zone: tzinfo = UTC, wanted: float = 0.95
+) -> dict[str, Any]:
+    """One client on the Delivery screen: the promise over the window, each figure in words, its
+    feeds, and why it is failing, if it is."""
     p = c.promise
     reasons = list(c.alerts)
     if p.last_error and not any(p.last_error in r for r in reasons):
         reasons.append(f"The newest send failed: {p.last_error}")
-    failing = bool(reasons) or not p.kept
-    if not c.enabled:
-        verdict = "Off: nothing is sent to this client."
-    elif p.sends == 0:
-        verdict = "Nothing sent in the window."
-    elif p.kept:
-        verdict = f"Promise kept: {p.share * 100:.0f}% within {seconds(p.target_seconds)}."
-    else:
-        verdict = f"Promise broken: {p.share * 100:.0f}% within {seconds(p.target_seconds)}."
+    verdict, colour = promise_words(p, c.enabled, wanted)
+    if reasons and c.enabled:
+        colour = "bad"
+    target, window = seconds(p.target_seconds), f"{p.window_seconds / 60:g} min"
+    last = when(p.last_delivered_at)
     return {
         "code": c.code,
         "name": c.name,
         "transport": "files (SFTP)" if c.transport == "sftp" else "webhook",
         "enabled": c.enabled,
         "verdict": verdict,
-        "failing": failing,
+        "colour": colour,
+        "failing": colour == "bad",
         "reasons": reasons,
         "kept": p.kept,
-        "target": seconds(p.target_seconds),
-        "window_minutes": f"{p.window_seconds / 60:g}",
+        "target": target,
+        "window": window,
         "sends": p.sends,
         "within": p.within_target,
         "share": f"{p.share * 100:.0f}%" if p.sends else "—",
+        "in_time": (
+            f"{p.within_target} of {_changes(p.sends)} within {target} of the save"
+            if p.sends
+            else f"no change sent in the last {window}"
+        ),
         "misses": p.misses,
+        "misses_words": (
+            f"{p.misses} of {_changes(p.sends)} arrived later than {target}, or not at all"
+            if p.misses
+            else "none: every change sent arrived in time"
+            if p.sends
+            else "none to count"
+        ),
         "p50": seconds(p.p50_seconds),
         "p95": seconds(p.p95_seconds),
-        "last_delivered": ago(when(p.last_delivered_at)),
-        "last_delivered_at": clock(when(p.last_delivered_at)),
-        "feeds": [_feed(f) for f in c.feeds],
+        "last_at": _iso(last),
+        # A resend, or a feed's first whole file, is a delivery the promise does not count.
+        "last_outside": bool(last and p.sends == 0),
+        "feeds": [_feed(f, zone) for f in c.feeds],
     }
 
 
-FILTERS: dict[str, Callable[..., Any]] = {"took": took, "clock": clock, "ago": ago}
+FILTERS: dict[str, Callable[..., Any]] = {"took": took, "at": at_filter, "ago": ago_filter}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from datetime import datetime, tzinfo
 from typing import Any
 
 from aiohttp import web
@@ -13,10 +14,11 @@ from omnium.command.v1 import command_pb2
 from omnium.common.v1 import actor_pb2
 from omnium.delivery.v1 import delivery_pb2
 from omnium.imports.v1 import imports_pb2
-from omnium_admin import _admins, _present
+from omnium_admin import _admins, _names, _present
 from omnium_admin._auth import console, may_act, plain_page, session_of
-from omnium_admin._pages import back, deadline, page, who
+from omnium_admin._pages import back, deadline, page, who, zone
 from omnium_admin._sql import QUERIES
+from omnium_admin._times import local, shown
 from omnium_db import UNIT_STATUSES
 from omnium_grpc import SESSION_HEADER, account_actor, command_message, is_id
 
@@ -29,6 +31,9 @@ _SIDE_PIN = re.compile(r"^sides\[([1-9][0-9]{0,3})\]\.([a-z_]+)$")
 # map SC-T-KOR3 to one we have." (omnium_imports.mapping); the form starts from it.
 _HELD = re.compile(r"we have no such (competitor|unit)\. Add it, or map (\S+) to one we have")
 
+# The unit picker lists this many; it says how many more a narrower search would show.
+PICKER_CHOICES = 12
+
 __all__ = ["add_routes"]
 
 
@@ -39,7 +44,7 @@ async def _cards(request: web.Request) -> list[dict[str, Any]]:
     answer = await console(request).imports.ListIntegrations(
         imports_pb2.ListIntegrationsRequest(), timeout=deadline(request)
     )
-    return [_present.card(i) for i in answer.integrations]
+    return [_present.card(i, zone(request)) for i in answer.integrations]
 
 
 async def integrations_page(request: web.Request) -> web.Response:
@@ -85,14 +90,15 @@ async def _runs(request: web.Request, code: str, limit: int) -> list[dict[str, A
         imports_pb2.ListRunsRequest(integration_code=code, limit=limit),
         timeout=deadline(request),
     )
-    return [_present.run(r) for r in answer.runs]
+    return [_present.run(r, zone(request)) for r in answer.runs]
 
 
 async def runs_page(request: web.Request) -> web.Response:
     settings = console(request).settings
     cards = await _cards(request)
     codes = [c["code"] for c in cards]
-    code = request.query.get("integration") or (codes[0] if codes else "")
+    asked = request.query.get("integration", "")
+    code = asked or _busiest(cards)
     chosen = next((c for c in cards if c["code"] == code), None)
     if codes and chosen is None:
         return plain_page(request, 404, "Not found", f"There is no integration {code!r}.")
@@ -105,8 +111,18 @@ async def runs_page(request: web.Request) -> web.Response:
         chosen=chosen,
         runs=runs[: settings.admin.runs_shown],
         chart=_present.chart(runs[: settings.admin.chart_runs]),
+        picked=not asked and chosen is not None,
         screen="runs",
     )
+
+
+def _busiest(cards: list[dict[str, Any]]) -> str:
+    """The integration the Runs screen opens on: the one whose newest run read rows most
+    recently; the first one when no run read any."""
+    with_rows = [c for c in cards if c["last_run"] and c["last_run"]["rows"]]
+    if with_rows:
+        return str(max(with_rows, key=lambda c: c["last_run"]["received_at"])["code"])
+    return str(cards[0]["code"]) if cards else ""
 
 
 async def runs_json(request: web.Request) -> web.Response:
@@ -130,16 +146,33 @@ async def _detail(request: web.Request) -> imports_pb2.RunDetail:
 
 async def run_page(request: web.Request) -> web.Response:
     detail = await _detail(request)
-    limit = console(request).settings.admin.rows_shown
-    run = _present.run(detail.run)
+    app = console(request)
+    limit = app.settings.admin.rows_shown
+    run = _present.run(detail.run, zone(request))
+    sections = {
+        name: _present.rows(entries, limit)
+        for name, entries in (
+            ("changed", detail.changed),
+            ("kept", detail.kept_by_hand),
+            ("held", detail.held),
+            ("refused", detail.refused),
+        )
+    }
+    every = [r for rows in sections.values() for r in rows]
+    assert app.reader is not None
+    by_key, by_id = await _names.units_for(
+        app.reader,
+        run["integration"],
+        [r["key"] for r in every],
+        [r["unit_id"] for r in every if is_id(r["unit_id"])],
+    )
+    for rows in sections.values():
+        _names.name_rows(rows, by_key, by_id)
     return page(
         request,
         "run.html",
         run=run,
-        changed=_present.rows(detail.changed, limit),
-        kept=_present.rows(detail.kept_by_hand, limit),
-        held=_present.rows(detail.held, limit),
-        refused=_present.rows(detail.refused, limit),
+        **sections,
         counts={
             "changed": detail.changed_total,
             "kept": detail.kept_by_hand_total,
@@ -153,7 +186,7 @@ async def run_page(request: web.Request) -> web.Response:
 
 async def run_json(request: web.Request) -> web.Response:
     detail = await _detail(request)
-    return web.json_response({"run": _present.run(detail.run)})
+    return web.json_response({"run": _present.run(detail.run, zone(request))})
 
 
 async def start_run(request: web.Request) -> web.Response:
@@ -192,8 +225,15 @@ def _local(value: object, default: str) -> str:
 # -- Waiting for you -----------------------------------------------------------------------
 
 
-async def waiting_page(request: web.Request) -> web.Response:
-    answer = await console(request).imports.ListWaiting(
+async def waiting_page(
+    request: web.Request,
+    *,
+    status: int = 200,
+    error: str = "",
+    asked: dict[str, str] | None = None,
+) -> web.Response:
+    app = console(request)
+    answer = await app.imports.ListWaiting(
         imports_pb2.ListWaitingRequest(), timeout=deadline(request)
     )
     items = []
@@ -207,7 +247,7 @@ async def waiting_page(request: web.Request) -> web.Response:
                 "key": w.subject_key,
                 "question": w.question,
                 "run_id": w.run_id,
-                "ago": _present.ago(_present.when(w.created_at)),
+                "ago": shown(_present.when(w.created_at), zone(request), relative=True),
                 # Only a question about Scout's id is answered by a lookup; the others (a NOC
                 # we do not know, say) say themselves what to do.
                 "lookup": held is not None,
@@ -215,30 +255,45 @@ async def waiting_page(request: web.Request) -> web.Response:
                 "external_id": held.group(2) if held else "",
             }
         )
+    assert app.reader is not None
+    await _names.name_items(app.reader, items)
     groups = {
         kind: [i for i in items if i["kind"] == kind] for kind in ("held", "guard", "missing")
     }
-    return page(request, "waiting.html", groups=groups, total=len(items), screen="waiting")
+    response = page(
+        request,
+        "waiting.html",
+        groups=groups,
+        total=len(items),
+        error=error,
+        asked=asked or {},
+        screen="waiting",
+    )
+    response.set_status(status)
+    return response
 
 
 async def add_lookup(request: web.Request) -> web.Response:
     if (refused := may_act(request)) is not None:
         return refused
     form = await request.post()
-    integration = str(form.get("integration", ""))
-    kind = str(form.get("kind", ""))
-    external_id = str(form.get("external_id", "")).strip()
-    ours = str(form.get("ours", "")).strip()
+    asked = {
+        k: str(form.get(k, "")).strip() for k in ("item", "integration", "kind", "external_id")
+    }
+    asked["ours"] = ours = str(form.get("ours", "")).strip()
+    integration, kind, external_id = asked["integration"], asked["kind"], asked["external_id"]
     if kind not in ("competitor", "unit") or not external_id or not ours:
-        raise back("/waiting", "Give Scout's id and ours (a code or an id) to add a lookup.")
+        error = "Nothing was added: give Scout's id and ours (our code or id) to add a lookup."
+        return await waiting_page(request, status=400, error=error, asked=asked)
     reader = console(request).reader
     assert reader is not None
     found = await reader.fetch(QUERIES["lookup_target"], kind, ours)
     if len(found) != 1:
-        raise back(
-            "/waiting",
-            f"We have no {kind} {ours!r}: add it first, or give its exact code or id.",
+        error = (
+            f"Nothing was added: we have no {kind} with the code or id {ours!r}. "
+            f"Check the spelling, or add the {kind} first (see “No such {kind}?” below)."
         )
+        return await waiting_page(request, status=400, error=error, asked=asked)
     answer = await console(request).imports.AddLookup(
         imports_pb2.AddLookupRequest(
             integration_code=integration,
@@ -272,12 +327,43 @@ async def resolve_missing(request: web.Request) -> web.Response:
 # -- Units ---------------------------------------------------------------------------------
 
 
-async def units_page(request: web.Request) -> web.Response:
+async def _find_units(request: web.Request, limit: int) -> tuple[str, list[dict[str, Any]], int]:
+    """A search's words, the units that match all of them (at most `limit`), and how many
+    match in all."""
     app = console(request)
     assert app.reader is not None
-    query = request.query.get("q", "").strip()[:100]
-    units = await app.reader.fetch(QUERIES["find_units"], query, app.settings.admin.units_found)
-    return page(request, "units.html", query=query, units=units, screen="units")
+    query = " ".join(request.query.get("q", "").split())[:100]
+    found = await app.reader.fetch(QUERIES["find_units"], query.split(), limit)
+    units = [{**u, "teams": " v ".join(s for s in u["sides"] if s)} for u in found]
+    return query, units, (found[0]["found"] if found else 0)
+
+
+async def units_page(request: web.Request) -> web.Response:
+    query, units, total = await _find_units(request, console(request).settings.admin.units_found)
+    return page(request, "units.html", query=query, units=units, total=total, screen="units")
+
+
+async def units_json(request: web.Request) -> web.Response:
+    """The unit picker's choices: each unit's code and a line a person recognises it by."""
+    _, units, total = await _find_units(request, PICKER_CHOICES)
+    where = zone(request)
+    choices = [
+        {
+            "code": u["code"],
+            "label": " · ".join(
+                part
+                for part in (
+                    u["name"],
+                    u["discipline_name"],
+                    u["teams"],
+                    local(u["start_at"], where) if u["start_at"] else "",
+                )
+                if part
+            ),
+        }
+        for u in units
+    ]
+    return web.json_response({"units": choices, "found": total})
 
 
 async def unit_page(request: web.Request) -> web.Response:
@@ -291,7 +377,7 @@ async def unit_page(request: web.Request) -> web.Response:
         return plain_page(request, 404, "Not found", f"There is no unit {unit_id}.")
     sides = await app.reader.fetch(QUERIES["unit_sides"], unit_id)
     history = await app.reader.fetch(QUERIES["unit_history"], unit_id)
-    values = {f: _field_text(unit[f]) for f in UNIT_FIELDS}
+    values = {f: _field_text(unit[f], zone(request)) for f in UNIT_FIELDS}
     # Every pin, the unit's and its sides', by the name the unpin command takes.
     pins = [*unit["pinned"]] + [
         f"sides[{side['sort_order']}].{name}" for side in sides for name in side["pinned"]
@@ -311,11 +397,12 @@ async def unit_page(request: web.Request) -> web.Response:
     )
 
 
-def _field_text(value: Any) -> str:
+def _field_text(value: Any, where: tzinfo) -> str:
     if value is None:
         return ""
-    if hasattr(value, "isoformat"):
-        return str(value.isoformat())
+    if isinstance(value, datetime):
+        # The event's own clock, its offset written out, so a person edits the time they read.
+        return value.astimezone(where).isoformat()
     return str(value)
 
 
@@ -389,7 +476,8 @@ async def _delivery_clients(request: web.Request) -> list[dict[str, Any]]:
     answer = await console(request).delivery.ListClients(
         delivery_pb2.ListClientsRequest(), timeout=deadline(request)
     )
-    return [_present.delivery_client(c) for c in answer.clients]
+    wanted = console(request).settings.delivery.promise_share
+    return [_present.delivery_client(c, zone(request), wanted) for c in answer.clients]
 
 
 async def delivery_page(request: web.Request) -> web.Response:
@@ -432,6 +520,7 @@ def add_routes(app: web.Application) -> None:
     r.add_post("/waiting/lookup", add_lookup)
     r.add_post(r"/waiting/{item_id:\d+}/{action:cancel|dismiss}", resolve_missing)
     r.add_get("/units", units_page)
+    r.add_get("/api/units", units_json)
     r.add_get("/units/{unit_id}", unit_page)
     r.add_post("/units/{unit_id}/fields", set_fields)
     r.add_post("/units/{unit_id}/unpin", unpin)

@@ -80,6 +80,7 @@ function setRun(root, run) {
   setText(root, "[data-word]", run.word);
   setText(root, "[data-reason]", run.reason);
   setText(root, "[data-rows]", String(run.rows));
+  setText(root, "[data-rows-why]", run.rows_why);
   setText(root, "[data-took]", run.took);
   root.className = root.className.replace(/status-\S+/, `status-${run.status}`);
   setBar(root, run);
@@ -161,3 +162,65 @@ const APPLY = {
     if (section.dataset.running === "no" && run.running) location.reload();
   },
 };
+
+// The unit picker: a search (name, team, discipline, day) that lists matching units; picking one
+// fills in its unit code, so nobody types 34 characters.
+for (const picker of document.querySelectorAll("[data-unit-picker]")) pick(picker);
+
+function pick(picker) {
+  const query = picker.querySelector("[data-picker-query]");
+  const found = picker.querySelector("[data-picker-found]");
+  const choices = picker.querySelector("[data-picker-choices]");
+  const target = document.getElementById(picker.dataset.target);
+  let timer = null;
+  let asked = 0;
+
+  async function search() {
+    const words = query.value.trim();
+    const mine = ++asked;
+    if (words.length < 2) {
+      found.textContent = "";
+      choices.replaceChildren();
+      return;
+    }
+    found.textContent = "Searching…";
+    try {
+      const response = await fetch(`/api/units?q=${encodeURIComponent(words)}`, {
+        headers: { Accept: "application/json" },
+        credentials: "same-origin",
+      });
+      const body = await response.json();
+      if (!response.ok) throw new Error(body.error || `HTTP ${response.status}`);
+      if (mine !== asked) return; // a newer search is on its way
+      choices.replaceChildren(...body.units.map(choice));
+      const shown = body.units.length;
+      found.textContent = !shown ? `No unit matches “${words}”.`
+        : body.found > shown ? `Showing ${shown} of ${body.found}: add a team, a discipline or a day.`
+        : `Found ${shown}: pick one.`;
+      found.classList.remove("error");
+    } catch (error) {
+      found.textContent = `Failed to read the units: ${error.message}. Type to try again.`;
+      found.classList.add("error");
+    }
+  }
+
+  function choice(unit) {
+    const item = document.createElement("li");
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = unit.label;
+    button.dataset.code = unit.code;
+    button.addEventListener("click", () => {
+      target.value = unit.code;
+      found.textContent = `Chosen: ${unit.label}`;
+      choices.replaceChildren();
+    });
+    item.append(button);
+    return item;
+  }
+
+  query.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(search, 250);
+  });
+}
