@@ -9,7 +9,7 @@ from typing import Any
 
 from omnium.imports.v1 import imports_pb2
 from omnium_accounts import Account, Session
-from omnium_admin import _present
+from omnium_admin import _names, _present
 from omnium_admin._app import make_templates, render
 from omnium_settings import Settings
 
@@ -71,7 +71,9 @@ def test_a_viewer_sees_no_actions() -> None:
 
 def test_runs_empty_running_partly_done_and_paused_by_a_check() -> None:
     card = _card("on", "On time")
-    empty = _screen("runs.html", cards=[card], chosen=card, runs=[], chart=_present.chart([]))
+    empty = _screen(
+        "runs.html", cards=[card], chosen=card, runs=[], chart=_present.chart([]), picked=False
+    )
     assert "No runs yet." in empty
     running = _run("applying", batch_total=4, batch_done=1, row_count=1252)
     guard = _run("paused_by_guard", reason="Scout sent 100 rows; it usually sends about 1,252")
@@ -82,6 +84,7 @@ def test_runs_empty_running_partly_done_and_paused_by_a_check() -> None:
         chosen=card,
         runs=[guard, running, partly],
         chart=_present.chart([guard, running, partly]),
+        picked=False,
     )
     assert "Paused by a check: Scout sent 100 rows" in page and ">Start</button>" in page
     assert 'max="4" value="1"' in page and "1 / 4" in page and "Running" in page
@@ -110,7 +113,8 @@ def test_a_run_page_partly_done_failed_and_paused() -> None:
 
 def test_waiting_for_you_empty() -> None:
     groups: dict[str, list[Any]] = {"held": [], "guard": [], "missing": []}
-    assert "Nothing is waiting for you." in _screen("waiting.html", groups=groups, total=0)
+    page = _screen("waiting.html", groups=groups, total=0, error="", asked={})
+    assert "Nothing is waiting for you." in page
 
 
 def test_what_a_page_shows_is_escaped() -> None:
@@ -148,7 +152,18 @@ def _row(key: str, unit_id: str, kind: str = "unit") -> imports_pb2.RowEntry:
 
 def test_a_changed_row_links_to_its_unit_s_page() -> None:
     unit_id = str(uuid.uuid4())
-    changed = _present.rows([_row("SC-000123", unit_id), _row("KOR", "", "medal_row")], 10)
+    rows = _present.rows([_row("SC-000123", unit_id), _row("KOR", "", "medal_row")], 10)
+    unit = _names.unit_words(
+        {
+            "id": unit_id,
+            "code": "FBLMTEAM11------------GPA-000100--",
+            "name": "Men's Group A match 1",
+            "discipline": "FBL",
+            "sides": ["Korea", "Japan"],
+            "start_at": None,
+        }
+    )
+    changed = _names.name_rows(rows, {}, {unit_id: unit})
     page = _screen(
         "run.html",
         run=_run("done"),
@@ -159,9 +174,12 @@ def test_a_changed_row_links_to_its_unit_s_page() -> None:
         counts={"changed": 2, "kept": 0, "held": 0, "refused": 0},
         limit=100,
     )
-    assert f'<a href="/units/{unit_id}" data-unit-link><code>SC-000123</code></a>' in page
+    # Named as a person knows it, Scout's key one click away.
+    assert f'<a href="/units/{unit_id}" data-unit-link>Men&#39;s Group A match 1</a>' in page
+    assert "FBL · Korea v Japan" in page
+    assert "<summary>Scout's key</summary><code data-key>SC-000123</code>" in page
     # A medal row has no unit page: its key is shown as it is.
-    assert "<td><code>KOR</code></td>" in page
+    assert "<code data-key>KOR</code>" in page
 
 
 def test_a_unit_s_page_shows_its_sides_pins_and_offers_to_unpin_them() -> None:
