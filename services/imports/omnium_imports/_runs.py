@@ -219,6 +219,9 @@ async def finish(
     await conn.execute(QUERIES["finish_run"], run_id, status, reason, dict(outcomes))
     if status in _NO_LONGER_PAUSED:
         await conn.execute(QUERIES["close_outdated_guards"], run_id)
+        # A paused run this one overtook would end older if started: it says so, and no
+        # screen offers Start for it any more.
+        await conn.execute(QUERIES["overtake_paused_runs"], run_id)
 
 
 def _day(day: str | None) -> date | None:
