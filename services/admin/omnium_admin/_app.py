@@ -101,6 +101,7 @@ class AdminApp:
                 *aiohttp_middlewares(self.settings),
                 _pages.plain_errors,
                 _auth.signed_in,
+                _pages.waiting_count,
             ],
             client_max_size=self.settings.admin.max_form_bytes,
         )
