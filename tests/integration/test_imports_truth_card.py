@@ -6,16 +6,29 @@ was a page or a full run, and Scout's 500s are not "Passed"."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import httpx
+import pytest
 
 from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
 from omnium_admin import _present as present
+from omnium_imports._files import integration_from
+from omnium_imports._inputs import Document, SetupError
 from tests.support.command import person
 from tests.support.delivery import query_until
 from tests.support.imports import SCHEDULE, GamesDay, games_day
-from tests.support.truth import card, done, first_key, operator, page_run, run_status
+from tests.support.truth import (
+    EXAMPLES,
+    card,
+    done,
+    first_key,
+    open_alerts,
+    operator,
+    page_run,
+    run_status,
+)
 
 START = person("Mei", screen="admin:runs")
 
@@ -151,3 +164,27 @@ async def test_scout_answering_500s_is_not_passed(database_url: str) -> None:
     assert not during["green"]
     assert status == "done"
     assert after["scout"]["word"] == "Passed"
+
+
+async def test_an_integration_s_own_alert_threshold_from_its_file(database_url: str) -> None:
+    example = json.loads((EXAMPLES / "integration.json").read_text())
+    own = example | {"settings": {"alert_scout_failed_in_row": 1}}
+    spec = integration_from(Document("own.json", json.dumps(own), EXAMPLES))
+    wrong = example | {"settings": {"alert_scout_failed": 1}}
+    with pytest.raises(SetupError) as refused:
+        integration_from(Document("wrong.json", json.dumps(wrong), EXAMPLES))
+    async with games_day(database_url) as day:
+        await day.db.execute(
+            "UPDATE integration SET settings = $2::jsonb WHERE id = $1::uuid",
+            day.schedule_id,
+            dict(spec.settings),
+        )
+        await done(day)
+        failed = await day.sim.make_run("schedule", fail_checks="only 12 rows", wait_doorbell=True)
+        ours = await day.wait_for_run(failed.id)
+        alerts = await open_alerts(day)
+    assert spec.settings == {"alert_scout_failed_in_row": 1}
+    assert "'alert_scout_failed'" in str(refused.value)
+    assert ours["status"] == "scout_failed"
+    # One failed Scout run is enough for this integration (the service's default is 2).
+    assert alerts == ["scout_failed"]

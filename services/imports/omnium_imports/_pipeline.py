@@ -532,7 +532,13 @@ class Pipeline:
     async def _tell(self, integration: Integration, result: RunResult) -> None:
         async with self.pool.acquire() as conn:
             await tell_of_run(
-                self.alerts, conn, integration.id, result.status, result.reason, result.run_id
+                self.alerts,
+                conn,
+                integration.id,
+                result.status,
+                result.reason,
+                result.run_id,
+                dict(integration.settings),
             )
 
     async def _integration(self, integration_id: str) -> Integration:

@@ -38,6 +38,9 @@ class IntegrationSettings(TypedDict, total=False):
     max_reopened: int
     missing_runs_to_review: int
     auto_cancel_missing: bool
+    alert_scout_failed_in_row: int
+    alert_batch_failed_times: int
+    alert_quiet_intervals: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -293,7 +293,8 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                             added_at=row["created_at"],
                             alerts=alerts,
                             waiting=row["waiting"],
-                            late_intervals=self.settings.imports.alert_quiet_intervals,
+                            late_intervals=row["quiet_intervals"]
+                            or self.settings.imports.alert_quiet_intervals,
                         ),
                         open_alerts=[
                             imports_pb2.Alert(

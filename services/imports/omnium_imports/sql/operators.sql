@@ -2,6 +2,7 @@
 
 -- name: integrations
 SELECT i.id::text AS id, i.code, i.name, i.state, i.target, i.check_seconds, i.created_at,
+       (i.settings ->> 'alert_quiet_intervals')::int AS quiet_intervals,
        (SELECT count(*) FROM review_item w WHERE w.integration_id = i.id AND w.status = 'open')
          AS waiting
   FROM integration i
