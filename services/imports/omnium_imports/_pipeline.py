@@ -144,6 +144,13 @@ async def _read_scout_run(run: Run) -> RunResult | None:
         lambda conn: conn.fetchrow(QUERIES["find_run"], integration.id, scout_run.id),
     )
     if known is not None and known["status"] in FINISHED:
+        if known["status"] == "older":
+            # A Start of a run a newer one overtook: a question about it still open (a copy
+            # slow to ask it) is closed, as its run's end would have closed it.
+            await run.pipeline.db(
+                "review",
+                lambda conn: conn.execute(QUERIES["close_outdated_guards"], known["id"]),
+            )
         return RunResult(
             "nothing_new", known["id"], f"run {scout_run.id} is already {known['status']}"
         )
