@@ -18,7 +18,9 @@ from omnium_imports._files import integration_from
 from omnium_imports._inputs import Document, SetupError
 from tests.support.command import person
 from tests.support.delivery import query_until
+from tests.support.gateway import running_gateway
 from tests.support.imports import SCHEDULE, GamesDay, games_day
+from tests.support.servers import Servers
 from tests.support.truth import (
     EXAMPLES,
     card,
@@ -188,3 +190,35 @@ async def test_an_integration_s_own_alert_threshold_from_its_file(database_url: 
     assert ours["status"] == "scout_failed"
     # One failed Scout run is enough for this integration (the service's default is 2).
     assert alerts == ["scout_failed"]
+
+
+async def test_a_medal_page_run_leaves_every_rank_right(
+    database_url: str, servers: Servers
+) -> None:
+    async with games_day(database_url) as day:
+        finals = [
+            u.external_id
+            for u in day.sim.games.units.values()
+            if u.medals not in ("none", "bronze")
+        ]
+        for final in finals[:6]:
+            day.sim.mark_official(final)
+        await done(day, "medals")
+        before = {r["noc"]: r["rank"] for r in day.sim.medal_table()}
+        # One more final: its medallists move up the table, and others move down a place
+        # though their own rows do not change. The page run reads the medallists' rows only.
+        day.sim.mark_official(finals[6])
+        won = sorted({c["noc"] for c in day.sim.unit(finals[6])["competitors"] if c["medal"]})
+        scout = {r["noc"]: r["rank"] for r in day.sim.medal_table()}
+        assert any(before.get(noc) != rank for noc, rank in scout.items() if noc not in won)
+        page = await page_run(day, won, "medals")
+        ours = dict(
+            await day.db.fetch(
+                "SELECT noc, rank FROM medal_row WHERE discipline_id IS NULL AND total > 0"
+            )
+        )
+        async with running_gateway(database_url, servers.redis_url) as gateway:
+            served = (await gateway.get("/v1/events/AG2026/medals")).json()
+    assert page["status"] == "done", page["reason"]
+    assert ours == scout
+    assert {r["noc"]: r["rank"] for r in served["rows"]} == scout
