@@ -120,6 +120,9 @@ def _services(settings: Settings, secret_file: Path) -> list[ServiceSpec]:
             listens=[("Scout (simulated)", f"http://{host}:{settings.dev.scout_simulator_port}")],
             args=(
                 "--replay",
+                # A restarted stack goes on with the day: PostgreSQL kept it, so must Scout.
+                "--replay-state",
+                str(data_dir / "scout-sim-clock"),
                 "--doorbell-url",
                 doorbell,
                 "--secret-file",

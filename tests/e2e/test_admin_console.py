@@ -174,6 +174,7 @@ async def test_pause_off_and_resume_show_on_the_card(console: Console) -> None:
     await card.get_by_role("button", name="Pause").click()
     card, omnium = _card(page, MEDALS)
     await expect(omnium).to_have_text("Paused")
+    page.once("dialog", lambda dialog: dialog.accept())  # "Turn off ...?" asks first
     await card.get_by_role("button", name="Turn off").click()
     await expect(_card(page, MEDALS)[1]).to_have_text("Off")
     await console.shot(page, "integrations-paused-and-off")
@@ -367,7 +368,7 @@ async def test_a_held_row_is_resolved_from_waiting_for_you(console: Console) -> 
         "SELECT id, 'team', 'KOR-B', 'Korea B', 'KOR' FROM event RETURNING id::text"
     )
     page = await console.page()
-    await page.get_by_role("link", name="Waiting for you", exact=True).click()
+    await page.get_by_role("navigation").get_by_role("link", name="Waiting for you").click()
     item = page.locator("article.item", has_text="SC-T-KOR3")
     await expect(item.get_by_label("Scout's id")).to_have_value("SC-T-KOR3")
     await console.shot(page, "waiting-held")
@@ -401,6 +402,7 @@ async def test_a_missing_key_is_confirmed_as_a_person_s_cancel(console: Console)
     item = page.locator("article.item", has_text=gone["externalId"])
     await expect(item).to_contain_text("no longer list")
     await console.shot(page, "waiting-missing")
+    page.once("dialog", lambda dialog: dialog.accept())  # "Cancel the unit ...?" asks first
     await item.get_by_role("button", name="Confirm: cancel the unit").click()
     await expect(page.get_by_role("status")).to_contain_text("cancelled")
     status = await day.db.fetchval("SELECT status FROM unit WHERE code = $1", gone["rsc"])
@@ -429,11 +431,15 @@ async def test_start_a_run_a_check_paused(console: Console) -> None:
     await page.goto(f"{console.url}/runs?integration={SCHEDULE}")
     await expect(page.locator(".banner.guard")).to_contain_text("Scout sent 100 rows")
     await console.shot(page, "runs-paused-by-a-check")
-    await page.get_by_role("link", name="Waiting for you", exact=True).click()
+    await (
+        page.get_by_role("navigation", name="Screens")
+        .get_by_role("link", name="Waiting for you")
+        .click()
+    )
     guard = page.locator("article.item", has_text="Scout sent 100 rows")
     await console.shot(page, "waiting-guard")
     await guard.get_by_role("button", name="Start").click()
-    await expect(page.get_by_role("status")).to_contain_text("queued again")
+    await expect(page.get_by_role("status")).to_contain_text("run started")
     started = await day.wait_for_run(short.id)
     moved = await day.db.fetchval("SELECT count(*) FROM unit WHERE venue = 'Short Run Venue'")
     assert started["status"] == "done"

@@ -343,6 +343,11 @@ async def test_page_runs_asked_of_scout_at_once_are_bounded(database_url: str) -
 async def test_mapping_check_says_what_each_guard_would(database_url: str, tmp_path: Path) -> None:
     async with games_day(database_url) as day:
         await done(day)
+        await day.db.execute(
+            "UPDATE integration SET settings = settings || '{\"max_cleared\": 7}'::jsonb "
+            "WHERE id = $1::uuid",
+            day.schedule_id,
+        )
         short = day.sim.reference()["units"][:100]
         rows = [day.sim.unit(unit["externalId"]) for unit in short]
         items = tmp_path / "short.json"
@@ -366,7 +371,9 @@ async def test_mapping_check_says_what_each_guard_would(database_url: str, tmp_p
     said = out.decode()
     assert "Guards, as they would judge this run now: 1 would pause it." in said, said
     assert (
-        "size (at least half the usual rows): Scout sent 100 rows; it usually sends about 1,252."
-        in said
-    )
-    assert "rows that cannot be read: passes" in said
+        "size (at least 50% of the usual rows, the median of the last 5 written runs): Scout "
+        "sent 100 rows; it usually sends about 1,252." in said
+    ), said
+    # Each guard says the limit it holds this integration to: here its own max_cleared.
+    assert "rows that cannot be read (at most 10%): passes" in said
+    assert "records cleared (at most 7) or finished units reopened (at most 5) (I12)" in said

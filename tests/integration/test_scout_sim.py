@@ -337,6 +337,39 @@ async def test_official_finals_make_the_medal_table(
     assert sum(r["total"] for r in after) < sum(r["total"] for r in table)
 
 
+async def test_a_medal_withdrawn_and_a_table_of_zeros_over_http(
+    sim: ScoutSimulator, http: httpx.AsyncClient
+) -> None:
+    final = finals(sim.games, "SWM")[0]
+    row = (await http.post(f"/control/units/{final}/official")).json()["unit"]
+    table = {r["noc"]: r for r in (await http.get("/control/medals")).json()["medals"]}
+    medallist = next(c for c in row["competitors"] if c["medal"])
+    # A protest upheld: that medal goes; a NOC with no medal left leaves the table.
+    upheld = await http.post(
+        f"/control/units/{final}/disqualify", json={"externalId": medallist["externalId"]}
+    )
+    assert upheld.status_code == 200, upheld.text
+    withdrawn = next(
+        c
+        for c in upheld.json()["unit"]["competitors"]
+        if c["externalId"] == medallist["externalId"]
+    )
+    assert (withdrawn["medal"], withdrawn["rank"], withdrawn["result"]) == (None, None, "DSQ")
+    after = {r["noc"]: r for r in (await http.get("/control/medals")).json()["medals"]}
+    assert (
+        after.get(medallist["noc"], {"total": 0})["total"] == table[medallist["noc"]]["total"] - 1
+    )
+    unknown = await http.post(f"/control/units/{final}/disqualify", json={"externalId": "nobody"})
+    assert unknown.status_code == 400 and "has no competitor 'nobody'" in unknown.text
+    # The next full medal table lists every NOC with no medals; the one after is whole again.
+    zero = await http.post("/control/faults/zero-medals", json={})
+    assert zero.json()["faults"]["zero_next_medal_table"] is True
+    zeros = [r for p in await read_all(http, (await new_run(http, job="medals"))["id"]) for r in p]
+    assert zeros and all(r["total"] == 0 for r in zeros)
+    whole = [r for p in await read_all(http, (await new_run(http, job="medals"))["id"]) for r in p]
+    assert sum(r["total"] for r in whole) == sum(r["total"] for r in after.values())
+
+
 async def test_unknown_competitors_and_units_for_held_rows(
     sim: ScoutSimulator, http: httpx.AsyncClient
 ) -> None:

@@ -4,6 +4,7 @@ Games day on a fast clock, and its command line."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -258,6 +259,41 @@ async def test_a_change_set_for_later_happens_on_the_replay_clock() -> None:
     assert made == [official + timedelta(hours=30, minutes=30)]  # once, on the step it fell in
     with pytest.raises(SimulatorError):
         replay.at(datetime(2026, 9, 25, 12, 0, tzinfo=UTC), "with an offset", protest)
+
+
+async def test_a_replay_started_again_goes_on_from_its_kept_clock(tmp_path: Path) -> None:
+    """The dev stack restarted: PostgreSQL kept the day, and Scout goes on with it rather than
+    starting the morning again (which the guards would pause as results taken back)."""
+    kept = tmp_path / "scout-sim-clock"
+    fast = ReplaySettings(
+        seconds_per_hour=0.05,
+        schedule_every_seconds=60.0,
+        tick_seconds=0.01,
+        start_local=datetime(2026, 9, 26, 8, 0),
+        state_file=kept,
+    )
+    first = ScoutSimulator(SimulatorConfig(seed=SEED))
+    first.start_replay(fast)
+
+    async def two_hours_on() -> bool:
+        return kept.is_file() and datetime.fromisoformat(kept.read_text().strip()) > datetime(
+            2026, 9, 26, 10, 0
+        )
+
+    await eventually(two_hours_on, within=20.0, what="the replay clock kept two hours on")
+    await first.stop()
+    stopped_at = datetime.fromisoformat(kept.read_text().strip())
+    again = ScoutSimulator(SimulatorConfig(seed=SEED))
+    replay = again.start_replay(dataclasses.replace(fast, tick_seconds=60.0))
+    went_on = replay.clock
+    official = Counter(row["status"] for row in again.games.listed_rows())["OFFICIAL"]
+    await again.reset()  # back to the seeded start: the kept clock too
+    reset_to = replay.clock
+    await again.stop()
+    assert went_on == stopped_at
+    assert official > 0
+    assert reset_to == fast.start_local
+    assert datetime.fromisoformat(kept.read_text().strip()) == fast.start_local
 
 
 async def test_the_replay_makes_runs_and_stops() -> None:

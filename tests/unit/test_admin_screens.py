@@ -37,7 +37,12 @@ def _run(status: str, **fields: Any) -> dict[str, Any]:
     return _present.run(imports_pb2.Run(id=str(uuid.uuid4()), status=status, **fields))
 
 
-def _card(state: str, word: str, last: imports_pb2.Run | None = None) -> dict[str, Any]:
+def _card(
+    state: str,
+    word: str,
+    last: imports_pb2.Run | None = None,
+    paused: imports_pb2.Run | None = None,
+) -> dict[str, Any]:
     return _present.card(
         imports_pb2.Integration(
             code="scout-schedule",
@@ -46,6 +51,7 @@ def _card(state: str, word: str, last: imports_pb2.Run | None = None) -> dict[st
             scout=imports_pb2.Health(word="Passed", ok=True),
             omnium=imports_pb2.Health(word=word, ok=word == "On time"),
             last_run=last,
+            paused_run=paused,
         )
     )
 
@@ -57,8 +63,9 @@ def test_integrations_empty_off_paused_and_stopped_by_a_check() -> None:
     paused = _screen("integrations.html", cards=[_card("paused", "Paused")])
     assert "Paused" in paused and "Resume" in paused and "Pause</button>" not in paused
     guard = imports_pb2.Run(id=str(uuid.uuid4()), status="paused_by_guard", reason="too few")
-    stopped = _screen("integrations.html", cards=[_card("on", "Stopped by a check", guard)])
-    assert "Paused by a check: too few" in stopped and ">Start</button>" in stopped
+    stopped = _screen("integrations.html", cards=[_card("on", "Stopped by a check", guard, guard)])
+    assert "Paused by a check (" in stopped and "): too few" in stopped
+    assert ">Start</button>" in stopped
     assert 'class="card not-green' in stopped
     # The live part's loading and failed-to-read line, with its Try again, is on the page.
     assert "data-live-status" in off and "Try again" in off
@@ -76,7 +83,14 @@ def test_runs_empty_running_partly_done_and_paused_by_a_check() -> None:
     )
     assert "No runs yet." in empty
     running = _run("applying", batch_total=4, batch_done=1, row_count=1252)
-    guard = _run("paused_by_guard", reason="Scout sent 100 rows; it usually sends about 1,252")
+    paused = imports_pb2.Run(
+        id=str(uuid.uuid4()),
+        status="paused_by_guard",
+        build="all",
+        reason="Scout sent 100 rows; it usually sends about 1,252",
+    )
+    guard = _present.run(paused)
+    card = _card("on", "Stopped by a check", paused, paused)
     partly = _run("partly_done", reason="batch 3 failed 3 times", row_count=1252)
     page = _screen(
         "runs.html",
@@ -86,7 +100,10 @@ def test_runs_empty_running_partly_done_and_paused_by_a_check() -> None:
         chart=_present.chart([guard, running, partly]),
         picked=False,
     )
-    assert "Paused by a check: Scout sent 100 rows" in page and ">Start</button>" in page
+    assert "): Scout sent 100 rows" in page and ">Start</button>" in page
+    # The banner says why once; the run's row does not say it again.
+    assert page.count("Scout sent 100 rows") == 1
+    assert "full run" in page
     assert 'max="4" value="1"' in page and "1 / 4" in page and "Running" in page
     assert "Partly done" in page and "batch 3 failed 3 times" in page
 

@@ -171,7 +171,8 @@ def test_an_integration_s_own_settings_are_read_and_unknown_ones_refused_by_name
     assert [p.split(": ", 1)[1] for p in _problems(refused)] == [
         "there is no setting 'max_clear'; the settings are min_share, usual_runs, "
         "max_not_placed, max_refused, max_cleared, max_reopened, missing_runs_to_review, "
-        "auto_cancel_missing",
+        "auto_cancel_missing, alert_scout_failed_in_row, alert_batch_failed_times, "
+        "alert_quiet_intervals",
         "min_share (share of the usual rows below which a run pauses) must be a number from 0 "
         "to 1, not 3",
         "auto_cancel_missing (cancel missing records without asking) must be true or false, "

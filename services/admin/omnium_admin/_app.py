@@ -104,6 +104,7 @@ class AdminApp:
                 _pages.plain_errors,
                 _auth.signed_in,
                 _pages.event_zone,
+                _pages.waiting_count,
             ],
             client_max_size=self.settings.admin.max_form_bytes,
         )

@@ -13,12 +13,14 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from grpc import aio
 
-from omnium_admin._auth import PUBLIC, console, plain_page, session_of
+from omnium_admin._auth import PUBLIC, SESSION, console, plain_page, session_of
 from omnium_admin._sql import QUERIES
 from omnium_db import DATABASE_ERRORS
 
 log = logging.getLogger(__name__)
 ZONE: web.RequestKey[tzinfo] = web.RequestKey("zone")
+# The request's count of items in Waiting for you, for the navigation (None: not read).
+WAITING: web.RequestKey[int] = web.RequestKey("waiting_count")
 
 
 @web.middleware
@@ -73,6 +75,23 @@ def zone(request: web.Request) -> tzinfo:
     return found if isinstance(found, tzinfo) else UTC
 
 
+async def waiting_count(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A screen's navigation says how many items wait for a person, on every screen: read
+    once per page (not for the JSON, the probes or the static files)."""
+    reader = console(request).reader
+    signed_in = SESSION in request
+    if request.method == "GET" and signed_in and reader is not None and _a_screen(request.path):
+        try:
+            request[WAITING] = await reader.fetchval(QUERIES["waiting_count"])
+        except DATABASE_ERRORS as exc:  # the screen still opens; its own reads say why
+            log.warning("admin: the waiting count was not read: %s", exc)
+    return await handler(request)
+
+
+def _a_screen(path: str) -> bool:
+    return not path.startswith(("/api/", "/static/", "/health", "/readyz", "/metrics"))
+
+
 def error_page(request: web.Request, status: int, title: str, message: str) -> web.Response:
     if request.path.startswith("/api/"):
         return web.json_response({"error": f"{title}: {message}"}, status=status)
@@ -88,6 +107,7 @@ def page(request: web.Request, name: str, **context: Any) -> web.Response:
         path=request.path_qs,
         said=request.query.get("said", ""),
         zone=zone(request),
+        waiting_count=request.get(WAITING),
         **context,
     )
     return web.Response(text=html, content_type="text/html")

@@ -24,6 +24,8 @@ RUN_WORDS = {
     "paused_by_guard": "Paused by a check",
 }
 RUNNING = ("received", "applying")
+# What a run read: Scout's whole site, one day, or a few keys again (the settle window).
+BUILD_WORDS = {"all": "full run", "day": "day run", "page": "page run"}
 OUTCOME_WORDS = {
     "accepted": "changed",
     "unchanged": "unchanged",
@@ -83,20 +85,31 @@ def health(h: imports_pb2.Health, zone: tzinfo = UTC) -> dict[str, Any]:
 def run(r: imports_pb2.Run, zone: tzinfo = UTC) -> dict[str, Any]:
     received = when(r.received_at)
     total, done = r.batch_total, r.batch_done
+    running = r.status in RUNNING
+    # Full only when it is: a run paused or failed before its batches wrote nothing.
+    filled = done if total else (1 if r.status == "done" else 0)
     return {
         "id": r.id,
         "integration": r.integration_code,
         "scout_run_id": r.scout_run_id,
         "status": r.status,
         "word": RUN_WORDS.get(r.status, r.status),
-        "running": r.status in RUNNING,
+        "running": running,
         "reason": in_zone_words(r.reason, zone),
         "build": r.build,
+        "kind": BUILD_WORDS.get(r.build, "run"),
         "rows": r.row_count,
         "rows_why": rows_why(r),
         "batch_total": total,
         "batch_done": done,
-        "percent": round(100 * done / total) if total else (100 if r.finished_at.seconds else 0),
+        "bar_max": total or 1,
+        "bar_value": filled,
+        "bar_text": (
+            f"{done} / {total}"
+            if total or running
+            else ("nothing to write" if r.status == "done" else "nothing written")
+        ),
+        "percent": round(100 * filled / (total or 1)),
         "outcomes": {OUTCOME_WORDS.get(k, k): v for k, v in sorted(r.outcomes.items())},
         "received": local(received, zone) if received else "",
         "received_at": received.isoformat() if received else "",
@@ -104,6 +117,7 @@ def run(r: imports_pb2.Run, zone: tzinfo = UTC) -> dict[str, Any]:
         "finished_at": _iso(when(r.finished_at)),
         "took_ms": r.duration_ms,
         "took": took(r.duration_ms),
+        "waited": took(r.waited_ms) if r.waited_ms >= 1000 else "",
     }
 
 
@@ -133,12 +147,14 @@ def _iso(at: datetime | None) -> str:
 
 def card(i: imports_pb2.Integration, zone: tzinfo = UTC) -> dict[str, Any]:
     scout, ours = health(i.scout, zone), health(i.omnium, zone)
-    # Nothing green unless both lines are fine (Section 3 seed, "Screens").
-    green = bool(scout["ok"] and ours["ok"])
+    # Nothing green unless both lines are fine (Section 3 seed, "Screens"), no alert is open
+    # and nothing waits for a person.
+    green = bool(scout["ok"] and ours["ok"] and not i.open_alerts and not i.waiting)
     starting = not green and ours["word"] == NOT_DUE and not i.open_alerts
     verdict = "All fine" if green else "Needs a look"
-    if i.state in ("paused", "off") and not i.open_alerts:
-        # A person paused it on purpose: shown as paused, not as a failure in red.
+    # A person paused it, or turned it off, on purpose: neither a failure nor fine.
+    deliberate = i.state in ("paused", "off") and not i.open_alerts
+    if deliberate:
         verdict = "Paused: nothing is read or written" if i.state == "paused" else "Off"
         scout["waiting"] = not scout["ok"]
         ours["waiting"] = True
@@ -156,6 +172,7 @@ def card(i: imports_pb2.Integration, zone: tzinfo = UTC) -> dict[str, Any]:
         "omnium": ours,
         "green": green,
         "starting": starting,
+        "deliberate": deliberate,
         "verdict": verdict,
         "alerts": [
             {
@@ -166,8 +183,25 @@ def card(i: imports_pb2.Integration, zone: tzinfo = UTC) -> dict[str, Any]:
             }
             for a in i.open_alerts
         ],
-        "last_run": run(i.last_run, zone) if i.HasField("last_run") else None,
+        **_card_runs(i, zone),
         "waiting": i.waiting,
+    }
+
+
+def _card_runs(i: imports_pb2.Integration, zone: tzinfo = UTC) -> dict[str, Any]:
+    """The card's runs: the newest full run (its health is judged by it), the newest page or
+    day run when newer, and a run a check paused while Start can still write it."""
+    full = run(i.last_full_run, zone) if i.HasField("last_full_run") else None
+    newest = run(i.last_run, zone) if i.HasField("last_run") else None
+    paused = run(i.paused_run, zone) if i.HasField("paused_run") else None
+    shown = (full or newest, newest if newest and newest["build"] != "all" else None, paused)
+    return {
+        # What the card shows of its runs: the page is drawn anew when it changes.
+        "runs_key": ";".join(f"{r['id']}:{r['status']}" if r else "-" for r in shown),
+        "last_full_run": full,
+        "last_run": shown[0],
+        "last_page_run": shown[1],
+        "paused_run": paused,
     }
 
 

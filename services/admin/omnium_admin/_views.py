@@ -244,6 +244,9 @@ async def waiting_page(
                 "id": w.id,
                 "integration": w.integration_code,
                 "kind": w.kind,
+                # What confirming a missing key does: a unit is cancelled, a medal row (a
+                # medal withdrawn after a protest) is removed from the table.
+                "medal_row": w.target == "medal_row",
                 "key": w.subject_key,
                 "question": w.question,
                 "run_id": w.run_id,

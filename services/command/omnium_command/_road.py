@@ -247,7 +247,12 @@ class Road:
             show_dry_run(answer, plan)
             return True
         text, args = statements.write(request, plan, state, answer.SerializeToString())
-        result = await conn.fetchrow(text, *args)
+        medals = plan.writes.medal_updates or plan.writes.medal_inserts
+        async with conn.transaction() if medals else contextlib.nullcontext():
+            result = await conn.fetchrow(text, *args)
+            if medals and result["current"] and result["recorded"]:
+                # The other rows' ranks follow from the counts just written, in the same commit.
+                await conn.execute(QUERIES["rank_medal_rows"], plan.event_id or state["event_id"])
         if not result["current"]:
             return False
         if not result["recorded"]:

@@ -152,17 +152,11 @@ async def _guards(
     mapped = version.map_rows(items, MappingContext(integration.time_zone, lookups))
     ready = [row for row in mapped if row.outcome == "ok"]
     unit_ids = await _runs.unit_ids(conn, integration, ready)
+    limits = guards.Limits.of(settings, integration.settings)
     said = await guards.verdicts(
-        conn,
-        integration,
-        build,
-        mapped,
-        ready,
-        unit_ids,
-        Clearing.of(version),
-        guards.Limits.of(settings, integration.settings),
+        conn, integration, build, mapped, ready, unit_ids, Clearing.of(version), limits
     )
-    return list(zip(guards.GUARD_NAMES, said, strict=True))
+    return list(zip(guards.guard_names(limits), said, strict=True))
 
 
 async def _scout_run(

@@ -89,6 +89,9 @@ INTEGRATION_SETTINGS: dict[str, tuple[type, float, float, str]] = {
     "max_reopened": (int, 0, 1_000_000, "finished units one run may reopen before it pauses"),
     "missing_runs_to_review": (int, 1, 100, "full runs a key may be missing before a question"),
     "auto_cancel_missing": (bool, 0, 1, "cancel missing records without asking"),
+    "alert_scout_failed_in_row": (int, 1, 100, "Scout runs failed in a row before an alert"),
+    "alert_batch_failed_times": (int, 1, 100, "times a run's batches fail before an alert"),
+    "alert_quiet_intervals": (int, 1, 1000, "check intervals with no new full run before an alert"),
 }
 
 

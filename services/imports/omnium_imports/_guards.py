@@ -171,13 +171,17 @@ def _first_reason(mapped: Sequence[MappedRow]) -> str:
     return next((row.reason for row in mapped if row.outcome == "problem"), "")
 
 
-# Each guard's name, as `mapping check` lists them, in the order they are asked.
-GUARD_NAMES = (
-    "size (at least half the usual rows)",
-    "rows that cannot be read",
-    "rows naming what we do not have",
-    "records cleared or finished units reopened (I12)",
-)
+def guard_names(limits: Limits) -> tuple[str, ...]:
+    """Each guard's name with the limit it holds this integration to, as `mapping check`
+    lists them, in the order they are asked."""
+    return (
+        f"size (at least {limits.min_share:.0%} of the usual rows, the median of the last "
+        f"{limits.usual_runs} written runs)",
+        f"rows that cannot be read (at most {limits.max_refused:.0%})",
+        f"rows naming what we do not have (at most {limits.max_not_placed:.0%})",
+        f"records cleared (at most {limits.max_cleared}) or finished units reopened (at most "
+        f"{limits.max_reopened}) (I12)",
+    )
 
 
 async def first_stop(
@@ -207,7 +211,7 @@ async def verdicts(
     clearing: Clearing,
     limits: Limits,
 ) -> list[str | None]:
-    """What each guard says of the run (GUARD_NAMES' order): its reason to stop, or None."""
+    """What each guard says of the run (guard_names' order): its reason to stop, or None."""
     history = [
         r["row_count"]
         for r in await conn.fetch(

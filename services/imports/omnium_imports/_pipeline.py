@@ -144,6 +144,13 @@ async def _read_scout_run(run: Run) -> RunResult | None:
         lambda conn: conn.fetchrow(QUERIES["find_run"], integration.id, scout_run.id),
     )
     if known is not None and known["status"] in FINISHED:
+        if known["status"] == "older":
+            # A Start of a run a newer one overtook: a question about it still open (a copy
+            # slow to ask it) is closed, as its run's end would have closed it.
+            await run.pipeline.db(
+                "review",
+                lambda conn: conn.execute(QUERIES["close_outdated_guards"], known["id"]),
+            )
         return RunResult(
             "nothing_new", known["id"], f"run {scout_run.id} is already {known['status']}"
         )
@@ -532,7 +539,13 @@ class Pipeline:
     async def _tell(self, integration: Integration, result: RunResult) -> None:
         async with self.pool.acquire() as conn:
             await tell_of_run(
-                self.alerts, conn, integration.id, result.status, result.reason, result.run_id
+                self.alerts,
+                conn,
+                integration.id,
+                result.status,
+                result.reason,
+                result.run_id,
+                dict(integration.settings),
             )
 
     async def _integration(self, integration_id: str) -> Integration:

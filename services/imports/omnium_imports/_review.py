@@ -132,6 +132,13 @@ _ALERTS = {
 }
 
 
+def threshold(settings: Settings, own: Mapping[str, object], name: str) -> int:
+    """An alert threshold: the integration's own (its file's settings) over the service's."""
+    value = own.get(name, getattr(settings.imports, name))
+    assert isinstance(value, int)
+    return value
+
+
 async def tell_of_run(
     alerts: Alerts,
     conn: asyncpg.Connection,
@@ -139,15 +146,18 @@ async def tell_of_run(
     status: str,
     reason: str | None,
     run_id: str | None,
+    own: Mapping[str, object] | None = None,
 ) -> None:
     """After a run: an alert for each cause a person must know of, and those whose cause is
     gone cleared. Each kind is cleared only by what it is about, so a page run (many an hour
-    on a Games day) clears nothing but its own failure."""
+    on a Games day) clears nothing but its own failure. `own`: the integration's settings,
+    whose alert thresholds override the service's."""
+    own = own or {}
     run = await conn.fetchrow(QUERIES["run_for_alerts"], run_id) if run_id else None
     full = run is not None and run["build"] == "all"
     if status == "partly_done" and run_id is not None:
         # The seed's "a batch that failed 3 times": this attempt and the resumes before it.
-        needed = alerts.settings.imports.alert_batch_failed_times
+        needed = threshold(alerts.settings, own, "alert_batch_failed_times")
         attempts = 1 + await conn.fetchval(QUERIES["resumes_of_run"], run_id)
         if attempts >= needed:
             await alerts.raise_(
@@ -161,7 +171,7 @@ async def tell_of_run(
         kind, words = _ALERTS[status]
         await alerts.raise_(conn, integration_id, kind, f"{words}: {reason}", run_id)
     elif status == "scout_failed":
-        needed = alerts.settings.imports.alert_scout_failed_in_row
+        needed = threshold(alerts.settings, own, "alert_scout_failed_in_row")
         recent = await conn.fetch(QUERIES["recent_scout_statuses"], integration_id, needed)
         if len(recent) == needed and all(r["scout_status"] == "failed" for r in recent):
             await alerts.raise_(
@@ -178,7 +188,7 @@ async def tell_of_run(
     if run is not None and full:
         # A new full run from Scout: it is not quiet.
         await alerts.clear(conn, integration_id, "quiet")
-        needed = alerts.settings.imports.alert_scout_failed_in_row
+        needed = threshold(alerts.settings, own, "alert_scout_failed_in_row")
         recent = await conn.fetch(QUERIES["recent_full_scout_statuses"], integration_id, needed)
         if len(recent) == needed and all(r["scout_status"] == "passed" for r in recent):
             await alerts.clear(conn, integration_id, "scout_failed")

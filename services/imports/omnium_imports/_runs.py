@@ -38,6 +38,9 @@ class IntegrationSettings(TypedDict, total=False):
     max_reopened: int
     missing_runs_to_review: int
     auto_cancel_missing: bool
+    alert_scout_failed_in_row: int
+    alert_batch_failed_times: int
+    alert_quiet_intervals: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +222,9 @@ async def finish(
     await conn.execute(QUERIES["finish_run"], run_id, status, reason, dict(outcomes))
     if status in _NO_LONGER_PAUSED:
         await conn.execute(QUERIES["close_outdated_guards"], run_id)
+        # A paused run this one overtook would end older if started: it says so, and no
+        # screen offers Start for it any more.
+        await conn.execute(QUERIES["overtake_paused_runs"], run_id)
 
 
 def _day(day: str | None) -> date | None:

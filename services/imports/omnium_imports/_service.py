@@ -61,6 +61,7 @@ class RunRow(TypedDict):
     outcomes: dict[str, int] | None
     received_at: datetime
     finished_at: datetime | None
+    worked_ms: int | None
 
 
 class CheckFailed(TypedDict):
@@ -76,6 +77,7 @@ class OpenAlert(TypedDict):
     kind: str
     message: str
     raised_at: datetime
+    run_id: str | None
 
 
 class ScoutVerdict(TypedDict):
@@ -88,7 +90,10 @@ class ScoutVerdict(TypedDict):
 
 def run_message(row: RunRow) -> imports_pb2.Run:
     finished, received = row["finished_at"], row["received_at"]
-    duration = int((finished - received) / timedelta(milliseconds=1)) if finished else 0
+    elapsed = int((finished - received) / timedelta(milliseconds=1)) if finished else 0
+    # The time it worked, not the time it waited for a person's Start or for its resume.
+    worked = row["worked_ms"]
+    duration = elapsed if worked is None or not finished else max(0, min(worked, elapsed))
     return imports_pb2.Run(
         id=row["run_id"],
         integration_code=row["integration_code"],
@@ -103,6 +108,7 @@ def run_message(row: RunRow) -> imports_pb2.Run:
         received_at=timestamp(received),
         finished_at=timestamp(finished),
         duration_ms=duration,
+        waited_ms=elapsed - duration,
     )
 
 
@@ -214,8 +220,17 @@ def _last_run_health(
 def scout_health(
     verdict: ScoutVerdict | None, alerts: Sequence[OpenAlert] = ()
 ) -> imports_pb2.Health:
-    """Scout's side of the card: its newest run passed its own checks, and no alert says
-    its runs keep failing them (it clears after passing full runs, not one page run)."""
+    """Scout's side of the card: its newest run passed its own checks, no alert says its runs
+    keep failing them (it clears after passing full runs, not one page run), and Scout
+    answers: a check that could not read Scout at all (its 500s, say) is not "Passed"."""
+    unread = next((a for a in alerts if a["kind"] == "run_failed" and not a["run_id"]), None)
+    if unread is not None and (verdict is None or unread["raised_at"] >= verdict["at"]):
+        return imports_pb2.Health(
+            word="Not answering",
+            ok=False,
+            detail=unread["message"],
+            at=timestamp(unread["raised_at"]),
+        )
     failing = next((a for a in alerts if a["kind"] == "scout_failed"), None)
     if failing is not None:
         return imports_pb2.Health(
@@ -258,6 +273,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
             for row in await conn.fetch(QUERIES["integrations"]):
                 last = await conn.fetchrow(QUERIES["newest_run"], row["id"])
                 last_full = await conn.fetchrow(QUERIES["newest_full_run"], row["id"])
+                paused = await conn.fetchrow(QUERIES["newest_paused_run"], row["id"])
                 verdict = await conn.fetchrow(QUERIES["newest_scout_verdict"], row["id"])
                 alerts = await conn.fetch(QUERIES["open_alerts"], row["id"])
                 out.append(
@@ -277,7 +293,8 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                             added_at=row["created_at"],
                             alerts=alerts,
                             waiting=row["waiting"],
-                            late_intervals=self.settings.imports.alert_quiet_intervals,
+                            late_intervals=row["quiet_intervals"]
+                            or self.settings.imports.alert_quiet_intervals,
                         ),
                         open_alerts=[
                             imports_pb2.Alert(
@@ -289,6 +306,8 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                             for a in alerts
                         ],
                         last_run=run_message(last) if last else None,
+                        last_full_run=run_message(last_full) if last_full else None,
+                        paused_run=run_message(paused) if paused else None,
                         waiting=row["waiting"],
                     )
                 )
@@ -361,6 +380,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                     id=r["id"],
                     integration_code=r["integration_code"],
                     kind=r["kind"],
+                    target=r["target"],
                     subject_key=r["subject_key"],
                     question=r["question"],
                     run_id=r["run_id"] or "",
@@ -383,9 +403,15 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                 return imports_pb2.ActionAnswer(
                     done=False, message=f"run {request.run_id} is {run['status']}, not paused"
                 )
-            job = await _queue.enqueue_start(conn, request.run_id)
+            async with conn.transaction():
+                job = await _queue.enqueue_start(conn, request.run_id)
+                # Running from the moment it is started, not "Paused by a check" (with Start)
+                # until a worker takes it up: the person sees their Start was taken.
+                await conn.execute(QUERIES["mark_started"], request.run_id, person.name)
         log.info("run %s started past its guards by %s", request.run_id, _said(person))
-        return imports_pb2.ActionAnswer(done=True, message=f"run queued again as job {job}")
+        return imports_pb2.ActionAnswer(
+            done=True, message=f"run started: it writes now, past its check (job {job})"
+        )
 
     async def AddLookup(
         self, request: imports_pb2.AddLookupRequest, context: aio.ServicerContext
@@ -409,7 +435,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
     async def ResolveMissing(
         self, request: imports_pb2.ResolveMissingRequest, context: aio.ServicerContext
     ) -> imports_pb2.ActionAnswer:
-        what = "cancelling the unit" if request.cancel else "dismissing the missing key"
+        what = "withdrawing the record" if request.cancel else "dismissing the missing key"
         person = await _acting_person(request.actor, "ResolveMissing", what, context)
         async with self.pool.acquire() as conn:
             item = await conn.fetchrow(QUERIES["review_item"], request.item_id)
@@ -450,8 +476,9 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
                 person.name,
             )
         log.info("missing-key item %s %s by %s", request.item_id, what, _said(person))
+        withdrawn = "removed" if integration and integration.target == "medal_row" else "cancelled"
         return imports_pb2.ActionAnswer(
-            done=True, message="cancelled" if request.cancel else "dismissed"
+            done=True, message=withdrawn if request.cancel else "dismissed"
         )
 
     async def SetIntegrationState(

@@ -262,7 +262,7 @@ async def run_scheduler(
                         conn,
                         row["id"],
                         "quiet",
-                        f"No new run from Scout for {settings.imports.alert_quiet_intervals} check "
+                        f"No new run from Scout for {row['intervals']} check "
                         f"intervals ({row['check_seconds']} s each).",
                     )
                 trim_every = settings.imports.row_log_trim_seconds

@@ -67,6 +67,11 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
         default=defaults.start_local,
         help="local time the replay starts from, e.g. 2026-09-25T08:00",
     )
+    p.add_argument(
+        "--replay-state",
+        type=Path,
+        help="keep the replay clock in this file, and go on from it when started again",
+    )
     p.add_argument("--log-level", default=settings.server.log_level)
     return p
 
@@ -150,6 +155,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             seconds_per_hour=args.replay_seconds_per_hour,
             schedule_every_seconds=args.replay_run_every,
             start_local=args.replay_start,
+            state_file=args.replay_state,
         )
         try:
             replay.check()

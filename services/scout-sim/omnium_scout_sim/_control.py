@@ -172,6 +172,17 @@ async def swap_competitor(request: web.Request) -> web.Response:
     return _unit_answer(sim, row)
 
 
+async def disqualify(request: web.Request) -> web.Response:
+    """A protest upheld after the fact: one competitor's medal taken back. A NOC whose only
+    medal it was drops out of the medal table (a withdrawn medal row)."""
+    sim = request.app[SIMULATOR]
+    body = await json_object(request, {"externalId"})
+    competitor_id = _text(body.get("externalId"), "externalId")
+    if not competitor_id:
+        raise SimulatorError("give the externalId of the competitor whose medal is withdrawn")
+    return _unit_answer(sim, sim.disqualify(request.match_info["unit"], competitor_id))
+
+
 async def copy_unit(request: web.Request) -> web.Response:
     sim = request.app[SIMULATOR]
     body = await json_object(request, {"start_local", "venue", "unit_name"})
@@ -219,6 +230,9 @@ async def set_fault(request: web.Request) -> web.Response:
     elif kind == "short-run":
         body = await json_object(request, {"rows"})
         sim.shorten_next_run(_count(body.get("rows"), "rows", 0))
+    elif kind == "zero-medals":
+        await json_object(request, set())
+        sim.zero_next_medal_table()
     else:
         raise web.HTTPNotFound()
     return web.json_response({"faults": sim.faults.to_json()})
@@ -282,6 +296,7 @@ def add_control_routes(app: web.Application) -> None:
     add.add_post("/control/units/{unit}/restore", _simple(ScoutSimulator.restore))
     add.add_post("/control/units/{unit}/competitor", swap_competitor)
     add.add_post("/control/units/{unit}/copy", copy_unit)
+    add.add_post("/control/units/{unit}/disqualify", disqualify)
     add.add_post("/control/faults/{kind}", set_fault)
     add.add_delete("/control/faults", clear_faults)
     add.add_post("/control/doorbell", doorbell)

@@ -10,6 +10,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from omnium_scout_sim._catalog import DISCIPLINES, FIRST_DAY, LAST_DAY
@@ -44,6 +45,9 @@ class ReplaySettings:
     start_local: datetime = REPLAY_START
     official_after_minutes: int = 15  # simulated minutes from UNOFFICIAL to OFFICIAL
     change_chance: float = 0.25  # per simulated hour: one start time or venue changes
+    # Where the clock is kept as it moves: a replay started again goes on from there, so a dev
+    # stack restarted does not see Scout take back a day of results (None: not kept).
+    state_file: Path | None = None
 
     def check(self) -> None:
         for name in ("seconds_per_hour", "schedule_every_seconds", "tick_seconds"):
@@ -73,18 +77,43 @@ class Replay:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, *, resume: bool = True) -> None:
+        """From the start time, or (`resume`) from the clock its state file kept, if later."""
         self.clock = GAMES_OPEN
         self.finished = False
         self._later.clear()
-        self.advance_to(self.settings.start_local)
+        kept = self._kept_clock() if resume else None
+        start = max(self.settings.start_local, kept or self.settings.start_local)
+        if kept is not None and kept > self.settings.start_local:
+            log.info("replay: goes on from %s, where it was stopped", start.isoformat())
+        self.advance_to(start)
+        self._keep_clock()
         if self._task is None or self._task.done():
             self._stopping.clear()
             self._task = asyncio.create_task(self._run(), name="scout-replay")
 
     def restart(self) -> None:
-        """After a reset: the same settings, from the start again."""
-        self.start()
+        """After a reset: the same settings, from the start again (the kept clock too)."""
+        self.start(resume=False)
+
+    def _kept_clock(self) -> datetime | None:
+        path = self.settings.state_file
+        if path is None or not path.is_file():
+            return None
+        try:
+            kept = datetime.fromisoformat(path.read_text().strip())
+        except ValueError:
+            log.warning("replay: %s holds no time; starting from the start time", path)
+            return None
+        return min(max(kept, GAMES_OPEN), GAMES_CLOSE)
+
+    def _keep_clock(self) -> None:
+        path = self.settings.state_file
+        if path is None:
+            return
+        written = path.with_name(path.name + ".new")
+        written.write_text(self.clock.isoformat(timespec="seconds") + "\n")
+        written.replace(path)  # whole or not at all
 
     async def stop(self) -> None:
         self._stopping.set()
@@ -198,6 +227,7 @@ class Replay:
                 continue
             try:
                 self.advance_to(self.clock + step)
+                self._keep_clock()
                 if self.clock >= GAMES_CLOSE:
                     self.finished = True
                 if self.finished or loop.time() >= next_runs:

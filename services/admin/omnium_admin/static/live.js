@@ -10,6 +10,12 @@ if (here.searchParams.has("said")) {
 
 for (const section of document.querySelectorAll("[data-live]")) watch(section);
 
+// Turning an integration off, or cancelling what cannot be taken back, asks first.
+document.addEventListener("submit", (event) => {
+  const question = event.target.dataset?.confirm;
+  if (question && !confirm(question)) event.preventDefault();
+});
+
 function watch(section) {
   const every = Math.max(0.2, parseFloat(section.dataset.every || "2")) * 1000;
   const status = section.querySelector("[data-live-status]");
@@ -68,12 +74,11 @@ function setText(root, selector, text) {
 function setBar(root, run) {
   const bar = root.querySelector("[data-bar]");
   if (!bar) return;
-  bar.max = run.batch_total || 1;
-  bar.value = run.batch_total ? run.batch_done : run.running ? 0 : 1;
+  bar.max = run.bar_max;
+  bar.value = run.bar_value;
+  bar.className = `bar-${run.status}`;
   bar.textContent = `${run.percent}%`;
-  const batches = run.batch_total || run.running
-    ? `${run.batch_done} / ${run.batch_total}` : "nothing to write";
-  setText(root, "[data-batches]", batches);
+  setText(root, "[data-batches]", run.bar_text);
 }
 
 function setRun(root, run) {
@@ -120,20 +125,17 @@ const APPLY = {
       if (alerts.textContent.trim() !== items.map((i) => i.textContent).join("").trim()) {
         alerts.replaceChildren(...items);
       }
-      setText(card, "[data-waiting]", `${c.waiting} waiting for you`);
-      const last = card.querySelector("[data-last-run]");
-      const run = c.last_run;
-      const link = last.querySelector("a");
-      if (!run) {
-        setText(card, "[data-last-run]", "No runs yet.");
-      } else if (
-        !link || !link.href.endsWith(`/runs/${run.id}`) || last.dataset.status !== run.status
-      ) {
-        return location.reload(); // a new run, or one that ended: the card is drawn anew
-      } else {
-        link.textContent = run.word;
-        setBar(last, run);
-      }
+      setText(card, "[data-waiting]", String(c.waiting));
+      card.querySelector("[data-waiting]").classList.toggle("some", c.waiting > 0);
+      // A new run, one that ended, a pause started or overtaken: the card is drawn anew.
+      if (card.dataset.runs !== c.runs_key) return location.reload();
+      if (c.last_run) setBar(card.querySelector("[data-last-run]"), c.last_run);
+    }
+    const count = document.querySelector("[data-waiting-count]");
+    if (count) {
+      const total = body.integrations.reduce((sum, c) => sum + c.waiting, 0);
+      setText(count.parentElement, "[data-waiting-count]", String(total));
+      count.classList.toggle("some", total > 0);
     }
   },
   runs(section, body) {

@@ -2,13 +2,18 @@
 
 -- name: integrations
 SELECT i.id::text AS id, i.code, i.name, i.state, i.target, i.check_seconds, i.created_at,
+       (i.settings ->> 'alert_quiet_intervals')::int AS quiet_intervals,
        (SELECT count(*) FROM review_item w WHERE w.integration_id = i.id AND w.status = 'open')
          AS waiting
   FROM integration i
  ORDER BY i.code;
 
 -- name: newest_run
-SELECT r.*, r.id::text AS run_id, i.code AS integration_code
+-- worked_ms (in every run read here): the time the run's jobs worked on it, so a run started
+-- an hour after a check paused it does not say it took an hour.
+SELECT r.*, r.id::text AS run_id, i.code AS integration_code,
+       (SELECT (1000 * extract(epoch FROM sum(coalesce(j.finished_at, now()) - j.started_at)))::bigint
+          FROM integration_job j WHERE j.run_id = r.id AND j.started_at IS NOT NULL) AS worked_ms
   FROM integration_run r JOIN integration i ON i.id = r.integration_id
  WHERE r.integration_id = $1::uuid
  ORDER BY r.received_at DESC
@@ -17,9 +22,22 @@ SELECT r.*, r.id::text AS run_id, i.code AS integration_code
 -- name: newest_full_run
 -- The card's omnium line is judged by full runs: a page run reads a few keys again, and says
 -- nothing of whether the whole site still comes through.
-SELECT r.*, r.id::text AS run_id, i.code AS integration_code
+SELECT r.*, r.id::text AS run_id, i.code AS integration_code,
+       (SELECT (1000 * extract(epoch FROM sum(coalesce(j.finished_at, now()) - j.started_at)))::bigint
+          FROM integration_job j WHERE j.run_id = r.id AND j.started_at IS NOT NULL) AS worked_ms
   FROM integration_run r JOIN integration i ON i.id = r.integration_id
  WHERE r.integration_id = $1::uuid AND r.build = 'all'
+ ORDER BY r.received_at DESC
+ LIMIT 1;
+
+-- name: newest_paused_run
+-- The newest run a check paused that Start can still write: a newer run applied over it ends
+-- it older (see overtake_paused_runs), so one still paused is not overtaken.
+SELECT r.*, r.id::text AS run_id, i.code AS integration_code,
+       (SELECT (1000 * extract(epoch FROM sum(coalesce(j.finished_at, now()) - j.started_at)))::bigint
+          FROM integration_job j WHERE j.run_id = r.id AND j.started_at IS NOT NULL) AS worked_ms
+  FROM integration_run r JOIN integration i ON i.id = r.integration_id
+ WHERE r.integration_id = $1::uuid AND r.status = 'paused_by_guard'
  ORDER BY r.received_at DESC
  LIMIT 1;
 
@@ -31,19 +49,23 @@ SELECT scout_status, reason, coalesce(scout_finished_at, received_at) AS at
  LIMIT 1;
 
 -- name: open_alerts
-SELECT id, kind, message, raised_at FROM alert
+SELECT id, kind, message, raised_at, run_id::text AS run_id FROM alert
  WHERE integration_id = $1::uuid AND status = 'open'
  ORDER BY raised_at;
 
 -- name: runs
-SELECT r.*, r.id::text AS run_id, i.code AS integration_code
+SELECT r.*, r.id::text AS run_id, i.code AS integration_code,
+       (SELECT (1000 * extract(epoch FROM sum(coalesce(j.finished_at, now()) - j.started_at)))::bigint
+          FROM integration_job j WHERE j.run_id = r.id AND j.started_at IS NOT NULL) AS worked_ms
   FROM integration_run r JOIN integration i ON i.id = r.integration_id
  WHERE i.code = $1
  ORDER BY r.received_at DESC
  LIMIT $2;
 
 -- name: run
-SELECT r.*, r.id::text AS run_id, i.code AS integration_code
+SELECT r.*, r.id::text AS run_id, i.code AS integration_code,
+       (SELECT (1000 * extract(epoch FROM sum(coalesce(j.finished_at, now()) - j.started_at)))::bigint
+          FROM integration_job j WHERE j.run_id = r.id AND j.started_at IS NOT NULL) AS worked_ms
   FROM integration_run r JOIN integration i ON i.id = r.integration_id
  WHERE r.id = $1::uuid;
 
@@ -85,7 +107,7 @@ SELECT r.position, r.subject_key, r.outcome, r.reason, r.diff, r.kept_by_hand,
  ORDER BY r.position;
 
 -- name: waiting
-SELECT w.id, i.code AS integration_code, w.kind, w.subject_key, w.question,
+SELECT w.id, i.code AS integration_code, i.target, w.kind, w.subject_key, w.question,
        w.run_id::text AS run_id, w.created_at
   FROM review_item w JOIN integration i ON i.id = w.integration_id
  WHERE w.status = 'open' AND ($1 = '' OR i.code = $1)
@@ -100,6 +122,13 @@ SELECT w.id, w.kind, w.subject_key, w.subject_id::text AS subject_id, w.status,
          WHERE m.id = w.subject_id) AS medal_ref
   FROM review_item w JOIN integration i ON i.id = w.integration_id
  WHERE w.id = $1;
+
+-- name: mark_started
+-- A person's Start: the run is Running (received) from now, until its job closes it.
+UPDATE integration_run
+   SET status = 'received', finished_at = NULL,
+       reason = 'Started past its check by ' || $2 || '; writing now.'
+ WHERE id = $1::uuid AND status = 'paused_by_guard';
 
 -- name: resolve_review
 UPDATE review_item SET status = $2, resolved_at = now(), resolved_by = $3

@@ -9,9 +9,10 @@ ON CONFLICT (integration_id, scout_run_id) WHERE kind = 'pull' AND via = 'doorbe
 RETURNING id;
 
 -- name: enqueue_start
--- An operator's Start: the same Scout run again, past the guard that paused it.
-INSERT INTO integration_job (integration_id, kind, scout_run_id, via, past_guards)
-SELECT r.integration_id, 'pull', r.scout_run_id, 'operator', true
+-- An operator's Start: the same Scout run again, past the guard that paused it. The job names
+-- the run from the start: the run shows Running at once, and no sweep closes it while queued.
+INSERT INTO integration_job (integration_id, kind, scout_run_id, via, past_guards, run_id)
+SELECT r.integration_id, 'pull', r.scout_run_id, 'operator', true, r.id
   FROM integration_run r
  WHERE r.id = $1::uuid
 RETURNING id;

@@ -148,13 +148,15 @@ UPDATE integration_key_state
 -- name: quiet_for_long
 -- No new full run for `alert_quiet_intervals` check intervals: page runs, asked for by the
 -- settle window, come whether or not Scout still reads the whole site.
-SELECT i.id::text AS id, i.check_seconds
-  FROM integration i
+-- The integration's own alert_quiet_intervals (its file's settings) over the service's ($1).
+SELECT i.id::text AS id, i.check_seconds, q.intervals
+  FROM integration i,
+       LATERAL (SELECT coalesce((i.settings ->> 'alert_quiet_intervals')::int, $1) AS intervals) q
  WHERE i.state = 'on'
    AND coalesce((SELECT max(r.received_at) FROM integration_run r
                   WHERE r.integration_id = i.id AND r.build = 'all'),
                 i.created_at)
-       < now() - make_interval(secs => i.check_seconds * $1);
+       < now() - make_interval(secs => i.check_seconds * q.intervals);
 
 -- name: sweep_abandoned_runs
 -- Runs left received or applying past the lease with no job to finish them (a job that ended

@@ -74,6 +74,20 @@ UPDATE integration_run
    SET status = $2, reason = $3, outcomes = $4::jsonb, finished_at = now()
  WHERE id = $1::uuid;
 
+-- name: overtake_paused_runs
+-- After run $1 is applied: runs a check paused that are older than it (the rule of
+-- newer_applied_run) end older, with a reason that names it. Start would end them so.
+UPDATE integration_run p
+   SET status = 'older', finished_at = coalesce(p.finished_at, now()),
+       reason = 'Overtaken by run ' || n.scout_run_id || ', newer and written already, so it '
+                || 'cannot be started (it would take the data back). It was paused: '
+                || coalesce(p.reason, '')
+  FROM integration_run n
+ WHERE n.id = $1::uuid AND n.status IN ('done', 'partly_done')
+   AND p.integration_id = n.integration_id AND p.status = 'paused_by_guard' AND p.id <> n.id
+   AND p.scout_finished_at < n.scout_finished_at
+   AND (n.build = 'all' OR n.build = p.build);
+
 -- name: forget_mapping_rows
 -- A resumed run logs its mapping outcomes again: the earlier attempt's go first.
 DELETE FROM integration_row WHERE run_id = $1::uuid AND batch_no IS NULL;
