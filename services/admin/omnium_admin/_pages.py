@@ -75,6 +75,7 @@ def zone(request: web.Request) -> tzinfo:
     return found if isinstance(found, tzinfo) else UTC
 
 
+@web.middleware
 async def waiting_count(request: web.Request, handler: Handler) -> web.StreamResponse:
     """A screen's navigation says how many items wait for a person, on every screen: read
     once per page (not for the JSON, the probes or the static files)."""
