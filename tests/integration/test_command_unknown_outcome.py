@@ -25,7 +25,10 @@ OUT = command_pb2
 SET_STATUS = {"code": "results.set_status", "payload": {"status": "RUNNING"}}
 UNKNOWN = "The outcome is unknown: "
 # The command's write, committed locally, waiting for the standby.
-IN_SYNC_WAIT = "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'command%' AND wait_event = 'SyncRep'"
+IN_SYNC_WAIT = (
+    "SELECT pid FROM pg_stat_activity"
+    " WHERE application_name LIKE 'command%' AND wait_event = 'SyncRep'"
+)
 
 
 async def _standby(db: asyncpg.Connection, url: str, names: str | None) -> None:
