@@ -16,10 +16,12 @@ import asyncpg
 import pytest
 
 from omnium.command.v1 import command_pb2
+from omnium.scoring.v1 import scoring_pb2
 from tests.support.command import CommandClient, running_command
 from tests.support.delivery import query_until
 from tests.support.games import make_games
 from tests.support.outage import crashable_postgres
+from tests.support.scoring import assign, running_scoring
 
 OUT = command_pb2
 SET_STATUS = {"code": "results.set_status", "payload": {"status": "RUNNING"}}
@@ -127,3 +129,32 @@ async def test_a_save_whose_connection_drops_in_the_wait_is_unknown(tmp_path: Pa
             await db.close()
     assert dropped.outcome == OUT.OUTCOME_TRY_AGAIN, dropped
     assert dropped.reason.startswith(UNKNOWN), dropped.reason
+
+
+async def test_a_tap_whose_save_is_cut_is_not_answered_saved_until_the_standby_has_it(
+    tmp_path: Path,
+) -> None:
+    """The scorers' road: scoring finds the tap's row itself on a resend, and must not call
+    it saved (DUPLICATE, which the console counts as saved) from the primary alone. The
+    console keeps a tap on the device while it answers try_again (static/app.js, sync)."""
+    async with crashable_postgres(tmp_path) as pg:
+        db = await asyncpg.connect(pg.database_url)
+        try:
+            unit = (await make_games(db, units=1)).units[0]
+            await assign(db, [unit])
+            async with running_scoring(pg.database_url, people_transaction_seconds=2) as scoring:
+                # Once scoring has started (its start-up writes wait for no standby).
+                await _standby(db, pg.database_url, "ghost")
+                first = await scoring.act(unit, "dev1:1", "start_period")
+                saved_here = await db.fetchval("SELECT count(*) FROM match_action")
+                resent = await scoring.act(unit, "dev1:1", "start_period")
+                await _standby(db, pg.database_url, None)
+                confirmed = await scoring.act(unit, "dev1:1", "start_period")
+        finally:
+            await db.close()
+    assert saved_here == 1  # on the primary alone
+    assert first.outcome == scoring_pb2.OUTCOME_TRY_AGAIN, first
+    assert first.reason.startswith(UNKNOWN), first.reason
+    assert resent.outcome == scoring_pb2.OUTCOME_TRY_AGAIN, resent
+    assert resent.reason.startswith(UNKNOWN), resent.reason
+    assert confirmed.outcome == scoring_pb2.OUTCOME_DUPLICATE, confirmed
