@@ -255,6 +255,7 @@ def _report(task: asyncio.Future[None]) -> None:
 HA_PG_PORTS = (55433, 55434)
 HA_REST_PORTS = (58008, 58009)
 HA_ETCD_PORTS = (52379, 52380)
+HA_ROUTE_PORT = 55432  # HAProxy: the services' one database address in the HA profile
 
 
 def _on_this_machine(settings: Settings) -> Settings:
@@ -285,7 +286,11 @@ def run_games_day(
     elif ha:
         # Fail before starting anything when Patroni or etcd is missing, naming the packages.
         cluster = PatroniCluster(
-            data_dir, pg_ports=HA_PG_PORTS, rest_ports=HA_REST_PORTS, etcd_ports=HA_ETCD_PORTS
+            data_dir,
+            pg_ports=HA_PG_PORTS,
+            rest_ports=HA_REST_PORTS,
+            etcd_ports=HA_ETCD_PORTS,
+            route_port=HA_ROUTE_PORT,
         )
         redis = RedisServer(data_dir, redis_port, port_setting="--redis-port")
         redis.check_port()

@@ -3,8 +3,7 @@
 One etcd member holds the leader key; two Patroni nodes each run a PostgreSQL 15 cluster. The
 first node bootstraps and leads; the second copies it with pg_basebackup and streams from it as
 the synchronous standby (`synchronous_mode`), so a commit is answered only once the standby has
-it. Services reach whichever node leads through a multi-host DSN with
-`target_session_attrs=read-write`.
+it. Services reach the node that leads through HAProxy, which asks Patroni (`ha_route.py`).
 
 Patroni and PostgreSQL run as the `postgres` user when we are root (PostgreSQL refuses root);
 etcd runs as whoever we are.
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from omnium_devstack.binaries import MissingBinaries, find_postgres
+from omnium_devstack.ha_route import RoutedNode, WriteRoute
 from omnium_devstack.postgres import (
     DATABASE,
     _clean_env,
@@ -244,6 +244,7 @@ class PatroniCluster:
         pg_ports: tuple[int, int] = (0, 0),
         rest_ports: tuple[int, int] = (0, 0),
         etcd_ports: tuple[int, int] = (0, 0),
+        route_port: int = 0,
         fsync: bool = True,
         timings: HaTimings | None = None,
     ) -> None:
@@ -279,6 +280,9 @@ class PatroniCluster:
             )
             for n in range(2)
         ]
+        self.route = WriteRoute(
+            self.home, [RoutedNode(n.name, n.pg_port, n.rest_port) for n in self.nodes], route_port
+        )
 
     def _choose_home(self) -> Path:
         """The data folder, or as root a folder under /var/tmp that `postgres` can reach."""
@@ -293,9 +297,12 @@ class PatroniCluster:
 
     @property
     def database_url(self) -> str:
-        """The one DSN every service uses: whichever node accepts writes."""
-        hosts = ",".join(f"{HOST}:{node.pg_port}" for node in self.nodes)
-        return f"postgresql://postgres@{hosts}/{DATABASE}?target_session_attrs=read-write"
+        """The one DSN every service uses: HAProxy, to the node Patroni says leads (and
+        asyncpg still refuses a server that is not read-write)."""
+        return (
+            f"postgresql://postgres@{HOST}:{self.route.port}/{DATABASE}"
+            "?target_session_attrs=read-write"
+        )
 
     def node_url(self, node: PatroniNode, database: str = DATABASE) -> str:
         return f"postgresql://postgres@{HOST}:{node.pg_port}/{database}"
@@ -406,6 +413,8 @@ class PatroniCluster:
             for node in self.nodes[1:]:
                 self.wait_streaming(node.name, START_TIMEOUT)
             self.wait_sync_standby(START_TIMEOUT)
+            self.route.start()
+            self.route.wait_routes_to(self.wait_for_leader(START_TIMEOUT), START_TIMEOUT)
         except BaseException:
             self.stop()
             raise
@@ -420,7 +429,8 @@ class PatroniCluster:
         )
 
     def stop(self) -> None:
-        """Stop the standby first, then the leader, then etcd (Patroni needs it to stop)."""
+        """Stop the route, the standby, then the leader, then etcd (Patroni needs it to stop)."""
+        self.route.stop()
         leader = self.leader_name()
         ordered = sorted(self.nodes, key=lambda n: n.name == leader)
         for node in ordered:
@@ -452,6 +462,13 @@ class PatroniCluster:
         _kill(postmaster, signal.SIGKILL)
         if postmaster is not None:
             wait_until_gone(postmaster, 10)
+
+    def kill_patroni(self, name: str) -> None:
+        """kill -9 a node's Patroni alone: its PostgreSQL runs on, still a primary if it was."""
+        node = self.node(name)
+        if node.proc is not None:
+            _kill(node.proc.pid, signal.SIGKILL)
+            node.proc.wait(10)
 
     def kill_postmaster(self, name: str) -> None:
         """kill -9 the postmaster alone: Patroni restarts it in place."""
@@ -528,7 +545,11 @@ class PatroniCluster:
         return found
 
     def describe(self) -> list[str]:
-        lines = [f"etcd: {self.etcd.url} (data {self.home / 'etcd'})"]
+        lines = [
+            f"etcd: {self.etcd.url} (data {self.home / 'etcd'})",
+            f"writes: HAProxy {HOST}:{self.route.port}, to the node whose Patroni answers "
+            f"/primary (now {sorted(self.route.servers_up() or [])})",
+        ]
         by_name = {m["name"]: m for m in self.members()}
         for node in self.nodes:
             m = by_name.get(node.name, {})

@@ -116,9 +116,14 @@ async def assign(
 @asynccontextmanager
 async def running_scoring(database_url: str, **overrides: Any) -> AsyncIterator[ScoringClient]:
     overrides.setdefault("scoring_providers_dir", str(PROVIDERS))
-    # One deployment's processes share their TLS settings: the command service gets them too.
-    tls = {k: v for k, v in overrides.items() if k.startswith("grpc_tls_")}
-    async with running_command(database_url, **tls) as command:
+    # One deployment's processes share their TLS settings and a person's time limit: the
+    # command service gets them too.
+    shared = {
+        k: v
+        for k, v in overrides.items()
+        if k.startswith("grpc_tls_") or k == "people_transaction_seconds"
+    }
+    async with running_command(database_url, **shared) as command:
         settings = settings_for(
             database_url, command_address=f"127.0.0.1:{command.port}", **overrides
         )

@@ -22,6 +22,7 @@ from omnium.scoring.v1 import scoring_pb2
 from omnium_db import is_outage
 from omnium_grpc import actor_as_sent, command_message, is_id
 from omnium_scoring._assigned import Assigned
+from omnium_scoring._confirm import NOT_CONFIRMED, on_standby
 from omnium_scoring._sql import QUERIES
 from omnium_settings import Settings
 from omnium_sports import UNDO, ActionRefused, Sport, sport_for_discipline
@@ -412,6 +413,8 @@ class Scorer:
     async def _duplicate(
         self, conn: asyncpg.Connection, action: scoring_pb2.Action, seq: int
     ) -> scoring_pb2.ActAnswer:
+        if not await on_standby(conn, action.client_id, self.settings):
+            return _answer(action, Outcome.OUTCOME_TRY_AGAIN, NOT_CONFIRMED)
         answer = _answer(action, Outcome.OUTCOME_DUPLICATE, "saved before; nothing new written")
         answer.seq = seq
         state = await self.get_state(action.unit_id, conn=conn, full=False)

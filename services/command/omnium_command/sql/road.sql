@@ -115,9 +115,12 @@ m AS MATERIALIZED (SELECT x.id FROM medal_row x WHERE x.id = ANY(:medal_row_ids:
 SELECT (SELECT count(*) FROM u) AS units, (SELECT count(*) FROM c) AS competitors,
        (SELECT count(*) FROM m) AS medal_rows;
 
--- name: stored_answer
--- The first answer to a command id, for a repeat that committed while this copy ran.
-SELECT answer, request_hash FROM command WHERE command_id = $1;
+-- name: confirmed_answer
+-- The first answer to a command id, for a repeat. Run in a transaction: the row lock writes
+-- WAL under a transaction id, so the COMMIT waits for the synchronous standby (a transaction
+-- that wrote nothing commits without waiting, even with an id), and once it has committed
+-- the standby has the command's record too. KEY SHARE blocks no reader and no other repeat.
+SELECT answer, request_hash FROM command WHERE command_id = $1 FOR KEY SHARE;
 
 -- name: write
 -- Every write of one command in one statement: one round trip, one transaction. The road

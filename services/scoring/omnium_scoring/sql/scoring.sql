@@ -33,6 +33,11 @@ SELECT seq, kind, side, fields, undoes, undone_by, actor_name, screen, saved_at
 -- name: seq_of_client
 SELECT seq FROM match_action WHERE command_id = $1 AND unit_id = $2::uuid;
 
+-- name: lock_saved_action
+-- In a transaction (_confirm.py): the row lock writes WAL under a transaction id, so the
+-- COMMIT waits for the synchronous standby. KEY SHARE blocks no reader and no undo.
+SELECT seq FROM match_action WHERE command_id = $1 FOR KEY SHARE;
+
 -- name: list_matches
 -- The matches to pick from. With :assigned_only, those the account may score (as
 -- unit_scorers() has it, written out here so the planner sees it once for every unit): every
