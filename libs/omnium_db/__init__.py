@@ -21,11 +21,15 @@ from omnium_db._pool import (
     init_connection,
 )
 from omnium_db._queries import Composed, Queries
+from omnium_db._roles import MIGRATION_ROLE, ROLES_SQL, SERVICE_ROLES, apply_roles
 from omnium_db._schema import UNIT_STATUSES
 
 __all__ = [
     "DATABASE_ERRORS",
+    "MIGRATION_ROLE",
     "MIGRATIONS_DIR",
+    "ROLES_SQL",
+    "SERVICE_ROLES",
     "UNIT_STATUSES",
     "Composed",
     "MigrationError",
@@ -34,6 +38,7 @@ __all__ = [
     "PoolRoad",
     "Queries",
     "applied_versions",
+    "apply_roles",
     "apply_migrations",
     "connect_each_host",
     "connect_primary",
