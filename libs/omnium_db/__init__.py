@@ -26,8 +26,8 @@ from omnium_db._schema import UNIT_STATUSES
 
 __all__ = [
     "DATABASE_ERRORS",
-    "MIGRATION_ROLE",
     "MIGRATIONS_DIR",
+    "MIGRATION_ROLE",
     "ROLES_SQL",
     "SERVICE_ROLES",
     "UNIT_STATUSES",
@@ -38,8 +38,8 @@ __all__ = [
     "PoolRoad",
     "Queries",
     "applied_versions",
-    "apply_roles",
     "apply_migrations",
+    "apply_roles",
     "connect_each_host",
     "connect_primary",
     "connection_lost",
