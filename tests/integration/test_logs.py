@@ -11,9 +11,17 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
 
 from omnium_settings import Settings
-from omnium_telemetry import access_log, aiohttp_middlewares, setup_logging
+from omnium_telemetry import (
+    access_log,
+    aiohttp_middlewares,
+    setup_logging,
+    setup_tracing,
+    shutdown_tracing,
+)
 from omnium_telemetry._logs import ACCESS_LOGGER, JsonLines
 
 
@@ -125,6 +133,25 @@ async def test_the_access_log_says_route_status_and_never_the_query(
     assert {a["route"] for a in found} == {"/v1/units/{code}"}
     assert all(a["method"] == "GET" and a["seconds"] >= 0 for a in found)
     assert "s3cret" not in stderr.getvalue()
+
+
+async def test_an_access_line_carries_its_request_s_trace(stderr: Stderr) -> None:
+    # Tracing on, as in production: the line names the request's own server span.
+    settings = Settings.from_env({"OMNIUM_LOG_FORMAT": "json", "OMNIUM_HTTP_ACCESS_LOG": "true"})
+    exporter = InMemorySpanExporter()
+    setup_tracing("omnium-gateway", settings, exporter=exporter)
+    try:
+        setup_logging("gateway", settings)
+        async with TestClient(TestServer(_app(settings))) as http:
+            assert (await http.get("/v1/units/SWM")).status == 200
+    finally:
+        shutdown_tracing()
+    (line,) = [
+        json.loads(line) for line in _lines(stderr) if json.loads(line)["logger"] == ACCESS_LOGGER
+    ]
+    (server,) = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER]
+    assert line["trace_id"] == format(server.context.trace_id, "032x")
+    assert line["span_id"] == format(server.context.span_id, "016x")
 
 
 def test_the_formatter_names_a_given_copy() -> None:
