@@ -87,7 +87,7 @@ system: $(STAMP) ## Check PostgreSQL and Redis binaries; apt-get install them wh
 	@$(PY) -m omnium_devstack ensure
 
 .PHONY: tools
-tools: $(STAMP) $(NODE_STAMP) ## Check the browsers (chromium; WebKitGTK under Xvfb), sshd, wrk, promtool, Varnish, nginx with nchan and Node's grpc-js the tests and benchmarks drive; apt-get them (as root)
+tools: $(STAMP) $(NODE_STAMP) ## Check the browsers (chromium; WebKitGTK under Xvfb), sshd, wrk, Varnish, nginx with nchan and Node's grpc-js the tests and benchmarks drive; apt-get them (as root)
 	@$(PY) -m omnium_devstack ensure --tools >/dev/null
 
 # Node's grpc-js and proto-loader, pinned by the lock file: a client in another language that
