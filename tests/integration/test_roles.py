@@ -11,6 +11,8 @@ import asyncpg
 import pytest
 
 from omnium_db import MIGRATION_ROLE, SERVICE_ROLES, apply_roles
+from omnium_delivery import load_clients
+from tests.support.games import EVENT, make_games
 from tests.support.roles_sql import SERVICE_SQL, named_queries
 
 pytestmark = pytest.mark.timeout(180)
@@ -130,3 +132,31 @@ async def test_command_may_read_the_replication_state_and_the_migrator_owns_the_
         "SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'public'"
     )
     assert owner == MIGRATION_ROLE
+
+
+async def test_delivery_loads_a_client_under_its_role_and_the_trigger_writes_the_outbox(
+    roles: asyncpg.Connection,
+) -> None:
+    # Real writes, not EXPLAIN: what the plan cannot show (a trigger's insert, change_seq's
+    # nextval) runs with delivery's privileges too.
+    await make_games(roles, units=1)
+    before = await roles.fetchval("SELECT count(*) FROM domain_event")
+    await roles.execute(f"SET ROLE {SERVICE_ROLES['delivery']}")
+    try:
+        await load_clients(
+            roles,
+            [
+                {
+                    "code": "ndtv",
+                    "event": EVENT,
+                    "transport": "webhook",
+                    "webhook": {"url": "https://hooks.example/ndtv", "secret": "x" * 32},
+                    "checker": True,
+                    "feeds": [{"kind": "results", "format": "json"}],
+                }
+            ],
+        )
+    finally:
+        await roles.execute("RESET ROLE")
+    kinds = await roles.fetch("SELECT kind FROM domain_event ORDER BY id OFFSET $1", before)
+    assert [r["kind"] for r in kinds] == ["checker.changed"]
