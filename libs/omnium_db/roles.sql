@@ -148,6 +148,8 @@ GRANT USAGE, SELECT ON SEQUENCE change_seq
 -- with the privileges of whoever changed the client: delivery, which loads its clients.
 GRANT SELECT ON event TO omnium_delivery;
 GRANT INSERT ON domain_event TO omnium_delivery;
+-- The provider door the gateway mounts reads push providers' key hashes (PUSH_KEYS_SQL).
+GRANT SELECT ON provider TO omnium_gateway;
 
 -- The standby watch reads pg_stat_replication.sync_state, which PostgreSQL shows only to
 -- pg_read_all_stats (in pg_monitor); without it the watch counts no standby, ever.

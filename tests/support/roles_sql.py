@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from omnium_db import Queries
+from omnium_scorer_web._provider_door import PUSH_KEYS_SQL
 
 ROOT = Path(__file__).resolve().parents[2]
 _ACCOUNTS = ROOT / "libs" / "omnium_accounts" / "sql"
@@ -34,11 +35,16 @@ SERVICE_SQL: dict[str, tuple[Path, ...]] = {
         _ACCOUNTS / "assignments.sql",
     ),
 }
+# Statements a service runs that are in no sql/ folder.
+INLINE: dict[str, tuple[tuple[str, str], ...]] = {
+    "gateway": (("omnium_scorer_web provider door: push keys", PUSH_KEYS_SQL),),
+}
 _HEADER = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
 
 def named_queries(service: str) -> Iterator[tuple[str, str]]:
-    """(name, statement with $n parameters) for every named query `service` runs."""
+    """(name, statement with $n parameters) for every named query `service` runs, and the
+    statements it runs from no sql/ folder."""
     for path in SERVICE_SQL[service]:
         folder = path if path.is_dir() else path.parent
         queries = Queries.load(folder)
@@ -46,3 +52,4 @@ def named_queries(service: str) -> Iterator[tuple[str, str]]:
         for file in files:
             for name in _HEADER.findall(file.read_text()):
                 yield f"{file.name}:{name}", queries[name]
+    yield from INLINE.get(service, ())
