@@ -1,6 +1,7 @@
 -- Least-privilege database roles: one that owns the schema and runs the migrations, and one
 -- per service with only the table privileges its named queries need. Applied (idempotent) after
--- the migrations by the owner, or by a superuser: `omnium_db.apply_roles(conn)`. Each role is
+-- the migrations by a superuser or the managed service's admin user, since it makes roles and
+-- grants pg_monitor: `omnium_db.apply_roles(conn)` or psql's \i. Each role is
 -- a group (NOLOGIN); each environment makes the login users that are members of one
 -- (deploy/README.md#database-roles). tests/integration/test_roles.py runs every named query of
 -- each service under its role, so a new query on a table not granted here fails a test.
@@ -27,8 +28,6 @@ GRANT USAGE ON SCHEMA public
 -- Nothing by default: each service's grants below are all it has on our tables.
 REVOKE ALL ON ALL TABLES IN SCHEMA public
   FROM omnium_command, omnium_imports, omnium_scoring, omnium_delivery, omnium_gateway, omnium_admin;
-
-
 
 -- command: the one road writes units, their competitors, actions, medals, the timeline and the
 -- outbox; reads callers' sessions.
