@@ -1,5 +1,5 @@
 """The database roles: the migration role that owns the schema, one role per service with only
-the grants its queries need (roles.sql, beside the migrations)."""
+the grants its queries need (roles/roles.sql)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import asyncpg
 
-ROLES_SQL = Path(__file__).with_name("roles.sql")
+# In a folder of its own: no package keeps SQL beside its code, and sql/ holds named queries.
+ROLES_SQL = Path(__file__).with_name("roles") / "roles.sql"
 MIGRATION_ROLE = "omnium_migrator"
 SERVICE_ROLES = {
     service: f"omnium_{service}"

@@ -37,7 +37,7 @@ from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
 
-# The gateway's one statement outside a sql/ folder (its role's grant: libs/omnium_db/roles.sql).
+# The gateway's one statement outside a sql/ folder (its role's grant: omnium_db's roles.sql).
 PUSH_KEYS_SQL = (
     "SELECT code, api_key_hash FROM provider"
     " WHERE mode = 'push' AND enabled AND api_key_hash IS NOT NULL"
