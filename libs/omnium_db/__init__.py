@@ -21,11 +21,15 @@ from omnium_db._pool import (
     init_connection,
 )
 from omnium_db._queries import Composed, Queries
+from omnium_db._roles import MIGRATION_ROLE, ROLES_SQL, SERVICE_ROLES, apply_roles
 from omnium_db._schema import UNIT_STATUSES
 
 __all__ = [
     "DATABASE_ERRORS",
     "MIGRATIONS_DIR",
+    "MIGRATION_ROLE",
+    "ROLES_SQL",
+    "SERVICE_ROLES",
     "UNIT_STATUSES",
     "Composed",
     "MigrationError",
@@ -35,6 +39,7 @@ __all__ = [
     "Queries",
     "applied_versions",
     "apply_migrations",
+    "apply_roles",
     "connect_each_host",
     "connect_primary",
     "connection_lost",

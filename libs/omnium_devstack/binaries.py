@@ -131,6 +131,11 @@ TOOLS: tuple[tuple[str, str, str], ...] = (
     ("xvfb", "Xvfb", "a virtual X display WebKitGTK draws on in the console tests"),
     ("openssh-server", "/usr/sbin/sshd", "OpenSSH's sshd, an SFTP peer for the delivery tests"),
     ("wrk", "wrk", "the HTTP load generator of 'make bench-api'"),
+    (
+        "prometheus",
+        "promtool",
+        "promtool, which checks the alert rules in deploy/monitoring and runs their unit tests",
+    ),
     ("varnish", "varnishd", "Varnish, the shared cache the gateway's cache-header tests use"),
     (
         "varnish-modules",

@@ -14,7 +14,7 @@ from typing import Any
 from omnium_metrics import serve_metrics
 from omnium_process._address import client_address, nearest_untrusted
 from omnium_settings import Settings, SettingsError, deploy_problems
-from omnium_telemetry import setup_tracing, shutdown_tracing
+from omnium_telemetry import setup_logging, setup_tracing, shutdown_tracing
 
 __all__ = [
     "client_address",
@@ -62,9 +62,7 @@ def run_process(
     """The body of every service's __main__: a bad setting exits 2 with its message. With
     `metrics_port`, the process serves Prometheus text at that port's /metrics (0: none)."""
     settings = load_settings(name, needs_database=needs_database)
-    logging.basicConfig(level=settings.server.log_level, format="%(asctime)s %(name)s %(message)s")
-    # httpx logs a line per request at INFO: noise in a service that reads Scout page by page.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    setup_logging(name, settings)
     step = nice(settings) if nice is not None else 0
     if step > 0:
         # Lower priority for background work (imports, delivery): scorers get the CPU first.

@@ -37,6 +37,12 @@ from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
 
+# The gateway's one statement outside a sql/ folder (its role's grant: omnium_db's roles.sql).
+PUSH_KEYS_SQL = (
+    "SELECT code, api_key_hash FROM provider"
+    " WHERE mode = 'push' AND enabled AND api_key_hash IS NOT NULL"
+)
+
 # KEYS[1] the bucket; ARGV: rate per second, burst, cost (0: only look). Answers the
 # milliseconds to wait, 0 when the request may go on (and then the cost is taken).
 _TAKE = """
@@ -168,10 +174,7 @@ class ProviderKeys:
             if self.read_at is not None and time.monotonic() - self.read_at < most_seconds:
                 return True
             try:
-                rows = await self.pool().fetch(
-                    "SELECT code, api_key_hash FROM provider"
-                    " WHERE mode = 'push' AND enabled AND api_key_hash IS NOT NULL"
-                )
+                rows = await self.pool().fetch(PUSH_KEYS_SQL)
             except _KEYS_UNREADABLE as exc:
                 log.warning("provider door: cannot read the providers' keys (%r)", exc)
                 return False

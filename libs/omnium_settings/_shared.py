@@ -35,6 +35,17 @@ class ServerSettings:
     )
     bind_host: str = setting("127.0.0.1", "Address every server listens on.")
     log_level: str = setting("INFO", "Python log level.")
+    log_format: Literal["text", "json"] = setting(
+        "text",
+        "text: a line with time, level, logger and message (dev); json: one JSON object a line "
+        "with level, logger, message, trace and span ids, service, copy and exception (the "
+        "manifests set it).",
+    )
+    http_access_log: bool = setting(
+        False,
+        "A log line (logger omnium.access) per request the gateway and the console answer: "
+        "method, route, path without query, status, seconds, client.",
+    )
     http_grace_seconds: float = setting(
         10.0, "On SIGTERM, time the doorbell's and the console's requests in flight get."
     )

@@ -26,7 +26,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from omnium.command.v1 import command_pb2
-from omnium_db import apply_migrations, init_connection
+from omnium_command._sql import QUERIES as COMMAND_QUERIES
+from omnium_db import SERVICE_ROLES, apply_migrations, apply_roles, init_connection
 from omnium_devstack.ha import HaTimings, PatroniCluster
 from omnium_gateway import Cache
 from omnium_gateway._outbox import OutboxRelay
@@ -455,6 +456,33 @@ async def test_the_old_primary_rejoins_as_a_streaming_standby(switch: Switch) ->
     roles = {m["name"]: m["role"] for m in switch.cluster.members()}
     assert roles[switch.new_leader] == "leader"
     assert roles[switch.old_leader] == "sync_standby"
+
+
+async def test_the_standby_watch_sees_the_standby_under_command_s_role_only(
+    switch: Switch,
+) -> None:
+    # As production connects: a login in the command service's role (pg_monitor) reads
+    # sync_state; one in any other role sees the standby's row with that column hidden.
+    conn = await _connect(switch.cluster.database_url)
+    try:
+        await apply_roles(conn)
+        for service in ("command", "gateway"):
+            login = f"ha_test_{service}"
+            await conn.execute(
+                f"DROP ROLE IF EXISTS {login}; "
+                f"CREATE ROLE {login} LOGIN IN ROLE {SERVICE_ROLES[service]}"
+            )
+    finally:
+        await conn.close()
+    seen = {}
+    for service in ("command", "gateway"):
+        url = switch.cluster.database_url.replace("postgres@", f"ha_test_{service}@")
+        as_role = await _connect(url)
+        try:
+            seen[service] = await as_role.fetchval(COMMAND_QUERIES["sync_standbys"])
+        finally:
+            await as_role.close()
+    assert seen == {"command": 1, "gateway": 0}
 
 
 def test_saves_on_one_server_only_are_alerted_and_cleared(switch: Switch) -> None:

@@ -5,6 +5,7 @@ counters move when it does work."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import sys
@@ -29,6 +30,7 @@ from omnium_grpc import open_channel
 from tests.support.command import CALLERS_ENV, TOKEN, command, settings_for
 from tests.support.delivery import first_send
 from tests.support.games import EVENT, make_games
+from tests.support.monitoring import metric_names
 from tests.support.receiver import webhook_receiver
 from tests.support.servers import Servers
 
@@ -131,7 +133,12 @@ async def test_every_service_serves_metrics_that_move_with_work(
         OMNIUM_REDIS_URL=servers.redis_url,
         OMNIUM_GRPC_CALLERS=CALLERS_ENV,
         OMNIUM_GRPC_TOKEN=TOKEN,
-        OMNIUM_LOG_LEVEL="WARNING",
+        # What the manifests set: JSON lines; and the access log, switched on here.
+        OMNIUM_LOG_LEVEL="INFO",
+        OMNIUM_LOG_FORMAT="json",
+        OMNIUM_HTTP_ACCESS_LOG="true",
+        # The standby watch runs (as in HA), so its gauge is served (0 here: no standby).
+        OMNIUM_DATABASE_STANDBY_EXPECTED="true",
         OMNIUM_METRICS_SAMPLE_SECONDS="0.2",
         OMNIUM_FEED_DEBOUNCE_SECONDS="0.05",
         OMNIUM_GATEWAY_WORKERS="2",
@@ -262,3 +269,36 @@ async def test_every_service_serves_metrics_that_move_with_work(
     assert "omnium_gateway_live_listeners" in after["gateway"].names
     assert "omnium_gateway_redis_up" in after["gateway"].names
     assert public.status_code == 404 and "OMNIUM_GATEWAY_METRICS_PORT" in public.text
+
+    # Every metric the alert rules and the dashboard read is served by this stack.
+    served = set().union(*(scraped.names for scraped in after.values()))
+    assert sorted(metric_names() - served) == []
+    assert after["command"].value("omnium_db_sync_standbys") == 0
+
+    # Each process logged JSON lines only, and the two HTTP servers an access line a request.
+    logged = {s: _json_lines(tmp_path / f"{s}.log") for s in SERVICES}
+    for name, lines in logged.items():
+        assert lines and all(line["service"] == name for line in lines), name
+    assert _access(logged["admin"], "/sign-in") == [200]
+    assert _access(logged["gateway"], "/v1/events") == [200, 200]
+
+
+def _json_lines(path: Path) -> list[dict[str, object]]:
+    # stdout and stderr share the file: the gateway's one plain stdout line (its port, read by
+    # the dev stack) is not a log line.
+    lines = [
+        line
+        for line in path.read_text().splitlines()
+        if line.strip() and not line.startswith("gateway listening on http://")
+    ]
+    parsed = [json.loads(line) for line in lines]
+    assert all(isinstance(p, dict) and p.get("level") for p in parsed), path
+    return parsed
+
+
+def _access(lines: list[dict[str, object]], path: str) -> list[object]:
+    return [
+        line["status"]
+        for line in lines
+        if line["logger"] == "omnium.access" and line.get("path") == path
+    ]

@@ -25,7 +25,7 @@ from omnium_grpc import open_channel
 from omnium_metrics import http_metrics
 from omnium_process import malformed_http_as_info
 from omnium_settings import Settings
-from omnium_telemetry import aiohttp_middlewares
+from omnium_telemetry import access_log, aiohttp_middlewares
 
 log = logging.getLogger(__name__)
 HERE = Path(__file__).parent
@@ -101,6 +101,7 @@ class AdminApp:
                 in_flight,
                 http_metrics("admin"),
                 *aiohttp_middlewares(self.settings),
+                *access_log("admin", self.settings),
                 _pages.plain_errors,
                 _auth.signed_in,
                 _pages.event_zone,

@@ -14,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING
 
 import asyncpg
+from prometheus_client import Gauge
 
 from omnium_alerts import post_alert
 from omnium_command._sql import QUERIES
@@ -29,6 +30,11 @@ UNPROTECTED = (
     "The database has no synchronous standby: each save is on one server only. Nothing saved "
     "is lost, but until the standby streams again the loss of this server stops every write. "
     "Bring the standby back (patronictl list shows it)."
+)
+SYNC_STANDBYS = Gauge(
+    "omnium_db_sync_standbys",
+    "Standbys that confirm each commit (pg_stat_replication sync or quorum), as last read by "
+    "the standby watch (only with OMNIUM_DATABASE_STANDBY_EXPECTED).",
 )
 PROTECTED = "The database has a synchronous standby again: every save is on two servers."
 
@@ -66,6 +72,7 @@ class StandbyWatch:
                 standbys = await conn.fetchval(QUERIES["sync_standbys"])
         except DATABASE_ERRORS:
             return  # no primary now: a failover; the road answers try_again meanwhile
+        SYNC_STANDBYS.set(standbys)
         protected = standbys > 0
         if protected == self.protected:
             return

@@ -142,8 +142,8 @@ class PromiseWatch:
                 _metrics.WITHIN_TARGET.labels(*labels).set(1.0 if share is None else share)
                 _metrics.WINDOW_SENDS.labels(*labels).set(p.sends)
                 broken = p.broken(settings.delivery.promise_share)
-                if broken is not None:
-                    _metrics.PROMISE_BROKEN.labels(*labels).set(1 if broken else 0)
+                # 0 with nothing to judge too: every client's series is there from the start.
+                _metrics.PROMISE_BROKEN.labels(*labels).set(1 if broken else 0)
                 if broken:
                     await self._raise(conn, p)
                 elif broken is False:

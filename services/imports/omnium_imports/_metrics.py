@@ -30,6 +30,12 @@ BATCHES = Counter(
     "Batches sent to command, by how it ended (saved or not_saved).",
     ["outcome"],
 )
+# Each known outcome from the start, at 0: a rate over the first run is then a rate, and the
+# dashboard and alert rules find the series before anything has happened.
+for _outcome in ("done", "partly_done", "nothing_new", "paused_by_guard", "scout_failed", "failed"):
+    RUNS.labels(_outcome)
+for _outcome in ("saved", "not_saved"):
+    BATCHES.labels(_outcome)
 BATCH_RETRIES = Counter(
     "omnium_imports_batch_retries",
     "Batch sends tried again: command answered try_again or could not be reached.",

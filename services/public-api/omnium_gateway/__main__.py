@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 
 from omnium_gateway._limits import parse_api_keys
@@ -10,6 +9,7 @@ from omnium_gateway._route_sets import default_route_sets
 from omnium_gateway._server import serve
 from omnium_process import load_settings
 from omnium_settings import SettingsError
+from omnium_telemetry import setup_logging
 
 
 def main() -> None:
@@ -19,7 +19,7 @@ def main() -> None:
     except SettingsError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
         sys.exit(2)
-    logging.basicConfig(level=settings.server.log_level, format="%(asctime)s %(name)s %(message)s")
+    setup_logging("gateway", settings)
     serve(settings, route_sets=default_route_sets(settings))
 
 

@@ -25,7 +25,7 @@ from omnium_gateway._openapi import (
     UNIT_PATTERN,
 )
 from omnium_settings import Settings
-from omnium_telemetry import aiohttp_middlewares
+from omnium_telemetry import access_log, aiohttp_middlewares
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +268,11 @@ def make_app(
     # one before the route sets' (a read pays its route's lookup in a set, no Redis call).
     app = web.Application(
         client_max_size=64 * 1024,
-        middlewares=[*aiohttp_middlewares(settings), _limits(gateway)],
+        middlewares=[
+            *aiohttp_middlewares(settings),
+            *access_log("gateway", settings),
+            _limits(gateway),
+        ],
     )
     app[GATEWAY] = gateway
     for route, path, handler, admits in _reads_routes(gateway):
