@@ -263,3 +263,26 @@ async def test_the_command_process_refuses_an_unmigrated_database(empty_url: str
         assert await applied_versions(conn) == []
     finally:
         await conn.close()
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"), [("omnium_accounts", ["list"]), ("omnium_imports", ["integration", "list"])]
+)
+async def test_the_command_line_tools_never_migrate_either(
+    empty_url: str, tool: str, args: list[str]
+) -> None:
+    env = dev_process_environ() | {"OMNIUM_DATABASE_URL": empty_url}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", tool, *args,
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(process.communicate(), timeout=60)
+    text = out.decode()
+    assert process.returncode == 2, text
+    assert "the database has no omnium schema yet" in text
+    assert "python -m omnium_db migrate" in text
+    conn = await asyncpg.connect(empty_url)
+    try:
+        assert await applied_versions(conn) == []
+    finally:
+        await conn.close()
