@@ -184,6 +184,10 @@ bench-api: install system tools ## Benchmark: the public API gateway under wrk (
 stack-up: install system ## Start only the private PostgreSQL and Redis (dev ports 55432, 56379)
 	$(PY) -m omnium_devstack up
 
+.PHONY: migrate
+migrate: install ## The release's migration step on OMNIUM_DATABASE_URL (python -m omnium_db migrate); make run and stack-up run it first
+	$(PY) -m omnium_db migrate
+
 .PHONY: stack-down
 stack-down: install ## Stop the private PostgreSQL and Redis
 	$(PY) -m omnium_devstack down

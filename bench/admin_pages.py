@@ -70,7 +70,7 @@ async def stack(database_url: str, runs: int) -> AsyncIterator[tuple[AdminApp, s
         outbound_allowed_networks=("127.0.0.0/8", "::1/128"),
     )
     command = CommandApp(base)
-    command_port = await command.start(0, migrate=False)
+    command_port = await command.start(0)
     settings = base.replace(command_address=f"127.0.0.1:{command_port}")
     imports = ImportsApp(settings)
     doorbell = await imports.start(0, workers=1, scheduler=False, grpc_port=0)

@@ -7,6 +7,8 @@ import dataclasses
 import logging
 import os
 import secrets
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import httpx
 
 from dev.copies import addresses, two_copies
 from dev.demo import MEDALS, SCHEDULE, demo_clients, demo_integrations, webhook_secret
-from omnium_db import apply_migrations, init_connection
+from omnium_db import init_connection
 from omnium_devstack import RedisServer, Stack
 from omnium_devstack.ha import PatroniCluster
 from omnium_devstack.launcher import ServiceSpec, run_services
@@ -211,12 +213,12 @@ def _secret(data_dir: Path, name: str) -> str:
     return value
 
 
-async def _migrate(database_url: str) -> list[int]:
-    conn = await asyncpg.connect(database_url)
-    try:
-        return await apply_migrations(conn)
-    finally:
-        await conn.close()
+def _migrate(database_url: str) -> None:
+    """The release's migration step, as the Kubernetes Job runs it, before any service starts."""
+    env = {**os.environ, "OMNIUM_DATABASE_URL": database_url}
+    done = subprocess.run([sys.executable, "-m", "omnium_db", "migrate"], env=env, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"the migration step failed (exit {done.returncode}); nothing started")
 
 
 async def _run(
@@ -316,8 +318,7 @@ def run_games_day(
         database_url = settings.server.database_url or stack.database_url
         redis_url = settings.server.redis_url or stack.redis_url
     try:
-        applied = asyncio.run(_migrate(database_url))
-        log.info("schema up to date%s", f" (applied {applied})" if applied else "")
+        _migrate(database_url)
         token = settings.grpc.token or _secret(data_dir, "grpc-token")
         scout_secret = _secret(data_dir, "scout-secret")
         callers, tokens = grpc_callers(data_dir, token)

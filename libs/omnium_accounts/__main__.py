@@ -20,7 +20,7 @@ import asyncpg
 
 from omnium_accounts._accounts import ROLES, AccountError, Accounts, check_password_rules
 from omnium_accounts._assignments import Assignments, read_schedule
-from omnium_db import apply_migrations, create_pool, init_connection
+from omnium_db import SchemaMismatch, check_schema, create_pool, init_connection
 from omnium_db._pool import PoolRoad
 from omnium_devstack.binaries import MissingBinaries
 from omnium_devstack.local import dev_database
@@ -87,7 +87,8 @@ async def _run(args: argparse.Namespace, settings: Settings) -> None:
     conn = await asyncpg.connect(settings.require_database_url())
     try:
         await init_connection(conn)
-        await apply_migrations(conn)
+        # A tool, like a service, never migrates: that is the release's step.
+        await check_schema(conn, "accounts", settings.database.schema_ahead_allowed)
     finally:
         await conn.close()
     pool = await create_pool(settings, PoolRoad.PEOPLE, application_name="accounts-cli", size=2)
@@ -129,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings.from_env()
         with dev_database(settings) as url:
             asyncio.run(_run(args, settings.replace(database_url=url)))
+    except SchemaMismatch as exc:
+        print(exc, file=sys.stderr)  # it names this command line itself
+        return 2
     except (AccountError, SettingsError, StackError, MissingBinaries) as exc:
         print(f"accounts: {exc}", file=sys.stderr)
         return 2

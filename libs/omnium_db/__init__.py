@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from omnium_db._listen import Notified, NotifyListener
-from omnium_db._migrations import MIGRATIONS_DIR, MigrationError, applied_versions, apply_migrations
+from omnium_db._migrations import (
+    MIGRATIONS_DIR,
+    MigrateLimits,
+    MigrationBusy,
+    MigrationError,
+    SchemaMismatch,
+    applied_versions,
+    apply_migrations,
+    check_schema,
+    require_schema,
+)
 from omnium_db._outage import (
     DATABASE_ERRORS,
     connection_lost,
@@ -32,14 +42,18 @@ __all__ = [
     "SERVICE_ROLES",
     "UNIT_STATUSES",
     "Composed",
+    "MigrateLimits",
+    "MigrationBusy",
     "MigrationError",
     "Notified",
     "NotifyListener",
     "PoolRoad",
     "Queries",
+    "SchemaMismatch",
     "applied_versions",
     "apply_migrations",
     "apply_roles",
+    "check_schema",
     "connect_each_host",
     "connect_primary",
     "connection_lost",
@@ -50,4 +64,5 @@ __all__ = [
     "not_connected",
     "outlast",
     "pool_answers",
+    "require_schema",
 ]

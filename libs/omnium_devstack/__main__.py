@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -100,8 +102,15 @@ def run(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "up":
         stack.start()
+        # The release's migration step, as `make run` and the Kubernetes Job run it: a service
+        # started alone on this stack then finds its schema (services never migrate).
+        env = {**os.environ, **stack.env()}
+        # Its lines go to stderr: stdout is the env file's text, for a shell to read.
+        migrated = subprocess.run(
+            [sys.executable, "-m", "omnium_db", "migrate"], env=env, stdout=sys.stderr, check=False
+        )
         sys.stdout.write(_write_env(stack))
-        return 0
+        return migrated.returncode
     if args.command == "down":
         stack.stop()
         stack.env_file.unlink(missing_ok=True)

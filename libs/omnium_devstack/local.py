@@ -3,6 +3,9 @@ OMNIUM_* settings do not name others."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +25,13 @@ def dev_database(settings: Settings) -> Iterator[str]:
     stack = Stack(DEFAULT_DATA_DIR, DEFAULT_PG_PORT, DEFAULT_REDIS_PORT, True)
     stack.start()
     try:
+        # As `make run` does before anything reads it: the release's migration step.
+        subprocess.run(
+            [sys.executable, "-m", "omnium_db", "migrate"],
+            env={**os.environ, "OMNIUM_DATABASE_URL": stack.database_url},
+            stdout=sys.stderr,
+            check=False,
+        )
         yield stack.database_url
     finally:
         stack.stop(only_started=True)

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
+from omnium_db import SchemaMismatch
 from omnium_metrics import serve_metrics
 from omnium_process._address import client_address, nearest_untrusted
 from omnium_settings import Settings, SettingsError, deploy_problems
@@ -73,6 +74,10 @@ def run_process(
         served = serve_metrics(name, settings.server.bind_host, metrics_port(settings))
     try:
         asyncio.run(main(settings))
+    except SchemaMismatch as exc:
+        # Not a crash to trace: the release's migration step has not run (or a newer one has).
+        print(exc, file=sys.stderr)
+        sys.exit(2)
     finally:
         if served is not None:
             served.close()

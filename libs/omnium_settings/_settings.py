@@ -100,6 +100,18 @@ class Settings:
         _check_grpc(self.grpc)
         _check_provider_door(self.scoring)
         _check_scorer_watch(self.scoring)
+        database = self.database
+        if database.migrate_lock_timeout_seconds <= 0 or database.migrate_lock_tries < 1:
+            raise SettingsError(
+                "OMNIUM_MIGRATE_LOCK_TIMEOUT_SECONDS must be above 0 and "
+                "OMNIUM_MIGRATE_LOCK_TRIES at least 1 (0 would let a migration queue every "
+                "write behind it for as long as it waits)."
+            )
+        if database.schema_ahead_allowed < 0:
+            raise SettingsError(
+                f"OMNIUM_SCHEMA_AHEAD_ALLOWED is {database.schema_ahead_allowed}; use 0 (only "
+                "the schema this release made) or more."
+            )
         if self.live.redis_connections < 5:
             raise SettingsError(
                 f"OMNIUM_LIVE_REDIS_CONNECTIONS is {self.live.redis_connections}; live push "

@@ -96,6 +96,27 @@ class DatabaseSettings:
     listen_probe_timeout_seconds: float = setting(
         2.0, "A LISTEN connection's probe unanswered this long counts as a lost connection."
     )
+    # Migrations are a release step (`python -m omnium_db migrate`): a short lock wait given up
+    # and tried again never queues the Games' writes behind an ALTER for long.
+    migrate_lock_timeout_seconds: float = setting(
+        2.0, "python -m omnium_db migrate: longest wait for a table's lock before it gives way."
+    )
+    migrate_lock_tries: int = setting(
+        30, "python -m omnium_db migrate: tries of one migration that did not get its locks."
+    )
+    migrate_retry_seconds: float = setting(
+        2.0, "python -m omnium_db migrate: pause before a migration that gave way tries again."
+    )
+    migrate_wait_seconds: float = setting(
+        600.0,
+        "python -m omnium_db migrate: while another migration runs, wait this long for it to "
+        "finish (0: refuse at once).",
+    )
+    schema_ahead_allowed: int = setting(
+        10,
+        "Services start on a schema at most this many migrations newer than their code (the "
+        "next release's expand steps, or a rollback); never on an older one.",
+    )
 
 
 @dataclass(frozen=True, slots=True)

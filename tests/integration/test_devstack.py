@@ -213,3 +213,31 @@ def test_missing_binaries_name_what_to_install(
     assert "sudo apt-get install postgresql" in err
     assert "Traceback" not in err
     assert not (tmp_path / "dev").exists()
+
+
+def test_stack_up_runs_the_migration_step_so_a_service_alone_finds_its_schema(
+    data_dirs: Callable[[bool], Path],
+) -> None:
+    data_dir = data_dirs(True)
+    args = ["up", "--data-dir", str(data_dir), "--pg-port", "0", "--redis-port", "0", "--no-fsync"]
+    cli = subprocess.run(
+        [sys.executable, "-m", "omnium_devstack", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={k: v for k, v in os.environ.items() if not k.startswith("OMNIUM_")},
+        check=False,
+    )
+    assert cli.returncode == 0, cli.stderr
+    env = dict(line.split("=", 1) for line in cli.stdout.splitlines())
+    known = len(list((LIBS / "omnium_db" / "migrations").glob("*.sql")))
+    assert f"migrate: applied 0001 to {known:04d}" in cli.stderr
+    status = subprocess.run(
+        [sys.executable, "-m", "omnium_db", "status"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "OMNIUM_DATABASE_URL": env["OMNIUM_DATABASE_URL"]},
+        check=False,
+    )
+    assert status.stdout.strip() == f"database at version {known}; this code's is {known}"

@@ -64,7 +64,7 @@ async def two_copies(
     monkeypatch.setattr(CountedCommandService, "started", [])
     settings = settings_for(database_url, **overrides)
     apps = [CommandApp(settings), CommandApp(settings)]
-    ports = [await app.start(0, migrate=False) for app in apps]
+    ports = [await app.start(0) for app in apps]
     channel = open_channel(",".join(f"127.0.0.1:{port}" for port in ports), settings)
     try:
         yield Copies(

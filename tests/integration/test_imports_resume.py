@@ -63,7 +63,7 @@ async def _run(day: GamesDay, scout_run_id: str) -> asyncpg.Record:
 async def _command_back(day: GamesDay) -> AsyncIterator[CommandApp]:
     """The command service started again, on the port imports already sends to."""
     app = CommandApp(day.command.settings)
-    await app.start(day.command.port, migrate=False)
+    await app.start(day.command.port)
     try:
         yield app
     finally:

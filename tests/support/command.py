@@ -67,7 +67,7 @@ def settings_for(database_url: str, **overrides: Any) -> Settings:
 async def running_command(database_url: str, **overrides: Any) -> AsyncIterator[CommandClient]:
     settings = settings_for(database_url, **overrides)
     app = CommandApp(settings)
-    port = await app.start(0, migrate=False)
+    port = await app.start(0)
     channel = open_channel(f"127.0.0.1:{port}", settings)
     try:
         yield CommandClient(

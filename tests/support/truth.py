@@ -29,7 +29,7 @@ async def operator(day: GamesDay) -> AsyncIterator[imports_pb2_grpc.ImportsServi
 async def command_back(day: GamesDay) -> AsyncIterator[CommandApp]:
     """The command service started again, on the port imports already sends to."""
     app = CommandApp(day.command.settings)
-    await app.start(day.command.port, migrate=False)
+    await app.start(day.command.port)
     try:
         yield app
     finally:

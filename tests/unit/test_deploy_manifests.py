@@ -49,6 +49,7 @@ def test_the_manifests_are_there() -> None:
     assert kinds == [
         "ConfigMap",
         "Deployment",
+        "Job",
         "PodDisruptionBudget",
         "PriorityClass",
         "Secret",
@@ -127,6 +128,25 @@ def test_each_calling_process_sends_a_token_of_its_own_caller_with_the_right_rol
         "omnium-imports": ("imports", "service"),
         "omnium-scoring": ("scoring", "service"),
     }
+
+
+def test_the_release_migrates_in_a_job_of_its_own_with_settings_that_load() -> None:
+    """The one migration command, from the same image, its limits real settings; no
+    Deployment migrates (they only check the schema)."""
+    jobs = _of_kind("Job")
+    assert list(jobs) == ["omnium-migrate"]
+    spec = jobs["omnium-migrate"]["spec"]["template"]["spec"]
+    assert spec["restartPolicy"] == "Never"
+    (container,) = spec["containers"]
+    assert container["command"] == ["python", "-m", "omnium_db", "migrate"]
+    assert container["image"].split(":")[0] == "omnium"
+    env = _environment(container)
+    assert {n for n in env if n.startswith(PREFIX)} <= SETTINGS
+    database = Settings.from_env(env).database
+    assert database.migrate_lock_timeout_seconds == 2.0
+    assert database.migrate_lock_tries == 30
+    for _, deployment in _containers():
+        assert "omnium_db" not in deployment["command"]
 
 
 def test_the_image_is_the_one_the_dockerfile_builds() -> None:

@@ -20,7 +20,7 @@ from omnium_accounts.web import add_security_headers
 from omnium_admin import _auth, _pages, _views
 from omnium_admin._present import FILTERS
 from omnium_admin._times import ZoneCache
-from omnium_db import PoolRoad, create_pool
+from omnium_db import PoolRoad, create_pool, require_schema
 from omnium_grpc import open_channel
 from omnium_metrics import http_metrics
 from omnium_process import malformed_http_as_info
@@ -121,6 +121,7 @@ class AdminApp:
         # Sign-in and sessions are people's writes; the screens read on the reader road.
         self.people = await create_pool(settings, PoolRoad.PEOPLE, application_name="admin")
         self.reader = await create_pool(settings, PoolRoad.READER, application_name="admin")
+        await require_schema(self.reader, "admin", settings.database.schema_ahead_allowed)
         malformed_http_as_info()
         self.runner = web.AppRunner(self.web_app(), access_log=None, shutdown_timeout=CLOSE_SECONDS)
         await self.runner.setup()

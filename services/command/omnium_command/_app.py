@@ -1,4 +1,4 @@
-"""The command process: pools, migrations, the gRPC server, and a clean stop."""
+"""The command process: pools, the schema check, the gRPC server, and a clean stop."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from omnium_accounts import CallSessions
 from omnium_command._road import Road
 from omnium_command._service import CommandService
 from omnium_command._standby import StandbyWatch
-from omnium_db import PoolRoad, apply_migrations, create_pool
+from omnium_db import PoolRoad, create_pool, require_schema
 from omnium_grpc import GrpcServer
 from omnium_settings import Settings
 
@@ -32,7 +32,7 @@ class CommandApp:
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
-    async def start(self, port: int | None = None, *, migrate: bool = True) -> int:
+    async def start(self, port: int | None = None) -> int:
         settings = self.settings
         people = await create_pool(settings, PoolRoad.PEOPLE, application_name="command")
         self.pools.append(people)
@@ -40,11 +40,8 @@ class CommandApp:
         self.pools.append(imports)
         reader = await create_pool(settings, PoolRoad.READER, application_name="command", size=4)
         self.pools.append(reader)
-        if migrate:
-            async with people.acquire() as conn:
-                applied = await apply_migrations(conn)
-            if applied:
-                log.info("applied migrations %s", applied)
+        # Migrating is the release's own step (`python -m omnium_db migrate`), never a start-up's.
+        await require_schema(reader, "command", settings.database.schema_ahead_allowed)
         road = Road(settings, people, imports)
         if settings.command.database_standby_expected:
             self.standby = StandbyWatch(settings, reader)

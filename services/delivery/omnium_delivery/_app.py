@@ -19,6 +19,7 @@ import asyncpg
 import httpx
 import redis.asyncio as aioredis
 
+import omnium_db
 from omnium.delivery.v1 import delivery_pb2_grpc
 from omnium_db import DATABASE_ERRORS, NotifyListener, PoolRoad, create_pool, is_outage
 from omnium_delivery import _metrics
@@ -88,6 +89,9 @@ class DeliveryApp:
     async def start(self, grpc_port: int | None = None) -> int:
         settings = self.settings
         self.pool = await create_pool(settings, PoolRoad.READER, application_name="delivery")
+        await omnium_db.require_schema(
+            self.pool, "delivery", settings.database.schema_ahead_allowed
+        )
         if settings.delivery.clients_file:
             async with self.pool.acquire() as conn:
                 codes = await load_clients(

@@ -13,7 +13,7 @@ from aiohttp import web
 from omnium.command.v1 import command_pb2_grpc
 from omnium.imports.v1 import imports_pb2_grpc
 from omnium_accounts import CallSessions
-from omnium_db import NotifyListener, PoolRoad, create_pool
+from omnium_db import NotifyListener, PoolRoad, create_pool, require_schema
 from omnium_grpc import GrpcServer, open_channel
 from omnium_imports import _queue
 from omnium_imports._doorbell import doorbell_app
@@ -61,6 +61,7 @@ class ImportsApp:
         """`followups` (the settle window's timer) goes with `scheduler` unless it is given."""
         settings = self.settings
         self.pool = await create_pool(settings, PoolRoad.IMPORTS, application_name="imports")
+        await require_schema(self.pool, "imports", settings.database.schema_ahead_allowed)
         self.scout = ScoutClient(settings)
         # The alert webhook: only to an address the operator allows (omnium_outbound).
         self.http = outbound_client(settings)

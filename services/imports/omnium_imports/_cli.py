@@ -26,7 +26,14 @@ from typing import Any, TextIO
 
 import asyncpg
 
-from omnium_db import DATABASE_ERRORS, PoolRoad, apply_migrations, create_pool, init_connection
+from omnium_db import (
+    DATABASE_ERRORS,
+    PoolRoad,
+    SchemaMismatch,
+    check_schema,
+    create_pool,
+    init_connection,
+)
 from omnium_imports import _queue
 from omnium_imports._check import CommandUnavailable, check_mapping, describe
 from omnium_imports._files import (
@@ -194,7 +201,7 @@ def _act(args: argparse.Namespace, settings: Settings, prepared: object, out: Te
                     # The dev stack's Scout simulator listens on this machine.
                     settings = settings.replace(outbound_allowed_networks=LOOPBACK)
             return asyncio.run(_run(args, settings.replace(database_url=url), prepared, out))
-    except SetupError as exc:
+    except (SetupError, SchemaMismatch) as exc:
         return _refused(exc)
     except ScoutError as exc:
         print(f"Scout: {exc}", file=sys.stderr)
@@ -225,7 +232,8 @@ async def _run(args: argparse.Namespace, settings: Settings, prepared: object, o
     conn = await asyncpg.connect(settings.require_database_url())
     try:
         await init_connection(conn)
-        await apply_migrations(conn)
+        # A tool, like a service, never migrates: that is the release's step.
+        await check_schema(conn, "imports", settings.database.schema_ahead_allowed)
     finally:
         await conn.close()
     pool = await create_pool(settings, PoolRoad.IMPORTS, application_name="imports-cli", size=2)

@@ -11,7 +11,7 @@ from grpc import aio
 from omnium.command.v1 import command_pb2_grpc
 from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
 from omnium_accounts import CallSessions
-from omnium_db import PoolRoad, create_pool
+from omnium_db import PoolRoad, create_pool, require_schema
 from omnium_grpc import GrpcServer, open_channel
 from omnium_scoring._assigned import Assigned
 from omnium_scoring._providers import PROVIDERS_DIR, Providers
@@ -46,6 +46,7 @@ class ScoringApp:
         log.info("sports: %s", ", ".join(sorted(sports)))
         reader = await create_pool(settings, PoolRoad.READER, application_name="scoring")
         self.pools.append(reader)
+        await require_schema(reader, "scoring", settings.database.schema_ahead_allowed)
         writer = await create_pool(settings, PoolRoad.PEOPLE, application_name="scoring", size=4)
         self.pools.append(writer)
         self.channel = open_channel(settings.command.address, settings)
