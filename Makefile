@@ -184,6 +184,10 @@ bench-api: install system tools ## Benchmark: the public API gateway under wrk (
 image: install image-tools ## Build the image with podman, tagged with the version (git describe), never latest; prints the tag
 	@PY=$(PY) deploy/image/build.sh
 
+.PHONY: run-image
+run-image: install system image-tools ## Every service from the image (built if missing), a container each on the host network, in production mode, against the dev stack's PostgreSQL and Redis
+	$(PY) -m dev run-image
+
 .PHONY: image-tools
 image-tools: $(STAMP) ## Check podman, runc, mmdebstrap, uidmap and kubectl (kustomize); apt-get them (as root)
 	@$(PY) -m omnium_devstack ensure --image >/dev/null
