@@ -201,7 +201,8 @@ class ImageStack:
         self.env = dict(env)
         self.credentials = credentials
         self.folder = folder
-        self.mounts = [folder, *mounts]
+        # Mounted at the same path inside: podman wants it absolute.
+        self.mounts = [path.resolve() for path in (folder, *mounts)]
         self.tls = Tls(Path(env["OMNIUM_GRPC_TLS_CA_FILE"]), Path(), Path())
 
     def name(self, process: str) -> str:
@@ -471,7 +472,8 @@ def run_image(data_dir: Path, pg_port: int, redis_port: int) -> int:
     try:
         print("building the image (skipped when this version's is built)...", flush=True)
         tag = build_image()
-        return asyncio.run(_run_image(tag, data_dir / "image", database_url, redis_url))
+        folder = (data_dir / "image").resolve()
+        return asyncio.run(_run_image(tag, folder, database_url, redis_url))
     finally:
         if stack is not None:
             stack.stop(only_started=True)
