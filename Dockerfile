@@ -1,19 +1,26 @@
 # syntax=docker/dockerfile:1
 # The one omnium image: every Deployment in deploy/kubernetes/ runs `python -m omnium_<name>`
-# from it. The install steps are deploy/image/install.sh, which the tests also run
-# (tests/integration/test_image_install.py): no Docker engine runs where the tests do.
+# from it. The install steps are deploy/image/install.sh; `make image` (deploy/image/build.sh)
+# downloads the pinned wheels into deploy/image/wheels and builds it with podman, tagged with
+# the version, on a Debian bookworm base of its own where no registry can be reached:
 #
-#   docker build -t omnium:<version> .
+#   make image                                      # prints localhost/omnium:<version>
+#   OMNIUM_IMAGE_BASE=python:3.11-slim-bookworm@sha256:... make image   # where one can
 #
-# Pin the base by digest (python:3.11-slim-bookworm@sha256:...) once a registry can be reached.
-ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+# Any base with Python 3.11+ as python3 (and the venv module) will do. The digest below was
+# read from public Dockerfiles, not pulled here: check it before the first release.
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:a36c24f9cbdf4fd0f52d67f0823eeac19c2028c637cecc392d97f980d4fec56b
 
 # -- build: the production venv, and the contracts made by grpcio-tools in a venv of its own ----
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PYTHONDONTWRITEBYTECODE=1
+    PYTHONDONTWRITEBYTECODE=1 \
+    PIP_NO_INDEX=1 \
+    PIP_FIND_LINKS=/src/deploy/image/wheels
 WORKDIR /src
+# The locked wheels, downloaded by build.sh with their hashes: the build reaches no index.
+COPY deploy/image/wheels deploy/image/wheels
 COPY deploy/image/install.sh deploy/image/install.sh
 COPY requirements/runtime.txt requirements/build.txt requirements/
 # grpcio-tools stays in /opt/build-venv, which the last stage never copies.

@@ -87,7 +87,7 @@ system: $(STAMP) ## Check PostgreSQL and Redis binaries; apt-get install them wh
 	@$(PY) -m omnium_devstack ensure
 
 .PHONY: tools
-tools: $(STAMP) $(NODE_STAMP) ## Check the browsers (chromium; WebKitGTK under Xvfb), sshd, wrk, Varnish, nginx with nchan and Node's grpc-js the tests and benchmarks drive; apt-get them (as root)
+tools: $(STAMP) $(NODE_STAMP) ## Check the browsers (chromium; WebKitGTK under Xvfb), sshd, wrk, Varnish, nginx with nchan, Node's grpc-js, podman, mmdebstrap and kubectl the tests and benchmarks drive; apt-get them (as root)
 	@$(PY) -m omnium_devstack ensure --tools >/dev/null
 
 # Node's grpc-js and proto-loader, pinned by the lock file: a client in another language that
@@ -179,6 +179,18 @@ bench-push: install system tools ## Benchmark: live push to 1,000 SSE listeners 
 .PHONY: bench-api
 bench-api: install system tools ## Benchmark: the public API gateway under wrk (1,240 units, warm cache; plain, gzip/br, behind Varnish) vs a bare aiohttp ceiling (--trace-ratio R: tracing on)
 	$(PY) -m bench.gateway_api $(BENCH_ARGS)
+
+.PHONY: image
+image: install image-tools ## Build the image with podman, tagged with the version (git describe), never latest; prints the tag
+	@PY=$(PY) deploy/image/build.sh
+
+.PHONY: run-image
+run-image: install system image-tools ## Every service from the image (built if missing), a container each on the host network, in production mode, against the dev stack's PostgreSQL and Redis
+	$(PY) -m dev run-image
+
+.PHONY: image-tools
+image-tools: $(STAMP) ## Check podman, runc, mmdebstrap, uidmap and kubectl (kustomize); apt-get them (as root)
+	@$(PY) -m omnium_devstack ensure --image >/dev/null
 
 .PHONY: stack-up
 stack-up: install system ## Start only the private PostgreSQL and Redis (dev ports 55432, 56379)

@@ -17,8 +17,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "command",
-        choices=["run"],
-        help="run: both servers, the schema and every service (make run)",
+        choices=["run", "run-image"],
+        help="run: both servers, the schema and every service (make run); run-image: every "
+        "service from the image, a container each (make run-image)",
     )
     parser.add_argument(
         "--ha",
@@ -33,6 +34,10 @@ def _parser() -> argparse.ArgumentParser:
 def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     log_to_stderr()
+    if args.command == "run-image":
+        from dev.image import run_image
+
+        return run_image(args.data_dir, args.pg_port, args.redis_port)
     if args.ha:
         return run_games_day(args.data_dir / "ha", args.pg_port, args.redis_port, ha=True)
     return run_games_day(args.data_dir, args.pg_port, args.redis_port)

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# The image's install steps, in one place: the Dockerfile runs them, and so does
-# tests/integration/test_image_install.py, since no Docker engine runs where the tests do.
+# The image's install steps, in one place: the Dockerfile runs them (make image builds it).
 #
 #   install.sh venv DIR REQUIREMENTS...   a virtual environment with exactly the pinned, hashed
 #                                         packages of those files (wheels only, then pip check)

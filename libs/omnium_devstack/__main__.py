@@ -57,7 +57,12 @@ def _parser() -> argparse.ArgumentParser:
         "--tools",
         action="store_true",
         help="ensure: also the peers tests and benchmarks drive (chromium, WebKitGTK under Xvfb, "
-        "sshd, wrk, Varnish, nginx with nchan)",
+        "sshd, wrk, Varnish, nginx with nchan) and the image's (podman, runc, mmdebstrap, kubectl)",
+    )
+    parser.add_argument(
+        "--image",
+        action="store_true",
+        help="ensure: also podman, runc, uidmap, mmdebstrap and kubectl, for make image",
     )
     parser.add_argument(
         "--ha",
@@ -96,7 +101,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     log_to_stderr()
     stack = _stack(args)
     if args.command == "ensure":
-        binaries = ensure_binaries(install=True, tools=args.tools, ha=args.ha)
+        binaries = ensure_binaries(install=True, tools=args.tools, ha=args.ha, image=args.image)
         print(f"postgres: {binaries.postgres.bindir}")
         print(f"redis-server: {binaries.redis_server}")
         return 0

@@ -159,6 +159,18 @@ HA_TOOLS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+# What `make image` and the image tests build and run with (deploy/image/build.sh): podman on
+# runc (crun fails on these machines' cgroups), a Debian base made by mmdebstrap where no
+# registry can be reached, and kubectl, whose kustomize renders deploy/kubernetes' overlays.
+IMAGE_TOOLS: tuple[tuple[str, str, str], ...] = (
+    ("podman", "podman", "podman, which builds and runs the image"),
+    ("runc", "runc", "runc, the container runtime podman runs the image with"),
+    ("uidmap", "newuidmap", "newuidmap, for the image's user namespaces"),
+    ("mmdebstrap", "mmdebstrap", "mmdebstrap, which makes the image's Debian base"),
+    ("kubernetes-client", "kubectl", "kubectl, whose kustomize renders the manifests' overlays"),
+)
+
+
 def _tool_present(program: str) -> bool:
     if "*" in program or program.endswith(".so"):
         # A module another program loads, not runs (its folder may name the machine's
@@ -169,10 +181,14 @@ def _tool_present(program: str) -> bool:
     return shutil.which(program) is not None
 
 
-def _problems(tools: bool, ha: bool = False) -> tuple[list[str], list[str]]:
+def _problems(tools: bool, ha: bool = False, image: bool = False) -> tuple[list[str], list[str]]:
     messages: list[str] = []
     packages: list[str] = []
-    wanted = (TOOLS if tools else ()) + (HA_TOOLS if ha or tools else ())
+    wanted = (
+        (TOOLS if tools else ())
+        + (HA_TOOLS if ha or tools else ())
+        + (IMAGE_TOOLS if image or tools else ())
+    )
     for package, program, purpose in wanted:
         if not _tool_present(program):
             messages.append(
@@ -204,14 +220,17 @@ def _apt_install(apt_get: str, packages: list[str]) -> None:
     subprocess.run(install, env=env, check=True)
 
 
-def ensure_binaries(install: bool = False, tools: bool = False, ha: bool = False) -> Binaries:
+def ensure_binaries(
+    install: bool = False, tools: bool = False, ha: bool = False, image: bool = False
+) -> Binaries:
     """Return the binaries, installing missing ones with apt-get only if asked and root.
 
     With `tools`, the test and benchmark peers (TOOLS, and HA_TOOLS for the failover tests)
-    must be there too; with `ha`, the HA profile's engines; running the plain stack needs only
-    PostgreSQL and Redis.
+    must be there too, and IMAGE_TOOLS for the image's; with `ha`, the HA profile's engines;
+    with `image`, what `make image` builds with; running the plain stack needs only PostgreSQL
+    and Redis.
     """
-    messages, packages = _problems(tools, ha)
+    messages, packages = _problems(tools, ha, image)
     apt_get = shutil.which("apt-get")
     if messages and install and os.geteuid() == 0 and apt_get:
         try:
@@ -222,7 +241,7 @@ def ensure_binaries(install: bool = False, tools: bool = False, ha: bool = False
                 + " ".join(messages),
                 tuple(packages),
             ) from exc
-        messages, packages = _problems(tools, ha)
+        messages, packages = _problems(tools, ha, image)
     pg = find_postgres()
     redis = find_redis_server()
     if messages or pg is None or redis is None:

@@ -1,8 +1,10 @@
-"""deploy/kubernetes/ as data: its documents, and the environment each container starts with."""
+"""deploy/kubernetes/ as data: each overlay as kustomize renders it, the files applied on their
+own, and the environment each container starts with."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -10,20 +12,49 @@ from typing import Any
 import yaml
 
 KUBERNETES = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
+OVERLAYS = ("dev", "staging", "production")
+# The version the overlays are rendered with here; a release passes its own.
+VERSION = "0.0.0-manifests-test"
 
 
-def documents() -> Iterator[tuple[str, dict[str, Any]]]:
+def render(overlay: str, version: str = VERSION) -> subprocess.CompletedProcess[str]:
+    """deploy/kubernetes/render.sh: the overlay through kustomize, with the image's tag."""
+    return subprocess.run(
+        ["bash", str(KUBERNETES / "render.sh"), overlay, version],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def rendered(overlay: str, version: str = VERSION) -> list[dict[str, Any]]:
+    done = render(overlay, version)
+    assert done.returncode == 0, f"render.sh {overlay}: {done.stderr}"
+    return [d for d in yaml.safe_load_all(done.stdout) if d is not None]
+
+
+def standalone() -> Iterator[tuple[str, dict[str, Any]]]:
+    """The files beside the overlays: the cluster-wide PriorityClasses and the examples."""
     for path in sorted(KUBERNETES.glob("*.yaml")):
         for document in yaml.safe_load_all(path.read_text()):
             if document is not None:
                 yield path.name, document
 
 
-DOCUMENTS = list(documents())
+RENDERED = {overlay: rendered(overlay) for overlay in OVERLAYS}
+# Every document a cluster gets, each overlay's own, for the schema checks.
+DOCUMENTS = list(standalone()) + [
+    (f"overlays/{overlay}", document)
+    for overlay, documents in RENDERED.items()
+    for document in documents
+]
+# What production applies: the consistency checks read these.
+PRODUCTION = list(standalone()) + [("overlays/production", d) for d in RENDERED["production"]]
 
 
 def of_kind(kind: str) -> dict[str, dict[str, Any]]:
-    return {d["metadata"]["name"]: d for _, d in DOCUMENTS if d["kind"] == kind}
+    return {d["metadata"]["name"]: d for _, d in PRODUCTION if d["kind"] == kind}
 
 
 DEPLOYMENTS = of_kind("Deployment")

@@ -19,11 +19,12 @@ import omnium_gateway as gateway
 import omnium_imports as imports
 from omnium_delivery import check_client
 from omnium_settings import Settings, describe_settings
-from tests.support.manifests import DEPLOYMENTS, DOCUMENTS
+from tests.support.manifests import DEPLOYMENTS, DOCUMENTS, OVERLAYS, RENDERED, VERSION
 from tests.support.manifests import containers as _containers
 from tests.support.manifests import environment as _environment
 from tests.support.manifests import example_secrets as _example_secrets
 from tests.support.manifests import of_kind as _of_kind
+from tests.support.manifests import render as _render
 
 # The oldest Kubernetes the manifests are meant for, and the newest whose schemas are shipped.
 KUBERNETES_VERSIONS = ("1.31.0", kubernetes_validate.latest_version() + ".0")
@@ -57,6 +58,28 @@ def test_the_manifests_are_there() -> None:
     ]
     services = ["admin", "command", "delivery", "gateway", "imports", "scoring"]
     assert sorted(DEPLOYMENTS) == [f"omnium-{s}" for s in services]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_each_overlay_runs_the_image_of_the_version_it_was_rendered_with(overlay: str) -> None:
+    namespaces = {"dev": "omnium-dev", "staging": "omnium-staging", "production": "omnium"}
+    images = {
+        container["image"]
+        for document in RENDERED[overlay]
+        if document["kind"] == "Deployment"
+        for container in document["spec"]["template"]["spec"]["containers"]
+    }
+    assert images == {f"omnium:{VERSION}"}
+    assert {d["metadata"].get("namespace") for d in RENDERED[overlay]} == {namespaces[overlay]}
+    assert sorted(
+        d["metadata"]["name"] for d in RENDERED[overlay] if d["kind"] == "Deployment"
+    ) == (sorted(DEPLOYMENTS))
+
+
+@pytest.mark.parametrize("version", ["latest", ""])
+def test_render_refuses_a_release_without_its_version(version: str) -> None:
+    done = _render("production", version)
+    assert done.returncode == 2 and "never" in done.stderr and done.stdout == ""
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)

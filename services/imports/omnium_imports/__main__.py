@@ -25,7 +25,7 @@ async def main(settings: Settings) -> None:
 if __name__ == "__main__":
     argv = sys.argv[1:]
     # No arguments is the service, exactly as every deployment starts it (Dockerfile,
-    # deploy/kubernetes/imports.yaml, the dev stack's launcher); `serve` says so by name.
+    # deploy/kubernetes/base/imports.yaml, the dev stack's launcher); `serve` says so by name.
     if argv in ([], ["serve"]):
         run_process(
             "imports",
