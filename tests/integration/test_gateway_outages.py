@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 import asyncpg
 import httpx
+import pytest
+import redis.asyncio as aioredis
 
+from omnium.command.v1 import command_pb2
 from omnium_devstack import RedisServer, free_port
 from tests.support.command import running_command
 from tests.support.games import EVENT, make_games
@@ -15,6 +19,7 @@ from tests.support.gateway import gateway_process, running_gateway
 from tests.support.servers import Servers
 
 OPEN = {"gateway_anonymous_rate_per_second": "1000000", "gateway_anonymous_burst": "1000000"}
+OPEN_IN_PROCESS = {"gateway_anonymous_rate_per_second": 1e6, "gateway_anonymous_burst": 1_000_000}
 
 
 async def test_redis_stopped_mid_test_answers_keep_coming(
@@ -112,3 +117,67 @@ async def test_database_down_serves_cached_copies_and_503_for_misses(
     finally:
         await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
         await admin.close()
+
+
+async def test_relay_keeps_its_lease_and_catches_up_when_redis_is_slow(
+    database_url: str, db: asyncpg.Connection, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis too slow to take the relay's writes for a while (CLIENT PAUSE WRITE, on a Redis of
+    the test's own): the relay's calls time out, it keeps leading, and every change saved
+    meanwhile reaches the caches once Redis answers."""
+    caplog.set_level(logging.INFO, logger="omnium_gateway")
+    games = await make_games(db, units=3)
+    paths = [f"/v1/events/{EVENT}/units/{games.unit_codes[u]}" for u in games.units]
+    redis = RedisServer(tmp_path / "redis", port=free_port())
+    redis.start()
+    admin = aioredis.Redis.from_url(redis.redis_url)
+    try:
+        async with (
+            running_command(database_url) as command,
+            running_gateway(
+                database_url, redis.redis_url, gateway_redis_timeout_seconds=0.3, **OPEN_IN_PROCESS
+            ) as gw,
+        ):
+            for path in paths:
+                assert (await gw.get(path)).json()["status"] == "SCHEDULED"
+            relay = gw.gateway.relay
+            assert relay is not None and relay.leading
+            led: list[bool] = []
+
+            async def watch() -> None:
+                while True:
+                    led.append(relay.leading)
+                    await asyncio.sleep(0.01)
+
+            watcher = asyncio.create_task(watch())
+            await admin.execute_command("CLIENT", "PAUSE", "30000", "WRITE")
+            try:
+                for n, unit in enumerate(games.units):
+                    answer = await command.submit(
+                        command_id=f"slow-redis-{n}",
+                        code="results.set_status",
+                        unit_id=unit,
+                        payload={"status": "RUNNING"},
+                    )
+                    assert answer.outcome == command_pb2.OUTCOME_ACCEPTED, answer.reason
+                # Several of the relay's 0.3 s timeouts while the changes wait in the outbox.
+                await asyncio.sleep(1.2)
+            finally:
+                await admin.execute_command("CLIENT", "UNPAUSE")
+            statuses: list[str] = []
+            for _ in range(100):
+                statuses = [(await gw.get(p)).json()["status"] for p in paths]
+                if statuses == ["RUNNING"] * len(paths):
+                    break
+                await asyncio.sleep(0.05)
+            watcher.cancel()
+            assert statuses == ["RUNNING"] * len(paths)
+            assert all(led) and relay.leading
+            assert gw.gateway.metrics.value("omnium_gateway_relay_redis_retries_total") > 0
+            assert "outbox relay stopped" not in caplog.text
+            newest = await db.fetchval("SELECT max(id) FROM domain_event")
+            assert relay.watermark == newest
+    finally:
+        await admin.aclose()
+        redis.stop()
+
