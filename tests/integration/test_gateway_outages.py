@@ -181,3 +181,41 @@ async def test_relay_keeps_its_lease_and_catches_up_when_redis_is_slow(
         await admin.aclose()
         redis.stop()
 
+
+async def test_reads_go_around_a_full_redis_pool_without_calling_redis_down(
+    database_url: str, servers: Servers, db: asyncpg.Connection, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every connection of the worker's Redis pool busy (here its only one, held): each read
+    answers 200 from PostgreSQL, Redis is not declared down for the worker, and the full pool
+    is said once, not once a request."""
+    caplog.set_level(logging.INFO, logger="omnium_gateway")
+    games = await make_games(db, units=5)
+    paths = [f"/v1/events/{EVENT}/units/{games.unit_codes[u]}" for u in games.units]
+    async with running_gateway(
+        database_url,
+        servers.redis_url,
+        gateway_redis_connections=1,
+        gateway_redis_timeout_seconds=0.2,
+        **OPEN_IN_PROCESS,
+    ) as gw:
+        gateway = gw.gateway
+        assert gateway.redis is not None
+        pool = gateway.redis.connection_pool
+        held = await pool.get_connection()
+        try:
+            answers = [await gw.get(path) for path in paths]
+            assert [a.status_code for a in answers] == [200] * len(paths)
+            assert {a.headers["X-Cache"] for a in answers} == {"MISS"}
+            assert gateway.cache.redis_up
+            assert gateway.metrics.value("omnium_gateway_redis_busy_total") >= len(paths)
+            ready = await gw.get("/readyz")
+            assert ready.status_code == 200 and ready.json()["redis"] == "busy"
+        finally:
+            await pool.release(held)
+        assert "Redis did not answer" not in caplog.text
+        assert caplog.text.count("Redis pool full") == 1
+        # Its copies were this worker's alone, kept briefly: Redis fills once the pool frees.
+        gateway.cache.local.clear()
+        again = await gw.get(paths[0])
+        assert again.status_code == 200 and again.headers["X-Cache"] == "MISS"
+        assert (await gw.get("/readyz")).json()["redis"] == "ok"
