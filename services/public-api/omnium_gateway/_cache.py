@@ -71,6 +71,8 @@ return 0
 
 # Errors that mean "this server cannot answer now", as opposed to a bug in the gateway.
 REDIS_ERRORS = (RedisError, OSError, asyncio.TimeoutError)
+# The database's are omnium_db.DATABASE_ERRORS ("no host is a primary" during a failover too).
+
 # How often, at most, a worker says its Redis pool is full (it can be full on every request).
 BUSY_LOG_SECONDS = 60.0
 
@@ -85,7 +87,7 @@ class BoundedPool(aioredis.BlockingConnectionPool):
 
     async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            return await super().get_connection(*args, **kwargs)
+            return await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
         except RedisConnectionError as exc:
             # The pool's own wait ran out (its "No connection available."): no socket failed.
             if isinstance(exc.__cause__, asyncio.TimeoutError):
@@ -94,7 +96,7 @@ class BoundedPool(aioredis.BlockingConnectionPool):
                     f"for {self.timeout} s"
                 ) from exc
             raise
-# The database's are omnium_db.DATABASE_ERRORS ("no host is a primary" during a failover too).
+
 
 Reader = Callable[[asyncpg.Connection], Awaitable[Loaded]]
 

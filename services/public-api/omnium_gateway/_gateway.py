@@ -23,8 +23,8 @@ from omnium_gateway import _reads
 from omnium_gateway._cache import (
     HIT,
     REDIS_ERRORS,
-    BoundedPool,
     STALE,
+    BoundedPool,
     Cache,
     CacheKey,
     Entry,
