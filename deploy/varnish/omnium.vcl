@@ -88,7 +88,8 @@ sub vcl_backend_response {
     # rules read both); keep a copy a while longer to revalidate it with If-None-Match.
     set beresp.keep = 60s;
     # A refresh in the background that the gateway answers with an error (it is saturated, or
-    # PostgreSQL is away): keep serving the copy in grace, not the error.
+    # PostgreSQL is away): keep serving the copy in grace, not the error. (One it does not
+    # answer at all Varnish drops by itself.)
     if (beresp.status >= 500 && bereq.is_bgfetch) {
         return (abandon);
     }
@@ -102,13 +103,6 @@ sub vcl_backend_response {
         && beresp.http.Cache-Control ~ "(?i)(^|,)\s*public\s*(,|$)" && !beresp.http.Set-Cookie) {
         set beresp.ttl = 1ms;
         return (deliver);
-    }
-}
-
-sub vcl_backend_error {
-    # The gateway did not answer a background refresh: the copy in grace stays served.
-    if (bereq.is_bgfetch) {
-        return (abandon);
     }
 }
 
