@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from pathlib import Path
 
@@ -10,12 +11,17 @@ import asyncpg
 import httpx
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from omnium.command.v1 import command_pb2
 from omnium_devstack import RedisServer, free_port
+from omnium_gateway._cache import Cache
+from omnium_gateway._gateway import redis_client
+from omnium_gateway._metrics import Metrics
+from omnium_gateway._outbox import OutboxRelay
 from tests.support.command import running_command
 from tests.support.games import EVENT, make_games
-from tests.support.gateway import gateway_process, running_gateway
+from tests.support.gateway import gateway_process, gateway_settings, running_gateway
 from tests.support.servers import Servers
 
 OPEN = {"gateway_anonymous_rate_per_second": "1000000", "gateway_anonymous_burst": "1000000"}
@@ -219,3 +225,49 @@ async def test_reads_go_around_a_full_redis_pool_without_calling_redis_down(
         again = await gw.get(paths[0])
         assert again.status_code == 200 and again.headers["X-Cache"] == "MISS"
         assert (await gw.get("/readyz")).json()["redis"] == "ok"
+
+
+async def test_relay_reads_a_late_row_again_when_redis_failed_its_batch(
+    database_url: str, servers: Servers, db: asyncpg.Connection
+) -> None:
+    """An outbox row committed after a later one (a gap the relay waits for) that arrives in a
+    batch Redis does not take is read again with the next try, not skipped."""
+    games = await make_games(db, units=2)
+    late_unit, early_unit = games.units
+    late_code = games.unit_codes[late_unit]
+    settings = gateway_settings(database_url, servers.redis_url)
+    good = redis_client(servers.redis_url, settings, "test-relay", 4)
+    # A real client of a port nothing listens on: each call fails at once, as Redis gone.
+    dead = redis_client(f"redis://127.0.0.1:{free_port()}", settings, "test-relay-dead", 1)
+    cache = Cache(settings, good, Metrics(), lambda: None)
+    relay = OutboxRelay(settings, good, cache)
+    insert = (
+        "INSERT INTO domain_event (event_id, kind, subject_kind, subject_id, unit_id, seq, "
+        "command_id, payload) VALUES ($1, 'unit.updated', 'unit', $2, $2, 1, $3, $4::jsonb)"
+    )
+    head = await db.fetchval("SELECT coalesce(max(id), 0) FROM domain_event")
+    late = await asyncpg.connect(database_url)
+    reader = await asyncpg.connect(database_url)
+    try:
+        open_transaction = late.transaction()
+        await open_transaction.start()
+        # The late row takes its id first and commits after the early one.
+        payload = json.dumps({"code": late_code})
+        await late.execute(insert, games.event_id, late_unit, "late", payload)
+        payload = json.dumps({"code": games.unit_codes[early_unit]})
+        await db.execute(insert, games.event_id, early_unit, "early", payload)
+        gaps: dict[int, float] = {}
+        watermark = await relay._relay(reader, head, gaps)
+        assert list(gaps) == [head + 1]
+        await open_transaction.commit()
+        relay.redis = dead
+        with pytest.raises(RedisConnectionError):
+            await relay._relay(reader, watermark, gaps)
+        relay.redis = good
+        await relay._relay(reader, watermark, gaps)
+        assert await good.get(cache.gen_key(f"unit:{EVENT}:{late_code}")) == b"1"
+    finally:
+        await late.close()
+        await reader.close()
+        await good.aclose(close_connection_pool=True)
+        await dead.aclose(close_connection_pool=True)
