@@ -87,6 +87,23 @@ sub vcl_backend_response {
     # The TTL is the gateway's s-maxage and the grace its stale-while-revalidate (the built-in
     # rules read both); keep a copy a while longer to revalidate it with If-None-Match.
     set beresp.keep = 60s;
+    # A refresh in the background that the gateway answers with an error (it is saturated, or
+    # PostgreSQL is away): keep serving the copy in grace, not the error. (One it does not
+    # answer at all Varnish drops by itself.)
+    if (beresp.status >= 500 && bereq.is_bgfetch) {
+        return (abandon);
+    }
+    # The gateway says s-maxage=0 when it serves its own copy stale, and when the last second
+    # of a copy's life runs out (a live unit's 3 s). The built-in rules would make such a key
+    # hit-for-miss for 120 s: every request for it straight to the gateway, none coalesced,
+    # exactly the keys that change most and at the worst time. Keep it for its grace instead
+    # (stale-while-revalidate): the next request gets it while one fetch in the background
+    # refreshes it. A lookup never takes an object whose TTL is 0 (grace or not), so 1 ms.
+    if (beresp.ttl <= 0s && beresp.grace > 0s && (beresp.status == 200 || beresp.status == 404)
+        && beresp.http.Cache-Control ~ "(?i)(^|,)\s*public\s*(,|$)" && !beresp.http.Set-Cookie) {
+        set beresp.ttl = 1ms;
+        return (deliver);
+    }
 }
 
 sub vcl_deliver {

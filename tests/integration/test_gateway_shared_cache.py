@@ -138,3 +138,78 @@ async def test_live_streams_and_probes_pass_through_varnish(
             await redis.aclose()
         (heard,) = await listening
     assert heard["event"] == "unit.changed" and heard["data"]["n"] == 1
+
+
+async def test_varnish_keeps_an_answer_the_gateway_served_stale(
+    database_url: str, servers: Servers, db: asyncpg.Connection
+) -> None:
+    """The gateway says s-maxage=0 for a copy it serves stale (and for one in its last second):
+    Varnish keeps it for its grace and refreshes it in the background, rather than sending
+    every request for that key to the gateway for two minutes (hit-for-miss)."""
+    games = await make_games(db, units=1)
+    path = f"/v1/events/{EVENT}/units/{games.unit_codes[games.units[0]]}"
+    async with (
+        running_gateway(
+            database_url, servers.redis_url, cache_ttl_scheduled=1, cache_stale_window=30
+        ) as gw,
+        running_varnish(free_port(), int(gw.url.rsplit(":", 1)[1])) as varnish,
+        httpx.AsyncClient(base_url=varnish.url, timeout=10) as http,
+    ):
+        assert (await gw.get(path)).headers["X-Cache"] == "MISS"
+        await asyncio.sleep(1.2)  # past the gateway's time to live, inside its stale window
+        first = await http.get(path)
+        assert first.status_code == 200
+        assert first.headers["X-Gateway-Cache"] == "STALE"
+        assert "s-maxage=0" in first.headers["Cache-Control"]
+        again = await http.get(path)
+        assert again.status_code == 200
+        assert again.headers["X-Cache"] == "HIT", "Varnish sent a stale answer's key to the gateway"
+        assert again.content == first.content
+
+
+async def test_varnish_serves_its_copy_when_the_gateway_errs_on_a_refresh(
+    database_url: str, servers: Servers, db: asyncpg.Connection
+) -> None:
+    """A background refresh the gateway answers 503 (PostgreSQL away and the gateway holding no
+    copy) leaves Varnish's copy in place: fans keep getting it, never the error."""
+    games = await make_games(db, units=1)
+    path = f"/v1/events/{EVENT}/units/{games.unit_codes[games.units[0]]}"
+    name = database_url.rsplit("/", 1)[1]
+    admin = await asyncpg.connect(servers.admin_url)
+    try:
+        async with (
+            running_gateway(
+                database_url, servers.redis_url, cache_ttl_scheduled=1, cache_stale_window=30
+            ) as gw,
+            running_varnish(free_port(), int(gw.url.rsplit(":", 1)[1])) as varnish,
+            httpx.AsyncClient(base_url=varnish.url, timeout=10) as http,
+        ):
+            kept = await http.get(path)
+            assert kept.status_code == 200
+            await asyncio.sleep(1.2)  # Varnish's copy is in its grace now
+            # The gateway forgets its copies and cannot read PostgreSQL: it answers 503.
+            await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = $1 AND pid <> pg_backend_pid()",
+                name,
+            )
+            gw.gateway.cache.local.clear()
+            redis = aioredis.Redis.from_url(servers.redis_url)
+            try:
+                keys = [k async for k in redis.scan_iter(gw.settings.gateway.redis_prefix + "*")]
+                await redis.delete(*keys)
+            finally:
+                await redis.aclose()
+            errors = gw.gateway.metrics.requests("unit", 503)
+            stale = await http.get(path)  # served from grace; refreshed in the background
+            assert stale.status_code == 200 and stale.content == kept.content
+            async with asyncio.timeout(15):
+                while gw.gateway.metrics.requests("unit", 503) == errors:  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
+            after = await http.get(path)
+            assert after.status_code == 200, "the gateway's error replaced Varnish's copy"
+            assert after.content == kept.content and after.headers["X-Cache"] == "HIT"
+    finally:
+        await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+        await admin.close()

@@ -19,9 +19,11 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from omnium_db import DATABASE_ERRORS
@@ -70,6 +72,31 @@ return 0
 # Errors that mean "this server cannot answer now", as opposed to a bug in the gateway.
 REDIS_ERRORS = (RedisError, OSError, asyncio.TimeoutError)
 # The database's are omnium_db.DATABASE_ERRORS ("no host is a primary" during a failover too).
+
+# How often, at most, a worker says its Redis pool is full (it can be full on every request).
+BUSY_LOG_SECONDS = 60.0
+
+
+class PoolExhausted(RedisConnectionError):
+    """Every connection of this worker's Redis pool stayed in use for the whole wait: Redis is
+    up but this worker asks more of it than its pool carries (saturation), not down."""
+
+
+class BoundedPool(aioredis.BlockingConnectionPool):
+    """redis-py's bounded, queueing pool, saying "pool full" apart from "Redis is down"."""
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
+        except RedisConnectionError as exc:
+            # The pool's own wait ran out (its "No connection available."): no socket failed.
+            if isinstance(exc.__cause__, asyncio.TimeoutError):
+                raise PoolExhausted(
+                    f"all {self.max_connections} Redis connections of this worker were busy "
+                    f"for {self.timeout} s"
+                ) from exc
+            raise
+
 
 Reader = Callable[[asyncpg.Connection], Awaitable[Loaded]]
 
@@ -188,6 +215,7 @@ class Cache:
         self.recheck_at: dict[str, float] = {}
         self.redis_down_until = 0.0
         self.redis_failures = 0
+        self.busy_logged_at = -BUSY_LOG_SECONDS
         # True while this worker hears invalidations; without them a copy is kept only briefly.
         self.listening = False
         self.prefix = settings.gateway.redis_prefix
@@ -250,7 +278,24 @@ class Cache:
 
     def redis_failed(self, exc: BaseException) -> None:
         """A Redis call failed: this request reads PostgreSQL. Several failures in a row (a
-        stopped Redis refuses at once, so they come fast) mean Redis is down for a while."""
+        stopped Redis refuses at once, so they come fast) mean Redis is down for a while.
+
+        A full pool is not a failure: Redis answers, this worker is asking more of it than its
+        pool carries. That request goes around Redis (PostgreSQL, or this worker's own bucket)
+        while every other request still uses Redis; counting it as down would send the whole
+        worker to PostgreSQL exactly when it is busiest."""
+        if isinstance(exc, PoolExhausted):
+            self.metrics.add("omnium_gateway_redis_busy")
+            now = time.monotonic()
+            if now - self.busy_logged_at >= BUSY_LOG_SECONDS:
+                self.busy_logged_at = now
+                log.warning(
+                    "Redis pool full (%s): such reads go to PostgreSQL meanwhile; counted in "
+                    "omnium_gateway_redis_busy_total, said again at most every %.0f s",
+                    exc,
+                    BUSY_LOG_SECONDS,
+                )
+            return
         self.metrics.add("omnium_gateway_redis_errors")
         self.redis_failures += 1
         if self.redis_failures < self.settings.gateway.redis_failures_to_trip:

@@ -24,9 +24,11 @@ from omnium_gateway._cache import (
     HIT,
     REDIS_ERRORS,
     STALE,
+    BoundedPool,
     Cache,
     CacheKey,
     Entry,
+    PoolExhausted,
     Unavailable,
 )
 from omnium_gateway._encoding import BROTLI, GZIP, IDENTITY, acceptable, variant_etag
@@ -57,12 +59,13 @@ JSON_TYPE = "application/json"
 
 def redis_client(url: str, settings: Settings, name: str, connections: int) -> aioredis.Redis:
     """A client over a bounded pool that queues (a burst of refreshes waits for a connection
-    instead of failing as if Redis were down), named `omnium-<name>` in Redis' CLIENT LIST.
+    instead of failing as if Redis were down), named `omnium-<name>` in Redis' CLIENT LIST. A
+    wait for a connection that runs out raises PoolExhausted: Redis is busy, not down.
 
     No retries inside redis-py: a Redis that is down must cost one short timeout, after which
     the cache reads PostgreSQL and leaves Redis alone for a while."""
     timeout = settings.gateway.redis_timeout_seconds
-    pool = aioredis.BlockingConnectionPool.from_url(
+    pool = BoundedPool.from_url(
         url,
         max_connections=connections,
         timeout=timeout,
@@ -504,9 +507,17 @@ class Gateway:
             try:
                 await self.redis.ping()
                 redis = "ok"
+            except PoolExhausted as exc:
+                # Answering, only busy: this copy still serves, so it stays in the balancer.
+                self.cache.redis_failed(exc)
+                redis = "busy"
             except REDIS_ERRORS as exc:
                 self.cache.redis_failed(exc)
-        if database == "ok" and redis == "ok":
+        if database == "ok" and redis == "busy":
+            mode = "Redis pool full: reads that find no connection go to PostgreSQL"
+        elif redis == "busy":
+            mode = "PostgreSQL is down and the Redis pool full: serving cached copies"
+        elif database == "ok" and redis == "ok":
             mode = "every read through Redis and this worker's memory"
         elif database == "ok":
             mode = "Redis is down: reading PostgreSQL directly (with a short local copy), slower"
@@ -515,7 +526,7 @@ class Gateway:
         else:
             mode = "PostgreSQL and Redis are both down: only copies in memory can be served"
         body = {
-            "ready": database == "ok" or redis == "ok",
+            "ready": database == "ok" or redis in ("ok", "busy"),
             "database": database,
             "redis": redis,
             "mode": mode,

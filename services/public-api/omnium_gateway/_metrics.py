@@ -26,6 +26,14 @@ CACHE_RESULTS = ("HIT", "MISS", "STALE")
 SINGLE = (
     ("omnium_gateway_db_errors", "Database reads that failed or timed out."),
     ("omnium_gateway_redis_errors", "Redis calls that failed; the worker read around it."),
+    (
+        "omnium_gateway_redis_busy",
+        "Redis calls that found the worker's pool full; the worker read around it.",
+    ),
+    (
+        "omnium_gateway_relay_redis_retries",
+        "Outbox relay Redis calls that failed or timed out and were tried again in place.",
+    ),
     ("omnium_gateway_invalidations", "Cache groups dropped by outbox invalidations."),
     ("omnium_gateway_outbox_rows", "Outbox rows the elected relay turned into invalidations."),
     ("omnium_gateway_purges", "Groups a shared cache (Varnish, a CDN) was told to drop."),

@@ -37,6 +37,8 @@ NOTIFY_CHANNEL = "omnium_domain_event"
 #: The outbox row a client's checker switched on or off writes (migration 0021).
 CHECKER_CHANGED = "checker.changed"
 LEASE_SECONDS = 5.0
+# A Redis call of the relay that failed is tried again this much later, in place.
+REDIS_RETRY_SECONDS = 0.1
 BATCH_ROWS = 1000
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
@@ -185,6 +187,22 @@ class OutboxRelay:
                     if reader is not None:
                         reader.terminate()
                         reader = None
+                except REDIS_ERRORS as exc:
+                    # Redis slow under load (a timeout) or gone for a moment: the relay keeps
+                    # its lease (the renewer gives it up only once it has lapsed) and reads the
+                    # same rows again from the same watermark, so invalidations queue in the
+                    # outbox and catch up; stopping would leave every cache stale meanwhile.
+                    self.cache.metrics.add("omnium_gateway_relay_redis_retries")
+                    if not self.failing:
+                        log.warning(
+                            "outbox relay: Redis did not take an invalidation (%s); trying "
+                            "again from outbox id %d",
+                            exc,
+                            watermark,
+                        )
+                    self.failing = True
+                    await asyncio.sleep(REDIS_RETRY_SECONDS)
+                    continue
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(settings.gateway.outbox_poll_seconds):
                         await self._wake.wait()
@@ -210,17 +228,35 @@ class OutboxRelay:
         )
 
     async def _keep_lease(self, lease_ms: int) -> None:
+        # The lease runs from when Redis last renewed it; a renewal that fails (Redis slow
+        # under load) is tried again while the lease still holds, and only a lease that has
+        # lapsed, or gone to another worker, ends this relay's turn.
+        held_until = time.monotonic() + LEASE_SECONDS
         while True:
             await asyncio.sleep(LEASE_SECONDS / 3)
-            if not await self._renew(keys=[self.leader_key], args=[self.token, lease_ms]):
+            while True:
+                asked = time.monotonic()
+                try:
+                    renewed = await self._renew(keys=[self.leader_key], args=[self.token, lease_ms])
+                    break
+                except REDIS_ERRORS:
+                    self.cache.metrics.add("omnium_gateway_relay_redis_retries")
+                    if time.monotonic() + REDIS_RETRY_SECONDS >= held_until:
+                        raise
+                    await asyncio.sleep(REDIS_RETRY_SECONDS)
+            if not renewed:
                 raise RuntimeError("the relay lease went to another worker")
+            held_until = asked + LEASE_SECONDS
 
     async def _relay(self, conn: asyncpg.Connection, watermark: int, gaps: dict[int, float]) -> int:
         while True:
             rows = await conn.fetch(QUERIES["outbox_since"], watermark, list(gaps), BATCH_ROWS)
             if not rows:
                 break
-            top = _track_gaps({row["id"] for row in rows}, watermark, gaps)
+            # The gaps move on only once these rows' invalidations are in Redis: a gap that
+            # showed up in a batch Redis did not take must be read again with it.
+            pending = dict(gaps)
+            top = _track_gaps({row["id"] for row in rows}, watermark, pending)
             groups = await _groups_of(conn, rows)
             # The invalidation continues the trace of the first change it covers (linked to
             # the others'): a trace shows when each cache let go of the old answer.
@@ -234,6 +270,8 @@ class OutboxRelay:
                     # After the generations moved: a shared cache that fetches again gets new
                     # data.
                     self.purge.request(groups)
+            gaps.clear()
+            gaps.update(pending)
             watermark = max(watermark, top)
             await self.redis.set(self.watermark_key, watermark)
             self.cache.metrics.add("omnium_gateway_outbox_rows", len(rows))
