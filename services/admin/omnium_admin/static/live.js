@@ -226,3 +226,14 @@ function pick(picker) {
     timer = setTimeout(search, 250);
   });
 }
+
+// A held row's lookup: the unit picker is there while the kind chosen is "unit", at once.
+for (const kind of document.querySelectorAll("select[data-lookup-kind]")) {
+  const show = () => {
+    for (const part of kind.form.querySelectorAll("[data-for-kind]")) {
+      part.hidden = part.dataset.forKind !== kind.value;
+    }
+  };
+  kind.addEventListener("change", show);
+  show();
+}
