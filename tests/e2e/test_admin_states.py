@@ -22,7 +22,7 @@ async def _runs_row_and_page(console: Console, run_id: str, name: str) -> tuple[
     await page.goto(f"{console.url}/runs?integration={SCHEDULE}")
     row = page.locator(f'tr[data-run="{run_id}"]')
     await expect(row).to_be_visible()
-    await console.shot(page, f"state-runs-{name}")
+    await console.shot(page, f"state-runs-with-{name}-run")
     return page, row
 
 
@@ -46,7 +46,7 @@ async def test_a_failed_run_says_so_with_its_reason(console: Console) -> None:
     await expect(banner).to_contain_text("is not JSON")
     await expect(banner).to_contain_text("Nothing from this run was written")
     await expect(page.locator("[data-word]").first).to_have_text("Failed")
-    await console.shot(page, "state-run-failed")
+    await console.shot(page, "state-run-status-failed")
     await page.close()
 
 
@@ -64,7 +64,7 @@ async def test_a_scout_run_that_failed_its_own_checks_says_so(console: Console) 
     head = page.locator("[data-status]")
     await expect(head.locator("[data-word]")).to_have_text("Scout's run failed its checks")
     await expect(head.locator("[data-reason]")).to_contain_text("the results page timed out")
-    await console.shot(page, "state-run-scout-failed")
+    await console.shot(page, "state-run-status-scout-failed")
     await page.goto(f"{console.url}/integrations")
     scout = page.locator(f'[data-card="{SCHEDULE}"] [data-health="scout"]')
     await expect(scout.locator("[data-word]")).to_have_text("Failed its checks")
