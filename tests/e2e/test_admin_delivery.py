@@ -4,14 +4,16 @@ and Resend."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
-from playwright.async_api import async_playwright, expect
+from playwright.async_api import Route, async_playwright, expect
 
 from omnium.command.v1 import command_pb2
 from omnium_accounts import Accounts
@@ -165,6 +167,109 @@ async def _browse(port: int, shots: Path, db: asyncpg.Connection) -> None:
             resent = await eventually(lambda: _resent(db, sent), what="the resend recorded")
             assert resent["outcome"] == "delivered"
             await _shot(page, shots, "delivery-resent")
+        finally:
+            await browser.close()
+
+
+async def test_a_client_with_nothing_to_measure_is_grey_and_the_screen_shows_loading(
+    db: asyncpg.Connection, database_url: str, tmp_path: Path
+) -> None:
+    """A client that has had only its first whole file (no change sent, so nothing to measure)
+    is a grey card; the screen's live part shows Loading…, then Failed to read with Try again,
+    while the console cannot read /api/delivery."""
+    games = await make_games(db, units=1)
+    async with webhook_receiver() as receiver:
+        await load_clients(db, [_hook("dailyhunt", "DailyHunt", receiver.url, receiver.secret)])
+        async with (
+            running_command(database_url) as cmd,
+            running_delivery(
+                database_url, feed_debounce_seconds=0.05, push_target_seconds=60.0
+            ) as delivery,
+        ):
+            await first_send(db, "dailyhunt")
+            settings = settings_for(
+                database_url,
+                delivery_address=f"127.0.0.1:{delivery.app.grpc_port}",
+                admin_refresh_seconds=0.3,
+            )
+            pool = await create_pool(settings, PoolRoad.PEOPLE, application_name="e2e", size=2)
+            await Accounts(pool, settings).create("ana", "Ana Operator", "operator", PASSWORD)
+            await pool.close()
+            app = AdminApp(settings)
+            await app.start(0)
+            try:
+
+                async def send_a_change() -> None:
+                    answer = await cmd.submit(
+                        command_id="delivery-quiet-1",
+                        code="results.set_sides",
+                        payload={"sides": [{"order": 1, "score": "1"}, {"order": 2, "score": "0"}]},
+                        unit_id=games.units[0],
+                    )
+                    assert answer.outcome == command_pb2.OUTCOME_ACCEPTED, answer.reason
+
+                await _browse_quiet(app.port, tmp_path, send_a_change)
+            finally:
+                await app.stop()
+
+
+async def _browse_quiet(
+    port: int, shots: Path, send_a_change: Callable[[], Awaitable[None]]
+) -> None:
+    url = f"http://127.0.0.1:{port}"
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(
+            executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True
+        )
+        try:
+            page = await browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(30_000)
+            await page.goto(f"{url}/delivery")
+            await page.get_by_label("Login").fill("ana")
+            await page.get_by_label("Password").fill(PASSWORD)
+            await page.get_by_role("button", name="Sign in").click()
+            quiet = page.locator('[data-client="dailyhunt"]')
+            await expect(quiet.locator("[data-verdict]")).to_have_text(
+                re.compile(r"^Nothing to measure: no change was sent to this client in the last")
+            )
+            await expect(quiet).to_have_class("card not-green starting")
+            await expect(quiet.locator("[data-share]")).to_contain_text("no change sent")
+            await expect(quiet.locator("[data-misses]")).to_contain_text("none to count")
+            await expect(quiet.locator("[data-last]")).to_contain_text("not counted above")
+            # The card's edge is the grey of "nothing to say", neither green nor red.
+            edge = await quiet.evaluate("(c) => getComputedStyle(c).borderLeftColor")
+            assert edge not in ("rgb(179, 38, 30)", "rgb(27, 127, 58)"), edge
+            await _shot(page, shots, "delivery-nothing-to-measure")
+
+            held: list[Route] = []
+
+            async def hold(route: Route) -> None:
+                held.append(route)  # no answer yet: the screen waits, as on a slow network
+
+            await page.route("**/api/delivery", hold)
+            await page.reload()
+            status = page.locator("[data-live-status]")
+            await expect(status).to_contain_text("Loading…")
+            await _shot(page, shots, "state-delivery-loading")
+            for route in held:
+                await route.abort("connectionrefused")
+            await page.unroute("**/api/delivery")
+            await page.route("**/api/delivery", lambda route: route.abort("connectionrefused"))
+            await expect(status).to_contain_text("Failed to read")
+            await expect(status.get_by_role("button", name="Try again")).to_be_visible()
+            await _shot(page, shots, "state-delivery-failed")
+            await page.unroute("**/api/delivery")
+            await status.get_by_role("button", name="Try again").click()
+            await expect(status).to_be_hidden()
+            await expect(quiet.locator("[data-verdict]")).to_contain_text("Nothing to measure")
+
+            # A change sent while the screen is open shows on it, without a reload.
+            await page.evaluate("window.notReloaded = true")
+            await send_a_change()
+            await expect(quiet.locator("[data-verdict]")).to_contain_text("Promise kept")
+            await expect(quiet).to_have_class("card green")
+            await expect(quiet.locator("[data-share]")).to_contain_text("1 of 1 change")
+            assert await page.evaluate("window.notReloaded === true")
         finally:
             await browser.close()
 

@@ -275,7 +275,11 @@ async def test_no_screen_is_wider_than_a_phone_a_tablet_or_a_laptop(console: Con
 
 async def test_the_live_parts_show_loading_and_failed_with_try_again(console: Console) -> None:
     """The states a live part passes through when its source is slow or gone: Loading…, then
-    Failed to read with Try again; each screen with a live part is photographed in both."""
+    Failed to read with Try again; each screen with a live part (the cards, the runs list and a
+    run's page) is photographed in both."""
+    run_id = await console.day.db.fetchval(
+        "SELECT id::text FROM integration_run ORDER BY received_at DESC LIMIT 1"
+    )
     page = await console.page()
     held: list[Route] = []
 
@@ -285,6 +289,7 @@ async def test_the_live_parts_show_loading_and_failed_with_try_again(console: Co
     for name, path, api in (
         ("integrations", "/integrations", "**/api/integrations*"),
         ("runs", f"/runs?integration={SCHEDULE}", "**/api/runs?*"),
+        ("run-page", f"/runs/{run_id}", f"**/api/runs/{run_id}"),
     ):
         held.clear()
         await page.route(api, hold)

@@ -155,6 +155,24 @@ const APPLY = {
       setRun(row, run);
     }
   },
+  delivery(section, body) {
+    // A client added or removed: the screen is drawn anew; otherwise its figures are updated.
+    if (section.dataset.clients !== body.clients.map((c) => c.code).join()) {
+      return location.reload();
+    }
+    for (const c of body.clients) {
+      const card = section.querySelector(`[data-client="${CSS.escape(c.code)}"]`);
+      const colour = `card ${c.colour === "green" ? "green" : "not-green"}`;
+      const drawn = colour + (c.colour === "quiet" ? " starting" : "");
+      if (card.className !== drawn) card.className = drawn;
+      setText(card, "[data-verdict]", c.verdict);
+      setText(card, "[data-share-value]", c.share);
+      setText(card, "[data-in-time]", c.in_time);
+      setText(card, "[data-delay]", c.sends ? `half within ${c.p50}; 95 in 100 within ${c.p95}` : "—");
+      setText(card, "[data-misses-count]", String(c.misses));
+      setText(card, "[data-misses-words]", c.misses_words);
+    }
+  },
   run(section, body) {
     const run = body.run;
     const head = section.querySelector(`[data-run="${run.id}"]`);
@@ -225,4 +243,15 @@ function pick(picker) {
     clearTimeout(timer);
     timer = setTimeout(search, 250);
   });
+}
+
+// A held row's lookup: the unit picker is there while the kind chosen is "unit", at once.
+for (const kind of document.querySelectorAll("select[data-lookup-kind]")) {
+  const show = () => {
+    for (const part of kind.form.querySelectorAll("[data-for-kind]")) {
+      part.hidden = part.dataset.forKind !== kind.value;
+    }
+  };
+  kind.addEventListener("change", show);
+  show();
 }
