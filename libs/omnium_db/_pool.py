@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 from enum import Enum
 from urllib.parse import urlsplit, urlunsplit
 
@@ -49,6 +50,40 @@ def server_settings(settings: Settings, road: PoolRoad, application_name: str) -
     }
 
 
+def statement_limit(settings: Settings, road: PoolRoad) -> float:
+    """The longest one statement of the road may run on the server (its statement_timeout)."""
+    if road is PoolRoad.IMPORTS:
+        return settings.database.import_statement_timeout_seconds
+    return settings.database.people_transaction_seconds
+
+
+def command_timeout(settings: Settings, road: PoolRoad) -> float:
+    """asyncpg's command_timeout for the road: a statement unanswered past the server's own
+    limit, by the grace, means the server is not answering at all. asyncpg 0.32 bounds the
+    cancel it then sends by the same time and drops the connection when that goes unanswered,
+    so a frozen server holds a pooled connection (and its release) no longer than this."""
+    return statement_limit(settings, road) + settings.database.answer_grace_seconds
+
+
+def keep_alive(conn: asyncpg.Connection, dead_seconds: float) -> None:
+    """TCP keepalives and TCP_USER_TIMEOUT on the connection's socket: a server's machine that
+    stops acknowledging (lost, cut off) is given up by the kernel after about `dead_seconds`,
+    where TCP's own retries would take some 15 minutes. (A frozen process on a live kernel is
+    acknowledged all along: the command timeout and HAProxy's checks cover that one.)"""
+    transport = conn._transport
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None or sock.family == socket.AF_UNIX:
+        return
+    idle = max(1, int(dead_seconds / 2))
+    probes = 3
+    interval = max(1, int((dead_seconds - idle) / probes))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, idle)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, interval)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, probes)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(dead_seconds * 1000))
+
+
 async def init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
@@ -77,7 +112,7 @@ def host_dsns(dsn: str) -> list[str]:
 
 
 async def connect_each_host(
-    dsn: str, *, host_timeout: float, **kwargs: object
+    dsn: str, *, host_timeout: float, tcp_dead_seconds: float | None = None, **kwargs: object
 ) -> asyncpg.Connection:
     """A connection to the first host of the DSN that answers in `host_timeout` and has the
     session attributes asked for (`target_session_attrs=read-write`: the primary).
@@ -89,10 +124,14 @@ async def connect_each_host(
     last: BaseException | None = None
     for one in host_dsns(dsn):
         try:
-            return await asyncpg.connect(one, timeout=host_timeout, **kwargs)
+            conn = await asyncpg.connect(one, timeout=host_timeout, **kwargs)
         except (OSError, asyncpg.PostgresError, TargetServerAttributeNotMatched) as exc:
             # TimeoutError is an OSError: the next host is tried.
             last = exc
+            continue
+        if tcp_dead_seconds is not None:
+            keep_alive(conn, tcp_dead_seconds)
+        return conn
     assert last is not None
     raise last
 
@@ -103,6 +142,7 @@ async def connect_primary(settings: Settings, **kwargs: object) -> asyncpg.Conne
     return await connect_each_host(
         settings.require_database_url(),
         host_timeout=settings.database.connect_timeout_seconds,
+        tcp_dead_seconds=settings.database.tcp_dead_seconds,
         **kwargs,
     )
 
@@ -144,13 +184,16 @@ async def create_pool(
     max_size = size or default_size
     dsn = settings.require_database_url()
     timeout = settings.database.connect_timeout_seconds
+    dead = settings.database.tcp_dead_seconds
 
     async def connect(dsn: str, **kw: object) -> asyncpg.Connection:
         kw.pop("loop", None)
-        return await connect_each_host(dsn, host_timeout=timeout, **kw)
+        return await connect_each_host(dsn, host_timeout=timeout, tcp_dead_seconds=dead, **kw)
 
     # A broken connection is dropped by the pool and the next acquire connects again, to
-    # whichever host is the primary then: a failover needs no restart of the service.
+    # whichever host is the primary then: a failover needs no restart of the service. A caller
+    # may pass its own command_timeout (a longer one for a known slow read).
+    kwargs.setdefault("command_timeout", command_timeout(settings, road))
     pool = await asyncpg.create_pool(
         dsn,
         connect=connect,

@@ -39,6 +39,7 @@ from omnium_devstack.postgres import (
 from omnium_devstack.server import (
     HOST,
     StackError,
+    child_pids,
     free_port,
     pid_alive,
     run_command,
@@ -469,6 +470,18 @@ class PatroniCluster:
         if node.proc is not None:
             _kill(node.proc.pid, signal.SIGKILL)
             node.proc.wait(10)
+
+    def freeze_node(self, name: str) -> list[int]:
+        """SIGSTOP a node's Patroni, postmaster and backends (its machine hangs: the kernel
+        still acknowledges what is sent, nothing answers); the pids, for SIGCONT later."""
+        node, pids = self.node(name), []
+        if node.proc is not None and node.proc.poll() is None:
+            pids.append(node.proc.pid)
+        if (postmaster := node.postmaster_pid()) is not None:
+            pids += [postmaster, *child_pids(postmaster)]
+        for pid in pids:
+            _kill(pid, signal.SIGSTOP)
+        return pids
 
     def kill_postmaster(self, name: str) -> None:
         """kill -9 the postmaster alone: Patroni restarts it in place."""

@@ -226,3 +226,17 @@ class LocalServer(ABC):
             os.kill(pid, signal.SIGKILL)
         if not wait_until_gone(pid, 5):
             raise StackError(with_log(f"{self.name} (pid {pid}) would not stop", logfile))
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (a postmaster's backends and helpers)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # The command name, in brackets, may hold spaces: the parent follows the last ')'.
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 1 and int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found

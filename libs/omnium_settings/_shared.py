@@ -82,6 +82,21 @@ class DatabaseSettings:
         "Pools and LISTENs: longest wait for one host of the DSN before the next is tried.",
         env="database_connect_timeout_seconds",
     )
+    # A primary whose machine hangs neither answers nor closes its connections; these give
+    # them up on the client's side well inside Patroni's leader ttl (20 s), so writes move to
+    # the new leader (docs/high-availability.md, "When the primary freezes").
+    answer_grace_seconds: float = setting(
+        5.0,
+        "Pools: a statement unanswered this long past its road's own limit (and a cancel of it "
+        "unanswered this long) gives its connection up, even when the server never answers.",
+        env="database_answer_grace_seconds",
+    )
+    tcp_dead_seconds: float = setting(
+        10.0,
+        "Pools and LISTENs: a connection whose server's machine stops acknowledging (sent data "
+        "or keepalive probes) is closed by the kernel after about this long.",
+        env="database_tcp_dead_seconds",
+    )
     listen_retry_first_seconds: float = setting(
         0.1, "LISTEN connection lost: first wait before connecting again (then doubled)."
     )
