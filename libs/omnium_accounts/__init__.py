@@ -30,12 +30,7 @@ from omnium_accounts._assignments import (
 )
 from omnium_accounts._audit import audit
 from omnium_accounts._calls import CallSessions
-from omnium_accounts._hashing import (
-    PasswordChecks,
-    PasswordChecksBusy,
-    available_cpus,
-    password_checks,
-)
+from omnium_accounts._hashing import PasswordChecks, PasswordChecksBusy, password_checks
 from omnium_accounts._passwords import hash_password, verify_password
 
 __all__ = [
@@ -62,7 +57,6 @@ __all__ = [
     "SignInRefused",
     "SignInThrottled",
     "audit",
-    "available_cpus",
     "check_password_rules",
     "hash_key",
     "hash_password",

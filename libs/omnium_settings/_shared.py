@@ -293,8 +293,7 @@ class SignInSettings:
     )
     hash_threads: int = setting(
         0,
-        "Password checks run at once per process, each in a process of its own (0: the CPUs "
-        "the process may use; a gateway worker, its share of them among the workers).",
+        "Password checks run at once per process (0: the CPUs the process may use).",
         env="sign_in_hash_threads",
     )
     hash_queue: int = setting(

@@ -8,7 +8,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from omnium_accounts import Accounts, AccountsUnavailable, available_cpus
+from omnium_accounts import Accounts, AccountsUnavailable
 from omnium_db import DATABASE_ERRORS, PoolRoad, create_pool
 from omnium_gateway._gateway import Gateway, RouteSet
 from omnium_gateway._openapi import EVENT_PATTERN, UNIT_PATTERN
@@ -173,11 +173,6 @@ class ScorerRoutes:
 
     def add_routes(self, app: web.Application, gateway: Gateway) -> None:
         settings = self.settings
-        if settings.sign_in.hash_threads == 0:
-            # The workers share the CPUs: each checks passwords on its share of them, so a
-            # flood of sign-ins holds at most one password check process per CPU (37 MB each).
-            share = max(1, available_cpus() // max(1, settings.gateway.workers))
-            settings = settings.replace(sign_in_hash_threads=share)
         accounts = Accounts(
             None, settings, cache_seconds=settings.scoring.scorer_session_cache_seconds
         )
