@@ -162,7 +162,7 @@ async def test_a_held_row_is_named_by_its_match_and_a_wrong_code_is_an_error(
         SCHEDULE,
     )
     await expect(ours).to_have_attribute("placeholder", f"e.g. {example}")
-    await expect(item.locator("[data-add-it]")).to_contain_text("reference load")
+    await expect(item.locator("[data-add-it]:visible")).to_contain_text("reference load")
     await ours.fill("NO-SUCH-TEAM")
     await item.get_by_role("button", name="Add the lookup").click()
     item = page.locator("article.item", has_text="SC-T-WORD9")

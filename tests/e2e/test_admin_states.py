@@ -93,6 +93,10 @@ async def test_the_unit_picker_comes_with_the_kind_unit_without_a_reload(
     await page.evaluate("window.notReloaded = true")
     await item.get_by_label("Kind").select_option("unit")
     await expect(find).to_be_visible()
+    # The hint speaks of the kind chosen: where a unit comes from, not a competitor.
+    hint = item.locator("[data-add-it]:visible")
+    await expect(hint).to_have_count(1)
+    await expect(hint).to_contain_text("No such unit of ours yet")
     await find.fill(wanted["unitName"])
     choice = item.locator("[data-picker-choices] button", has_text=wanted["unitName"]).first
     # The picker searches as one types; a busy machine may take its time to answer.
@@ -104,6 +108,7 @@ async def test_the_unit_picker_comes_with_the_kind_unit_without_a_reload(
     await expect(item.get_by_label("Ours (code or id)")).to_have_value(code)
     await item.get_by_label("Kind").select_option("competitor")
     await expect(find).to_be_hidden()
+    await expect(item.locator("[data-add-it]:visible")).to_contain_text("No such competitor")
     await expect(item.locator("[data-picker-found]")).to_be_hidden()
     assert await page.evaluate("window.notReloaded === true")
     await page.close()
