@@ -293,3 +293,24 @@ def test_lookups_in_json_name_the_field() -> None:
     assert _problems(refused) == [
         "lookups.json, line 4 (unit.SC-000001): ours is '': give our code or our id"
     ]
+
+
+def test_the_settings_column_names_every_key_an_integration_file_may_set() -> None:
+    """The database's own description of integration.settings (its newest COMMENT) names the
+    keys the integration file takes, no more and no fewer: a DBA reads the schema, not _files."""
+    import re
+    from pathlib import Path
+
+    from omnium_imports._files import INTEGRATION_SETTINGS
+
+    migrations = Path(__file__).resolve().parents[2] / "libs" / "omnium_db" / "migrations"
+    comments = [
+        m
+        for path in sorted(migrations.glob("*.sql"))
+        for m in re.findall(
+            r"COMMENT ON COLUMN integration\.settings IS\s+((?:'[^']*'\s*)+);", path.read_text()
+        )
+    ]
+    text = "".join(re.findall(r"'([^']*)'", comments[-1]))
+    named = set(re.findall(r"[a-z_]+", text.split(":", 1)[1].split(".")[0]))
+    assert named == set(INTEGRATION_SETTINGS)
