@@ -34,6 +34,9 @@ REVOKE ALL ON ALL TABLES IN SCHEMA public
 GRANT SELECT ON account TO omnium_command;
 GRANT SELECT ON account_session TO omnium_command;
 GRANT SELECT, INSERT ON command TO omnium_command;
+-- A repeat reads its first answer FOR KEY SHARE (so its commit waits for the synchronous
+-- standby), which PostgreSQL allows only with UPDATE on some column: this one, never written.
+GRANT UPDATE (command_id) ON command TO omnium_command;
 GRANT SELECT, UPDATE ON competitor TO omnium_command;
 GRANT SELECT ON discipline TO omnium_command;
 GRANT SELECT, INSERT, UPDATE ON domain_event TO omnium_command;
@@ -78,6 +81,9 @@ GRANT SELECT ON discipline TO omnium_scoring;
 GRANT SELECT ON domain_event TO omnium_scoring;
 GRANT SELECT ON event TO omnium_scoring;
 GRANT SELECT ON match_action TO omnium_scoring;
+-- A resent tap is confirmed FOR KEY SHARE (its commit waits for the standby): UPDATE on one
+-- column, as PostgreSQL asks of a row lock; scoring writes no action itself.
+GRANT UPDATE (command_id) ON match_action TO omnium_scoring;
 GRANT SELECT, INSERT, UPDATE ON provider TO omnium_scoring;
 GRANT SELECT, INSERT, UPDATE ON provider_message TO omnium_scoring;
 GRANT SELECT, INSERT, DELETE ON scorer_assignment TO omnium_scoring;
