@@ -166,12 +166,17 @@ class ProviderKeys:
         stored = self.hashes.get(provider)
         return stored is not None and hmac.compare_digest(sent, stored)
 
+    def _young(self, most_seconds: float) -> bool:
+        return self.read_at is not None and time.monotonic() - self.read_at < most_seconds
+
     async def _fresh(self, most_seconds: float) -> bool:
         """Read again if the copy is older than `most_seconds`; False if it cannot be read."""
+        if self._young(most_seconds):
+            return True  # every push but one in a few seconds: no lock taken
         if self._reading is None:
             self._reading = asyncio.Lock()
         async with self._reading:  # one read at a time: the others take its result
-            if self.read_at is not None and time.monotonic() - self.read_at < most_seconds:
+            if self._young(most_seconds):
                 return True
             try:
                 rows = await self.pool().fetch(PUSH_KEYS_SQL)
