@@ -306,14 +306,7 @@ def run_games_day(
         redis_url = redis.redis_url
         print("\n".join(cluster.describe()), flush=True)
     else:
-        stack = Stack(
-            data_dir,
-            pg_port,
-            redis_port,
-            True,
-            pg_port_setting="--pg-port",
-            redis_port_setting="--redis-port",
-        )
+        stack = Stack.from_command_line(data_dir, pg_port, redis_port)
         stack.start()
         database_url = settings.server.database_url or stack.database_url
         redis_url = settings.server.redis_url or stack.redis_url

@@ -447,14 +447,7 @@ def run_image(data_dir: Path, pg_port: int, redis_port: int) -> int:
     if settings.server.database_url and settings.server.redis_url:
         database_url, redis_url = settings.server.database_url, settings.server.redis_url
     else:
-        stack = Stack(
-            data_dir,
-            pg_port,
-            redis_port,
-            True,
-            pg_port_setting="--pg-port",
-            redis_port_setting="--redis-port",
-        )
+        stack = Stack.from_command_line(data_dir, pg_port, redis_port)
         stack.start()
         database_url, redis_url = stack.database_url, stack.redis_url
     try:

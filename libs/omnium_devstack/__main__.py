@@ -80,14 +80,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _stack(args: argparse.Namespace) -> Stack:
-    return Stack(
-        args.data_dir,
-        args.pg_port,
-        args.redis_port,
-        args.fsync,
-        pg_port_setting="--pg-port",
-        redis_port_setting="--redis-port",
-    )
+    return Stack.from_command_line(args.data_dir, args.pg_port, args.redis_port, args.fsync)
 
 
 def _write_env(stack: Stack) -> str:

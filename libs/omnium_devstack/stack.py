@@ -69,6 +69,21 @@ class Stack:
             port_setting=redis_port_setting,
         )
 
+    @classmethod
+    def from_command_line(
+        cls, data_dir: Path | str, pg_port: int, redis_port: int, fsync: bool = True
+    ) -> Stack:
+        """The stack a `make` target or `python -m omnium_devstack` starts: a port already
+        taken is named by the flag that moves it (--pg-port, --redis-port)."""
+        return cls(
+            data_dir,
+            pg_port,
+            redis_port,
+            fsync,
+            pg_port_setting="--pg-port",
+            redis_port_setting="--redis-port",
+        )
+
     @property
     def database_url(self) -> str:
         return self.postgres.database_url
