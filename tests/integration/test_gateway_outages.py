@@ -179,7 +179,14 @@ async def test_relay_keeps_its_lease_and_catches_up_when_redis_is_slow(
             watcher.cancel()
             assert statuses == ["RUNNING"] * len(paths)
             assert all(led) and relay.leading
-            assert gw.gateway.metrics.value("omnium_gateway_relay_redis_retries_total") > 0
+            metrics = gw.gateway.metrics
+            assert metrics.value("omnium_gateway_relay_redis_retries_total") > 0
+            # The relay never stood down, and its lag shows the changes that waited for Redis.
+            assert metrics.value("omnium_gateway_relay_stops_total") == 0
+            assert metrics.value("omnium_gateway_relay_lag_seconds_count") > 0
+            assert metrics.value("omnium_gateway_relay_lag_seconds_bucket", le="0.5") < (
+                metrics.value("omnium_gateway_relay_lag_seconds_count")
+            )
             assert "outbox relay stopped" not in caplog.text
             newest = await db.fetchval("SELECT max(id) FROM domain_event")
             assert relay.watermark == newest

@@ -34,6 +34,10 @@ SINGLE = (
         "omnium_gateway_relay_redis_retries",
         "Outbox relay Redis calls that failed or timed out and were tried again in place.",
     ),
+    (
+        "omnium_gateway_relay_stops",
+        "Times the elected outbox relay gave up its lease on an error and stood again.",
+    ),
     ("omnium_gateway_invalidations", "Cache groups dropped by outbox invalidations."),
     ("omnium_gateway_outbox_rows", "Outbox rows the elected relay turned into invalidations."),
     ("omnium_gateway_purges", "Groups a shared cache (Varnish, a CDN) was told to drop."),
@@ -49,6 +53,8 @@ SINGLE = (
 )
 # Seconds from an entry's XADD (its stream id) to its write to a listener.
 LIVE_LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# Seconds from a change's save to its invalidation in Redis (the relay's lag).
+RELAY_LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # How often a worker hands its request counts to prometheus_client (and so to /metrics).
 FLUSH_SECONDS = 1.0
 # A cached read answers in well under a millisecond; a database read in a few.
@@ -118,6 +124,13 @@ class Metrics:
             "Seconds from an entry's XADD to its write to a listener (fan-out lag, one sample "
             "per write).",
             buckets=LIVE_LAG_BUCKETS,
+            registry=registry,
+        )
+        self._relay_lag = Histogram(
+            "omnium_gateway_relay_lag_seconds",
+            "Seconds from a change's save to its invalidation in Redis, the oldest change of "
+            "each batch the relay published (one sample per batch).",
+            buckets=RELAY_LAG_BUCKETS,
             registry=registry,
         )
         self.redis_up = Gauge(
@@ -191,6 +204,9 @@ class Metrics:
 
     def add(self, name: str, amount: float = 1) -> None:
         self._single[name].inc(amount)
+
+    def relay_lag(self, seconds: float) -> None:
+        self._relay_lag.observe(seconds)
 
     # -- live push (omnium_live.LiveCounters) ----------------------------------------------
 

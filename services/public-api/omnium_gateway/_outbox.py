@@ -135,6 +135,7 @@ class OutboxRelay:
                     exc,
                 )
                 self.failing = True
+                self.cache.metrics.add("omnium_gateway_relay_stops")
                 await asyncio.sleep(self.settings.gateway.redis_retry_seconds)
             finally:
                 self.leading = False
@@ -253,6 +254,7 @@ class OutboxRelay:
             rows = await conn.fetch(QUERIES["outbox_since"], watermark, list(gaps), BATCH_ROWS)
             if not rows:
                 break
+            read_at = time.monotonic()
             # The gaps move on only once these rows' invalidations are in Redis: a gap that
             # showed up in a batch Redis did not take must be read again with it.
             pending = dict(gaps)
@@ -275,6 +277,10 @@ class OutboxRelay:
             watermark = max(watermark, top)
             await self.redis.set(self.watermark_key, watermark)
             self.cache.metrics.add("omnium_gateway_outbox_rows", len(rows))
+            # The oldest change's age when read, plus what publishing it took: a Redis that is
+            # slow, or tried again in place, shows here as lag, never as a stopped relay.
+            oldest = max(row["age"] for row in rows)
+            self.cache.metrics.relay_lag(max(0.0, oldest) + time.monotonic() - read_at)
             if len(rows) < BATCH_ROWS:
                 break
         horizon = time.monotonic() - 3 * self.settings.database.people_transaction_seconds

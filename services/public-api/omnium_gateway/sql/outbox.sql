@@ -9,6 +9,7 @@ SELECT coalesce(max(id), 0) FROM domain_event;
 -- `medal`: the row changes a side's medal, which may hold or free the medal table (checker).
 SELECT d.id, d.kind, d.subject_kind, e.code AS event, d.payload->>'code' AS code,
        d.subject_id::text AS subject_id, d.trace_context,
+       extract(epoch FROM clock_timestamp() - d.saved_at)::float8 AS age,
        coalesce(jsonb_path_exists(
          d.payload, '$.changes[*] ? (@.field like_regex "^sides\\[[0-9]+\\]\\.medal$")'),
          false) AS medal
