@@ -177,7 +177,7 @@ bench-push: install system tools ## Benchmark: live push to 1,000 SSE listeners 
 	$(PY) -m bench.push $(BENCH_ARGS)
 
 .PHONY: bench-api
-bench-api: install system tools ## Benchmark: the public API gateway under wrk (1,240 units, warm cache; plain, gzip/br, behind Varnish) vs a bare aiohttp ceiling (--trace-ratio R: tracing on)
+bench-api: install system tools ## Benchmark: the public API gateway under wrk (1,240 units, warm cache; plain, gzip/br, behind Varnish, scores saved meanwhile) vs a bare aiohttp ceiling; bad answers, relay stops, stale units (all 0) (--trace-ratio R: tracing on)
 	$(PY) -m bench.gateway_api $(BENCH_ARGS)
 
 .PHONY: image
