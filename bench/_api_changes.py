@@ -4,7 +4,8 @@ A gateway that is fast only while nothing changes proves little: on a Games day 
 while fans read most, and each save must reach the caches (the outbox relay's invalidation)
 however busy the gateway is. The writer sends score changes to live units through the real
 command service at a steady rate while a wrk run lasts; afterwards every changed unit must show
-its last score, through the gateway and through Varnish, within the time its cache may keep it.
+its last score, through the gateway and through Varnish, within a few seconds: well inside the
+time their caches would keep the old answer, so only the relay's invalidation can show it.
 """
 
 from __future__ import annotations
