@@ -1,9 +1,11 @@
-"""Import batches of 25 units: the command service over gRPC against the seed's bare SQL."""
+"""Import batches of 25 units: the command service over gRPC against the seed's bare SQL, with
+the floor measured in the same run: a bare gRPC echo of each batch's bytes (bench/grpc_echo.py)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -14,12 +16,13 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import asyncpg
+from grpc import aio
 
 from bench._common import (
     BenchError,
@@ -33,6 +36,7 @@ from bench._common import (
     say,
     wait_for_port,
 )
+from bench.grpc_echo import echo_call
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium_db import apply_migrations
 from omnium_devstack.stack import dev_process_environ
@@ -613,6 +617,9 @@ class Results:
     reused: bool = False
     ours_ms: list[float] = field(default_factory=list)
     anchor_ms: list[float] = field(default_factory=list)
+    echo_ms: list[float] = field(default_factory=list)
+    request_bytes: int = 0
+    answer_bytes: int = 0
     wall_seconds: float = 0.0
     checks: list[str] = field(default_factory=list)
     idle_rss_mb: float = 0.0
@@ -639,39 +646,101 @@ async def measure(
     ours_warm_msgs = [grpc_batch(b) for b in workload.ours_warmup]
     try:
         say(f"warm-up: {len(ours_warm_msgs)} batches each side (not counted)")
+        answer_bytes = 0
         for batch, message in zip(workload.ours_warmup, ours_warm_msgs, strict=True):
-            check_answer(batch, await ours_batch(stub, message), "warm-up (ours)")
+            answer = await ours_batch(stub, message)
+            check_answer(batch, answer, "warm-up (ours)")
+            answer_bytes = answer.ByteSize()
         for batch in workload.anchor_warmup:
             await anchor_batch(anchor, batch, event_id, integration_id)
-        say(f"measuring: {len(ours_msgs)} batches each side, in blocks of {block}")
-        start = time.perf_counter()
-        clock = time.perf_counter
-        for first in range(0, max(len(ours_msgs), len(workload.anchor)), block):
-            for batch, message in zip(
-                workload.ours[first : first + block], ours_msgs[first : first + block], strict=True
-            ):
-                t0 = clock()
-                answer = await stub.ApplyImportBatch(message, timeout=60)
-                results.ours_ms.append((clock() - t0) * 1000)
-                check_answer(batch, answer, "ours")
-            for batch in workload.anchor[first : first + block]:
-                t0 = clock()
-                changed = await anchor_batch(anchor, batch, event_id, integration_id)
-                results.anchor_ms.append((clock() - t0) * 1000)
-                if changed != batch.changed:
-                    raise BenchError(
-                        f"anchor: batch {batch.command_id} changed {changed} rows, "
-                        f"expected {batch.changed}"
-                    )
-            done = len(results.ours_ms)
-            say(
-                f"  {done:>4}/{len(ours_msgs)}  ours p50 {percentile(results.ours_ms, 50):.3f} ms"
-                f"  anchor p50 {percentile(results.anchor_ms, 50):.3f} ms"
-            )
-        results.wall_seconds = time.perf_counter() - start
+        results.request_bytes = round(statistics.fmean(m.ByteSize() for m in ours_msgs))
+        results.answer_bytes = answer_bytes
+        async with echo_process(results.answer_bytes) as echo_port:
+            echo_channel = open_channel(f"127.0.0.1:{echo_port}", settings)
+            try:
+                await _measured(
+                    stub, echo_call(echo_channel), anchor, workload, ours_msgs, event_id,
+                    integration_id, block, results,
+                )  # fmt: skip
+            finally:
+                await echo_channel.close()
     finally:
         await anchor.close()
         await channel.close()
+
+
+async def _measured(
+    stub: command_pb2_grpc.CommandServiceStub,
+    echo: aio.UnaryUnaryMultiCallable[bytes, bytes],
+    anchor: asyncpg.Connection,
+    workload: Workload,
+    ours_msgs: list[command_pb2.ImportBatch],
+    event_id: str,
+    integration_id: str,
+    block: int,
+    results: Results,
+) -> None:
+    """Blocks in turn: the echo of each batch's bytes, the batches through the road, the
+    anchor's; so a machine that gets busier moves all three alike."""
+    echo_bytes = [m.SerializeToString() for m in ours_msgs]
+    for data in echo_bytes[:20]:
+        await echo(data, timeout=60)
+    say(f"measuring: {len(ours_msgs)} batches each side, in blocks of {block}")
+    start = time.perf_counter()
+    clock = time.perf_counter
+    for first in range(0, max(len(ours_msgs), len(workload.anchor)), block):
+        for data in echo_bytes[first : first + block]:
+            t0 = clock()
+            await echo(data, timeout=60)
+            results.echo_ms.append((clock() - t0) * 1000)
+        for batch, message in zip(
+            workload.ours[first : first + block], ours_msgs[first : first + block], strict=True
+        ):
+            t0 = clock()
+            answer = await stub.ApplyImportBatch(message, timeout=60)
+            results.ours_ms.append((clock() - t0) * 1000)
+            check_answer(batch, answer, "ours")
+        for batch in workload.anchor[first : first + block]:
+            t0 = clock()
+            changed = await anchor_batch(anchor, batch, event_id, integration_id)
+            results.anchor_ms.append((clock() - t0) * 1000)
+            if changed != batch.changed:
+                raise BenchError(
+                    f"anchor: batch {batch.command_id} changed {changed} rows, "
+                    f"expected {batch.changed}"
+                )
+        done = len(results.ours_ms)
+        say(
+            f"  {done:>4}/{len(ours_msgs)}  ours p50 {percentile(results.ours_ms, 50):.3f} ms"
+            f"  anchor p50 {percentile(results.anchor_ms, 50):.3f} ms"
+            f"  echo p50 {percentile(results.echo_ms, 50):.3f} ms"
+        )
+    results.wall_seconds = time.perf_counter() - start
+
+
+@contextlib.asynccontextmanager
+async def echo_process(answer_bytes: int) -> AsyncIterator[int]:
+    """bench/grpc_echo.py in its own process, as the command service runs in its own."""
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.grpc_echo", "--port", str(port),
+        "--answer-bytes", str(answer_bytes),
+        cwd=ROOT, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        if b"listening" not in line:
+            raise BenchError(f"the gRPC echo did not start: {line!r}")
+        yield port
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
 
 
 async def verify(db_url: str, workload: Workload, results: Results) -> None:
@@ -756,6 +825,8 @@ async def with_command_process(
         "OMNIUM_DATABASE_URL": db_url,
         "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
         "OMNIUM_COMMAND_PORT": str(port),
+        # Served metrics cost what they cost in production; a free port, not the default.
+        "OMNIUM_COMMAND_METRICS_PORT": str(free_port()),
     }
     with tempfile.TemporaryDirectory(prefix="bench-command-") as tmp:
         logfile = Path(tmp) / "command.log"
@@ -818,6 +889,7 @@ def report(args: argparse.Namespace, results: Results) -> list[str]:
     )
     lines.append(describe("ours (gRPC ApplyImportBatch)", results.ours_ms))
     lines.append(describe("anchor (bare asyncpg SQL)", results.anchor_ms))
+    lines.append(describe("floor (bare gRPC echo)", results.echo_ms))
     lines.extend(f"checks: {c}" for c in results.checks)
     loaded = (
         f"; {results.loaded_rss_mb:.1f} MB after {POST_LOAD_BATCHES} batches"
@@ -839,6 +911,7 @@ def report(args: argparse.Namespace, results: Results) -> list[str]:
         lines.append(f"command process log: {len(noisy)} warning/error lines, first: {noisy[0]}")
     grpc_p50 = percentile(results.ours_ms, 50)
     sql_p50 = percentile(results.anchor_ms, 50)
+    echo_p50 = percentile(results.echo_ms, 50)
     lines += [
         "",
         f"batch25_grpc_p50_ms: {grpc_p50:.3f}",
@@ -846,6 +919,14 @@ def report(args: argparse.Namespace, results: Results) -> list[str]:
         f"batch25_sql_p50_ms: {sql_p50:.3f}",
         f"batch25_sql_p99_ms: {percentile(results.anchor_ms, 99):.3f}",
         f"batch25_ratio: {grpc_p50 / sql_p50:.3f}",
+        # The floor: a bare gRPC call of the same bytes each way. The road's own cost is
+        # ours - echo (statements and Python); the anchor pays no gRPC at all.
+        f"grpc_echo_p50_ms: {echo_p50:.3f}",
+        f"grpc_echo_p99_ms: {percentile(results.echo_ms, 99):.3f}",
+        f"batch25_request_bytes: {results.request_bytes}",
+        f"batch25_answer_bytes: {results.answer_bytes}",
+        f"batch25_road_minus_floor_p50_ms: {grpc_p50 - echo_p50:.3f}",
+        f"batch25_road_minus_floor_ratio: {(grpc_p50 - echo_p50) / sql_p50:.3f}",
         f"command_idle_rss_mb: {results.idle_rss_mb:.1f}",
     ]
     return lines
