@@ -17,7 +17,7 @@ from omnium_grpc._callers import (
     held_results_hidden,
 )
 from omnium_grpc._client import open_channel
-from omnium_grpc._errors import abort_internal
+from omnium_grpc._errors import NotNow, Refused, Unavailable, answer_failure
 from omnium_grpc._messages import (
     ACTOR_KIND_NAMES,
     ROW_OUTCOMES,
@@ -51,16 +51,19 @@ __all__ = [
     "Caller",
     "Callers",
     "GrpcServer",
+    "NotNow",
     "Person",
+    "Refused",
     "Role",
     "SessionLookup",
     "SignedIn",
     "TokenChannel",
-    "abort_internal",
+    "Unavailable",
     "account_actor",
     "act_outcome_word",
     "actor_as_sent",
     "actor_message",
+    "answer_failure",
     "canonical_id",
     "command_message",
     "current_caller",

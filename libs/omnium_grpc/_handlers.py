@@ -1,8 +1,9 @@
 """Every method a GrpcServer serves is wrapped once, when its servicer is added: its request
 bytes are decoded where a bad message can be answered, when tokens are required the call's
 token names its caller, whose role must allow the method (a console's call also names its person
-by their session, and its actor becomes that person), and every call is counted and timed for
-/metrics (RED: calls by status code, seconds).
+by their session, and its actor becomes that person), every call is counted and timed for
+/metrics (RED: calls by status code, seconds), and whatever the method raises is answered as
+`_errors.answer_failure` says (no servicer maps failures itself).
 
 None of it is a gRPC interceptor: a grpc.aio interceptor runs a chain of coroutines on every
 call; a wrapped handler costs one check and, for the metrics, one clock read each side.
@@ -27,7 +28,7 @@ from grpc import aio
 
 from omnium_db import is_outage
 from omnium_grpc._callers import SESSION_HEADER, Caller, Callers, set_current_caller
-from omnium_grpc._errors import abort_internal
+from omnium_grpc._errors import abort_internal, answer_failure
 from omnium_grpc._metrics import MethodMetrics
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,8 @@ class _Guard:
 
     def __init__(self, method: str, callers: Callers | None) -> None:
         self.method = method
+        # How answers name it: "ScoringService.Act".
+        self.what = method.strip("/").rsplit(".", 1)[-1].replace("/", ".")
         self.callers = callers
         self.metrics = MethodMetrics(method)
 
@@ -180,6 +183,10 @@ class _Guard:
                 except _CorruptInStream as exc:
                     await self._refuse(exc.corrupt, context)
                     return None
+                except aio.AbortError:
+                    raise
+                except Exception as exc:
+                    await answer_failure(context, self.what, exc, log)
             except BaseException as exc:
                 failed = exc
                 raise
@@ -209,6 +216,10 @@ class _Guard:
                         yield message
                 except _CorruptInStream as exc:
                     await self._refuse(exc.corrupt, context)
+                except aio.AbortError:
+                    raise
+                except Exception as exc:
+                    await answer_failure(context, self.what, exc, log)
             except BaseException as exc:
                 failed = exc
                 raise

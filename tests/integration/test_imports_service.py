@@ -143,6 +143,14 @@ async def test_a_dry_run_answers_the_diff_and_writes_nothing(database_url: str) 
         )
         after = await day.db.fetchval("SELECT count(*) FROM command")
         venue = await day.db.fetchval("SELECT venue FROM unit WHERE code = $1", unit["rsc"])
+        # A run Scout does not have: the operator is told so, as a refusal, not a bug.
+        with pytest.raises(grpc.aio.AioRpcError) as unknown:
+            await ops.DryRun(
+                imports_pb2.DryRunRequest(integration_code=SCHEDULE, scout_run_id="run-nope"),
+                timeout=60,
+            )
+    assert unknown.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "the dry run could not be made" in (unknown.value.details() or "")
     assert [(r.key, r.outcome) for r in answer.rows] == [(unit["externalId"], "accepted")]
     assert [(c.field, c.new.string_value) for c in answer.rows[0].changes] == [
         ("venue", "Somewhere New")

@@ -14,7 +14,6 @@ from omnium_command._road import Road
 from omnium_command._sql import QUERIES
 from omnium_grpc import (
     PEOPLE,
-    abort_internal,
     actor_message,
     current_caller,
     field_changes,
@@ -50,11 +49,7 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
                 f"from (target 8), e.g. 'admin:unit-edit'. Nothing from {request.command_id!r} "
                 "was written; send it again with the screen.",
             )
-        try:
-            return await self.road.submit(request)
-        except Exception as exc:
-            await abort_internal(context, f"command {request.command_id}", exc, log)
-            raise
+        return await self.road.submit(request)
 
     async def ApplyImportBatch(
         self, request: command_pb2.ImportBatch, context: aio.ServicerContext
@@ -62,11 +57,7 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
         caller = current_caller()
         if caller is not None:
             request.actor.CopyFrom(caller.recorded(request.actor))
-        try:
-            return await self.road.apply_batch(request)
-        except Exception as exc:
-            await abort_internal(context, f"batch {request.command_id}", exc, log)
-            raise
+        return await self.road.apply_batch(request)
 
     async def GetTimeline(
         self, request: command_pb2.GetTimelineRequest, context: aio.ServicerContext

@@ -16,6 +16,7 @@ from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
 from omnium_grpc import (
+    NotNow,
     field_changes,
     held_results_hidden,
     is_id,
@@ -25,8 +26,10 @@ from omnium_grpc import (
 from omnium_imports import _queue, _runs, _send
 from omnium_imports._missing import answered
 from omnium_imports._pipeline import Pipeline
+from omnium_imports._scout import ScoutError
 from omnium_imports._setup import add_lookups
 from omnium_imports._sql import QUERIES
+from omnium_imports.mapping import MappingSpecError
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -524,8 +527,10 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
             integration_id = await _integration_id(conn, request.integration_code, context)
         try:
             rows, outcomes = await self.pipeline.dry_run(integration_id, request.scout_run_id)
-        except Exception as exc:  # Scout unreachable, a broken mapping: say so, plainly
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        except (ScoutError, MappingSpecError) as exc:
+            # Scout unreadable or its run unusable, a mapping that does not apply: their
+            # messages are written for the operator. Anything else is answered by the guard.
+            raise NotNow(f"the dry run could not be made: {exc}") from exc
         return imports_pb2.DryRunAnswer(
             rows=[
                 imports_pb2.RowEntry(

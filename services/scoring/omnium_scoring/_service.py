@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 from grpc import aio
 
 from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
-from omnium_db import is_outage
-from omnium_grpc import abort_internal, current_caller, held_results_hidden
+from omnium_grpc import current_caller, held_results_hidden
 from omnium_scoring._providers import Providers
 from omnium_scoring._scorer import Scorer
 from omnium_scoring._sql import QUERIES
@@ -20,31 +19,7 @@ from omnium_scoring._watchers import Watchers
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
-_T = TypeVar("_T")
 SCORER = actor_pb2.Actor.KIND_SCORER
-_UNREACHABLE = (
-    "the database did not answer (it may be restarting or failing over); nothing was "
-    "confirmed. Ask again in a few seconds."
-)
-
-
-async def _abort(context: aio.ServicerContext, what: str, exc: BaseException) -> None:
-    """UNAVAILABLE in plain words for a database outage, which passes by itself; INTERNAL
-    with an incident in the log for anything else."""
-    if is_outage(exc):
-        log.warning("%s: the database did not answer (%r)", what, exc)
-        await context.abort(grpc.StatusCode.UNAVAILABLE, f"{what}: {_UNREACHABLE}")
-    await abort_internal(context, what, exc, log)
-
-
-async def _read(context: aio.ServicerContext, what: str, read: Awaitable[_T]) -> _T:
-    try:
-        return await read
-    except Exception as exc:
-        if not is_outage(exc):
-            raise
-        await _abort(context, what, exc)
-        raise
 
 
 def _recorded(actor: actor_pb2.Actor) -> actor_pb2.Actor:
@@ -94,20 +69,12 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
     async def Act(
         self, request: scoring_pb2.ActRequest, context: aio.ServicerContext
     ) -> scoring_pb2.ActAnswer:
-        try:
-            return await self.scorer.act(request.action, _recorded(request.actor))
-        except Exception as exc:
-            await _abort(context, f"action {request.action.client_id}", exc)
-            raise
+        return await self.scorer.act(request.action, _recorded(request.actor))
 
     async def Sync(
         self, request: scoring_pb2.SyncRequest, context: aio.ServicerContext
     ) -> scoring_pb2.SyncAnswer:
-        try:
-            return await self.scorer.sync(list(request.actions), _recorded(request.actor))
-        except Exception as exc:
-            await _abort(context, "sync", exc)
-            raise
+        return await self.scorer.sync(list(request.actions), _recorded(request.actor))
 
     async def GetMatchState(
         self, request: scoring_pb2.GetMatchStateRequest, context: aio.ServicerContext
@@ -122,28 +89,20 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
         if caller is not None and caller.role.people and SCORER in caller.role.names:
             # The scorer console reads for its signed-in scorer: only the matches they score.
             reader = caller.acting(actor_pb2.Actor(kind=SCORER))
-            refusal = await _read(
-                context,
-                f"match {request.unit_id}",
-                self.scorer.assigned.read_problem(reader, request.unit_id),
-            )
+            refusal = await self.scorer.assigned.read_problem(reader, request.unit_id)
             if refusal is not None:
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
-        state = await _read(
-            context,
-            f"match {request.unit_id}",
-            self.scorer.get_state(
-                request.unit_id,
-                recent=request.recent,
-                standing=request.standing,
-                standing_after=request.standing_after,
-            ),
+        state = await self.scorer.get_state(
+            request.unit_id,
+            recent=request.recent,
+            standing=request.standing,
+            standing_after=request.standing_after,
         )
         if state is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no unit {request.unit_id}")
         assert state is not None
         if held_results_hidden():
-            held = await _read(context, f"match {request.unit_id}", self._held([state.unit_id]))
+            held = await self._held([state.unit_id])
             if state.unit_id in held:
                 return _withheld(state, held[state.unit_id])
         return state
@@ -173,19 +132,13 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
     async def ListMatches(
         self, request: scoring_pb2.ListMatchesRequest, context: aio.ServicerContext
     ) -> scoring_pb2.ListMatchesResponse:
-        listing = await _read(
-            context,
-            "the list of matches",
-            self.scorer.list_matches(
-                request.event_code,
-                request.limit,
-                request.actor if request.HasField("actor") else None,
-            ),
+        listing = await self.scorer.list_matches(
+            request.event_code,
+            request.limit,
+            request.actor if request.HasField("actor") else None,
         )
         if held_results_hidden() and listing.matches:
-            held = await _read(
-                context, "the list of matches", self._held([m.unit_id for m in listing.matches])
-            )
+            held = await self._held([m.unit_id for m in listing.matches])
             for match in listing.matches:
                 if match.unit_id in held:
                     # The summary is the score as saved: held until a person approves it.
@@ -196,10 +149,6 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
     async def ReceiveProviderMessage(
         self, request: scoring_pb2.ProviderMessage, context: aio.ServicerContext
     ) -> scoring_pb2.ProviderAnswer:
-        try:
-            return await self.providers.receive(
-                request.provider, request.api_key, request.content_type, request.body
-            )
-        except Exception as exc:
-            await _abort(context, f"provider message from {request.provider}", exc)
-            raise
+        return await self.providers.receive(
+            request.provider, request.api_key, request.content_type, request.body
+        )
