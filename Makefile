@@ -141,6 +141,10 @@ lint: install ## ruff (lint and format check) and mypy strict
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy $(TYPED)
 
+.PHONY: lint-types
+lint-types: ## mypy strict alone, over the installed environment (the pre-commit hook's)
+	$(VENV)/bin/mypy $(TYPED)
+
 .PHONY: docs
 docs: install ## Write docs/settings.md, the settings reference, from omnium_settings.Settings
 	$(PY) -m omnium_settings --markdown > docs/settings.md.new
