@@ -141,6 +141,10 @@ lint: install ## ruff (lint and format check) and mypy strict
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy $(TYPED)
 
+.PHONY: schema
+schema: install system ## Write libs/omnium_db/schema.sql: the schema the migrations make, as pg_dump prints it
+	OMNIUM_WRITE_SCHEMA=1 $(PY) -m pytest tests/integration/test_schema_file.py -q
+
 .PHONY: lint-types
 lint-types: ## mypy strict alone, over the installed environment (the pre-commit hook's)
 	$(VENV)/bin/mypy $(TYPED)

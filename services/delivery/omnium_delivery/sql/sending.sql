@@ -62,9 +62,6 @@ SELECT u.id::text, u.code, d.code AS discipline, u.name, u.phase, u.start_at, u.
                     AND (s.score IS NOT NULL OR s.result IS NOT NULL)))
  ORDER BY u.start_at NULLS LAST, u.code;
 
--- name: outbox_top
-SELECT coalesce(max(id), 0) FROM domain_event;
-
 -- name: approved_units
 -- The checker step: each unit's newest approval, as the person approved it.
 SELECT DISTINCT ON (a.unit_id) a.unit_id::text, a.payload

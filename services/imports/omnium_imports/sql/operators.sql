@@ -130,11 +130,6 @@ UPDATE integration_run
        reason = 'Started past its check by ' || $2 || '; writing now.'
  WHERE id = $1::uuid AND status = 'paused_by_guard';
 
--- name: resolve_review
-UPDATE review_item SET status = $2, resolved_at = now(), resolved_by = $3
- WHERE id = $1 AND status = 'open'
-RETURNING id;
-
 -- name: set_state
 UPDATE integration SET state = $2 WHERE code = $1 RETURNING id::text;
 

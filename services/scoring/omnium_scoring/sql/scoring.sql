@@ -101,9 +101,6 @@ SELECT code, name, format, mode, address, login, secret, api_key_hash, interval_
        event_code, enabled, last_pulled_at
   FROM provider WHERE code = $1;
 
--- name: pull_providers
-SELECT code FROM provider WHERE mode = 'pull' AND enabled ORDER BY code;
-
 -- name: count_kept_bytes
 -- Adds a message's bytes to its provider's count for today (UTC), only while the count stays
 -- within the day's bound; no row back: the bound is reached and nothing may be kept. The row
