@@ -142,7 +142,7 @@ lint: install ## ruff (lint and format check) and mypy strict
 	$(VENV)/bin/mypy $(TYPED)
 
 .PHONY: schema
-schema: install system ## Write libs/omnium_db/schema.sql: the schema the migrations make, as pg_dump prints it
+schema: install system ## Write docs/schema.sql: the schema the migrations make, as pg_dump prints it
 	OMNIUM_WRITE_SCHEMA=1 $(PY) -m pytest tests/integration/test_schema_file.py -q
 
 .PHONY: lint-types

@@ -1,4 +1,4 @@
-"""`libs/omnium_db/schema.sql` is the schema every migration adds up to, as `pg_dump
+"""`docs/schema.sql` is the schema every migration adds up to, as `pg_dump
 --schema-only` prints it: the one place a reader sees today's tables whole. This test dumps a
 database migrated from nothing and fails when the file says otherwise; `make schema` writes the
 file again (after a new migration)."""
@@ -14,7 +14,7 @@ from pathlib import Path
 from omnium_devstack.binaries import find_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
-SCHEMA = ROOT / "libs" / "omnium_db" / "schema.sql"
+SCHEMA = ROOT / "docs" / "schema.sql"
 HEADER = """\
 -- The schema every migration in libs/omnium_db/migrations/ adds up to, as pg_dump
 -- --schema-only prints it (owners, grants and session settings left out). Written by `make schema`;
@@ -50,6 +50,6 @@ async def test_schema_sql_is_what_the_migrations_make(database_url: str) -> None
     if os.environ.get("OMNIUM_WRITE_SCHEMA") == "1":
         SCHEMA.write_text(schema)
     assert SCHEMA.read_text() == schema, (
-        "libs/omnium_db/schema.sql is not what the migrations make: run `make schema` and "
+        "docs/schema.sql is not what the migrations make: run `make schema` and "
         "commit it with the migration"
     )
