@@ -9,9 +9,9 @@ from playwright.async_api import expect
 
 from omnium_accounts import SignInRefused, hash_key
 from tests.support.admin_console import PASSWORD, Console
-from tests.support.delivery import eventually
 from tests.support.gateway import RunningGateway, running_gateway
 from tests.support.servers import Servers
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

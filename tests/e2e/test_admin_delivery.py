@@ -22,9 +22,10 @@ from omnium_db import PoolRoad, create_pool
 from omnium_delivery import load_clients
 from tests.conftest import REPO
 from tests.support.command import running_command, settings_for
-from tests.support.delivery import eventually, first_send, running_delivery, sends
+from tests.support.delivery import first_send, running_delivery, sends
 from tests.support.games import EVENT, make_games
 from tests.support.receiver import webhook_receiver
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

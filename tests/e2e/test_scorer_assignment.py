@@ -13,9 +13,9 @@ import pytest
 from playwright.async_api import BrowserContext, Page, async_playwright, expect
 
 from omnium_accounts import Assignments
-from tests.support.delivery import eventually
 from tests.support.games import make_games
 from tests.support.scoring import ConsoleSite, running_console
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 PASSWORD = "a long password"

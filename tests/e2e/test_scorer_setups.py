@@ -30,10 +30,10 @@ from tests.support.screens import (
     Screen,
     WebKitScreen,
     attribute,
-    eventually,
     running_webkit,
     text,
 )
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 

@@ -17,11 +17,12 @@ from omnium.command.v1 import command_pb2
 from omnium_gateway._route_sets import LiveRoutes
 from omnium_live import live_hub, stream_key
 from tests.support.command import running_command
-from tests.support.delivery import eventually, running_delivery
+from tests.support.delivery import running_delivery
 from tests.support.games import EVENT, make_games
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.servers import Servers
 from tests.support.sse import read_events, reading
+from tests.support.waiting import eventually
 
 
 @pytest.mark.parametrize("held_by", ["setting", "client"])

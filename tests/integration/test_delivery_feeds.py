@@ -18,9 +18,10 @@ from omnium.command.v1 import command_pb2
 from omnium.delivery.v1 import delivery_pb2
 from omnium_delivery import load_clients
 from tests.support.command import running_command
-from tests.support.delivery import eventually, running_delivery, sends, settled
+from tests.support.delivery import running_delivery, sends, settled
 from tests.support.games import EVENT, make_games
 from tests.support.sftp import SftpServer, asyncssh_server
+from tests.support.waiting import eventually
 
 FEEDS = [
     {"kind": "schedule", "format": "json"},

@@ -15,8 +15,9 @@ from aiohttp import web
 
 from omnium_delivery import DeliveryApp, Sent, load_clients
 from tests.support.command import settings_for
-from tests.support.delivery import eventually, running_delivery, settled
+from tests.support.delivery import running_delivery, settled
 from tests.support.games import EVENT, make_games
+from tests.support.waiting import eventually
 
 SECRET = "whsec_" + base64.b64encode(b"k" * 24).decode()
 SENT_WITHIN = 10.0  # well under the lease (delivery_lease_seconds, 60 s by default)

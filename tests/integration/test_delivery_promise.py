@@ -18,9 +18,10 @@ from omnium.delivery.v1 import delivery_pb2
 from omnium_delivery import load_clients
 from omnium_metrics import serve_metrics
 from tests.support.command import running_command
-from tests.support.delivery import eventually, first_send, running_delivery, sends
+from tests.support.delivery import first_send, running_delivery, sends
 from tests.support.games import EVENT, make_games
 from tests.support.receiver import Receiver, webhook_receiver
+from tests.support.waiting import eventually
 
 # Small, so the test runs in seconds: the promise's own numbers, on a short window.
 WINDOW = 6.0

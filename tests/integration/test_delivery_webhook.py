@@ -8,9 +8,10 @@ import socket
 import asyncpg
 
 from omnium_delivery import load_clients
-from tests.support.delivery import eventually, running_delivery, sends, settled
+from tests.support.delivery import running_delivery, sends, settled
 from tests.support.games import EVENT, make_games
 from tests.support.receiver import webhook_receiver
+from tests.support.waiting import eventually
 
 
 async def _medals(db: asyncpg.Connection, games_event: str) -> None:

@@ -10,10 +10,10 @@ import httpx
 import pytest
 
 from omnium_accounts import ApiKeys
-from tests.support.delivery import eventually
 from tests.support.games import EVENT, make_games
 from tests.support.gateway import gateway_process, running_gateway
 from tests.support.servers import Servers
+from tests.support.waiting import eventually
 
 
 async def test_key_over_its_limit_gets_429_and_another_key_is_unaffected(

@@ -19,9 +19,10 @@ from omnium_delivery import DeliveryApp, load_clients
 from omnium_grpc import open_channel
 from omnium_imports import ImportsApp
 from tests.support.command import person, settings_for
-from tests.support.delivery import eventually, query_until
+from tests.support.delivery import query_until
 from tests.support.games import EVENT, make_games
 from tests.support.imports import SCHEDULE, games_day, import_settings
+from tests.support.waiting import eventually
 
 WITHIN = 10.0
 # The call's own statement waiting on the test's lock (not some other loop of the copy).

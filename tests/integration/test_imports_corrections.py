@@ -10,11 +10,12 @@ from typing import Any
 from omnium.command.v1 import command_pb2
 from omnium_imports._queue import enqueue_start
 from omnium_scout_sim import ScoutSimulator
-from tests.support.delivery import eventually, results_client, running_delivery
+from tests.support.delivery import results_client, running_delivery
 from tests.support.gateway import running_gateway
 from tests.support.imports import GamesDay, games_day
 from tests.support.servers import Servers
 from tests.support.sftp import asyncssh_server
+from tests.support.waiting import eventually
 
 EVENT = "AG2026"
 

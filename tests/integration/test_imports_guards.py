@@ -14,8 +14,8 @@ from aiohttp.test_utils import TestServer
 from omnium_imports import add_version, mapping_file
 from omnium_imports._queue import enqueue_start
 from omnium_scout_sim import Run
-from tests.support.delivery import eventually
 from tests.support.imports import GamesDay, games_day
+from tests.support.waiting import eventually
 
 
 async def _load(day: GamesDay) -> None:

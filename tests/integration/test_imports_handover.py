@@ -21,9 +21,10 @@ from omnium_devstack import free_port
 from omnium_devstack.stack import dev_process_environ
 from omnium_imports import ImportsApp
 from tests.support.command import CALLERS_ENV, TOKEN
-from tests.support.delivery import eventually, query_until
+from tests.support.delivery import query_until
 from tests.support.imports import GamesDay, games_day
 from tests.support.imports import import_settings as imports_settings
+from tests.support.waiting import eventually
 
 LEASE = 60.0  # the real lease: only a hand-over can explain a continuation within seconds
 HANDED_OVER_WITHIN = 10.0

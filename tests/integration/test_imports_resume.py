@@ -13,8 +13,9 @@ import asyncpg
 from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
 from omnium_command import CommandApp
 from omnium_grpc import open_channel
-from tests.support.delivery import eventually, query_until
+from tests.support.delivery import query_until
 from tests.support.imports import SCHEDULE, GamesDay, games_day
+from tests.support.waiting import eventually
 
 MOVED = 60  # units Scout moves: three batches of 25 or fewer
 

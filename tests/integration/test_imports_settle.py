@@ -16,10 +16,11 @@ import pytest
 from omnium_imports import ImportsApp
 from omnium_imports._followups import FollowUps
 from omnium_scout_sim import ReplaySettings, Run
-from tests.support.delivery import eventually, results_client, running_delivery
+from tests.support.delivery import results_client, running_delivery
 from tests.support.imports import GamesDay, games_day, import_settings
 from tests.support.outage import CONNECT_RACE, crashable_postgres
 from tests.support.sftp import asyncssh_server
+from tests.support.waiting import eventually
 
 pytestmark = CONNECT_RACE  # the outage test's connects racing the crash
 

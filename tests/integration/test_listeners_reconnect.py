@@ -31,7 +31,7 @@ from omnium_devstack import free_port
 from omnium_imports import _queue
 from omnium_live import stream_key
 from tests.support.command import CommandClient, running_command, settings_for
-from tests.support.delivery import eventually, filed_scores, results_client, running_delivery
+from tests.support.delivery import filed_scores, results_client, running_delivery
 from tests.support.games import EVENT, make_games
 from tests.support.gateway import running_gateway
 from tests.support.imports import games_day
@@ -39,6 +39,7 @@ from tests.support.outage import CONNECT_RACE, CrashablePostgres, crashable_post
 from tests.support.scoring import assign, running_scoring
 from tests.support.servers import Servers
 from tests.support.sftp import asyncssh_server
+from tests.support.waiting import eventually
 
 CHANNEL = "omnium_test_channel"
 # Longer than any wait below: only a NOTIFY (or the reconnect's catch-up) can wake a loop in
@@ -64,10 +65,6 @@ async def notify(database_url: str, channel: str, payload: str) -> None:
         await conn.close()
 
 
-async def _true(check: Callable[[], bool]) -> bool:
-    return check()
-
-
 async def listening(database_url: str) -> set[str]:
     """The LISTEN connections PostgreSQL has, by name (`<service>:listen`)."""
     conn = await asyncpg.connect(database_url)
@@ -82,10 +79,6 @@ async def listens_again(database_url: str, name: str) -> None:
         return f"{name}:listen" in await listening(database_url)
 
     await eventually(there, within=WITHIN, what=f"{name} to LISTEN again")
-
-
-async def until(check: Callable[[], bool], what: str) -> None:
-    await eventually(lambda: _true(check), within=WITHIN, what=what)
 
 
 class Heard:
@@ -134,13 +127,23 @@ async def test_the_listener_listens_again_after_a_crash_and_says_so_once(
         await listener.start()
         try:
             await notify(pg.database_url, CHANNEL, "before")
-            await until(lambda: heard.payloads == ["before"], "the NOTIFY before the crash")
+            await eventually(
+                lambda: heard.payloads == ["before"],
+                within=WITHIN,
+                what="the NOTIFY before the crash",
+            )
             # Down long enough for several tries to connect again.
             await pg.restart(down_seconds=1.0)
-            await until(lambda: heard.catch_ups == 1, "the listener to connect again")
+            await eventually(
+                lambda: heard.catch_ups == 1, within=WITHIN, what="the listener to connect again"
+            )
             assert listener.connected
             await notify(pg.database_url, CHANNEL, "after")
-            await until(lambda: heard.payloads == ["before", "after"], "the NOTIFY after")
+            await eventually(
+                lambda: heard.payloads == ["before", "after"],
+                within=WITHIN,
+                what="the NOTIFY after",
+            )
         finally:
             await listener.close()
     said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "omnium_db._listen"]
@@ -171,9 +174,17 @@ async def test_a_connection_that_stops_answering_is_replaced(tmp_path: Path) -> 
             )
             assert frozen is not None
             os.kill(frozen, signal.SIGSTOP)
-            await until(lambda: heard.catch_ups == 1, "the probe to give up on the connection")
+            await eventually(
+                lambda: heard.catch_ups == 1,
+                within=WITHIN,
+                what="the probe to give up on the connection",
+            )
             await admin.execute("SELECT pg_notify($1, 'after')", CHANNEL)
-            await until(lambda: heard.payloads == ["after"], "the NOTIFY on the new connection")
+            await eventually(
+                lambda: heard.payloads == ["after"],
+                within=WITHIN,
+                what="the NOTIFY on the new connection",
+            )
         finally:
             if frozen is not None:
                 os.kill(frozen, signal.SIGCONT)
@@ -187,7 +198,9 @@ async def test_close_ends_the_tries_to_connect_again(tmp_path: Path) -> None:
         listener = listener_for(pg.database_url, heard, "test")
         await listener.start()
         await pg.crash()
-        await until(lambda: not listener.connected, "the lost connection to be noticed")
+        await eventually(
+            lambda: not listener.connected, within=WITHIN, what="the lost connection to be noticed"
+        )
         async with asyncio.timeout(WITHIN):
             await listener.close()
         tasks = [t for t in asyncio.all_tasks() if t.get_name() == "test: LISTEN"]
@@ -265,7 +278,7 @@ async def test_delivery_pushes_and_files_every_change_once_across_a_restart(
                     lambda: _equal(pushed_ids(redis), before), within=WITHIN, what="pushes"
                 )
                 await eventually(
-                    lambda: _true(lambda: filed_scores(sftp, "ndtv") == dict.fromkeys(codes, "1")),
+                    lambda: filed_scores(sftp, "ndtv") == dict.fromkeys(codes, "1"),
                     within=WITHIN,
                     what="the first results file",
                 )
@@ -279,7 +292,9 @@ async def test_delivery_pushes_and_files_every_change_once_across_a_restart(
                 assert answer.outcome == command_pb2.OUTCOME_ACCEPTED, answer.reason
                 listener = delivery.app.listener
                 assert listener is not None
-                await until(lambda: listener.reconnects == 1, "delivery to listen again")
+                await eventually(
+                    lambda: listener.reconnects == 1, within=WITHIN, what="delivery to listen again"
+                )
                 assert "delivery:listen" in await listening(pg.database_url)
                 for n in range(2):
                     answer = await _retrying(
@@ -294,7 +309,7 @@ async def test_delivery_pushes_and_files_every_change_once_across_a_restart(
                     lambda: _equal(pushed_ids(redis), saved), within=WITHIN, what="every push"
                 )
                 await eventually(
-                    lambda: _true(lambda: filed_scores(sftp, "ndtv") == dict.fromkeys(codes, "3")),
+                    lambda: filed_scores(sftp, "ndtv") == dict.fromkeys(codes, "3"),
                     within=WITHIN,
                     what="the results file with the changes saved after the restart",
                 )
@@ -344,7 +359,9 @@ async def test_imports_claims_a_job_queued_after_a_restart_at_once(tmp_path: Pat
         await pg.restart()
         listener = day.imports.listener
         assert listener is not None
-        await until(lambda: listener.reconnects == 1, "imports to listen again")
+        await eventually(
+            lambda: listener.reconnects == 1, within=WITHIN, what="imports to listen again"
+        )
         assert "imports:listen" in await listening(pg.database_url)
         conn = await asyncpg.connect(pg.database_url)
         try:

@@ -29,10 +29,10 @@ from dev.copies import haproxy_spec, http_port
 from omnium_devstack import port_is_free
 from omnium_live import LivePublisher
 from omnium_settings import Settings
-from tests.support.delivery import eventually
 from tests.support.games import make_event
 from tests.support.gateway import GatewayProcess, gateway_process
 from tests.support.servers import Servers
+from tests.support.waiting import eventually
 
 FANS = 50
 # Every fifth fan follows one unit's route: its replay is filtered to that unit as well.

@@ -20,12 +20,12 @@ from aiohttp import web
 
 from omnium_gateway import LiveRoutes
 from omnium_live import LiveHub, LivePublisher, add_live_routes, live_hub, live_redis
-from tests.support.delivery import eventually
 from tests.support.games import make_event
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.outage import CONNECT_RACE, crashable_redis
 from tests.support.servers import Servers
 from tests.support.sse import reading
+from tests.support.waiting import eventually
 
 UNIT_A = "ATHM100M--------------FNL-000100--"
 UNIT_B = "ATHM200M--------------FNL-000100--"

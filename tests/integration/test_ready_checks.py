@@ -18,10 +18,11 @@ from omnium_admin import AdminApp
 from omnium_grpc import open_channel
 from omnium_imports import ImportsApp
 from tests.support.command import person, settings_for
-from tests.support.delivery import eventually, query_until
+from tests.support.delivery import query_until
 from tests.support.games import make_games
 from tests.support.imports import MEDALS, SCHEDULE, games_day, import_settings, sign
 from tests.support.outage import CONNECT_RACE, CrashablePostgres, crashable_postgres
+from tests.support.waiting import eventually
 
 pytestmark = CONNECT_RACE
 

@@ -18,9 +18,9 @@ from omnium_accounts import AccountError, Assignments
 from omnium_db import PoolRoad, create_pool
 from omnium_devstack.stack import dev_process_environ
 from omnium_settings import Settings
-from tests.support.delivery import eventually
 from tests.support.games import make_games
 from tests.support.scoring import ScoringClient, action, assign, running_scoring, scorer
+from tests.support.waiting import eventually
 
 SAVED = scoring_pb2.OUTCOME_SAVED
 DUPLICATE = scoring_pb2.OUTCOME_DUPLICATE

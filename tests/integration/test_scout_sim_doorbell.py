@@ -36,8 +36,8 @@ from omnium_scout_sim import (
     SimulatorConfig,
     SimulatorError,
 )
-from tests.support.delivery import eventually
 from tests.support.scout_sim import SEED, finals, new_run, read_all, running
+from tests.support.waiting import eventually
 
 SECRET = "s3cret-for-tests"
 

@@ -9,11 +9,11 @@ import asyncpg
 from omnium.command.v1 import command_pb2
 from omnium_db import NotifyListener
 from tests.support.command import running_command, settings_for
-from tests.support.delivery import eventually
 from tests.support.games import EVENT, make_games
 from tests.support.gateway import running_gateway
 from tests.support.outage import silent_host
 from tests.support.servers import Servers
+from tests.support.waiting import eventually
 
 CHANNEL = "omnium_test_channel"
 # Far below asyncpg's default connect timeout (60 s) and the test's own timeout: a connection

@@ -21,7 +21,7 @@ from omnium_gateway import LiveRoutes, ScorerRoutes
 from omnium_live import stream_key
 from omnium_settings import Settings
 from omnium_telemetry import setup_tracing, shutdown_tracing
-from tests.support.delivery import eventually, running_delivery
+from tests.support.delivery import running_delivery
 from tests.support.games import EVENT, make_games
 from tests.support.gateway import running_gateway
 from tests.support.imports import games_day
@@ -29,6 +29,7 @@ from tests.support.receiver import webhook_receiver
 from tests.support.scoring import assign, running_scoring
 from tests.support.servers import Servers
 from tests.support.sse import read_events
+from tests.support.waiting import eventually
 
 
 @pytest.fixture

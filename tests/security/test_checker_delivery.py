@@ -21,10 +21,11 @@ from omnium.command.v1 import command_pb2
 from omnium_delivery import load_clients
 from omnium_live import stream_key
 from tests.support.command import CommandClient, running_command
-from tests.support.delivery import eventually, running_delivery, sends, settled
+from tests.support.delivery import running_delivery, sends, settled
 from tests.support.games import EVENT, make_games
 from tests.support.servers import Servers
 from tests.support.sftp import SftpServer, asyncssh_server
+from tests.support.waiting import eventually
 
 ACCEPTED = command_pb2.OUTCOME_ACCEPTED
 MEDAL_FEEDS = [

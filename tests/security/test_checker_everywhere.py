@@ -25,12 +25,12 @@ from tests.support.command import (
     running_command,
     unit_row,
 )
-from tests.support.delivery import eventually
 from tests.support.games import EVENT, make_games, make_run
 from tests.support.gateway import running_gateway
 from tests.support.imports import import_settings
 from tests.support.scoring import assign, running_scoring
 from tests.support.servers import Servers
+from tests.support.waiting import eventually
 
 OTHER_TEAMS = {"stats-team": STATS_TOKEN, "results-feed": FEED_TOKEN}
 SAVED = scoring_pb2.OUTCOME_SAVED

@@ -14,10 +14,10 @@ import httpx
 
 from omnium_gateway import LiveRoutes, ScorerRoutes
 from omnium_live import live_hub
-from tests.support.delivery import eventually
 from tests.support.games import make_event
 from tests.support.gateway import RunningGateway, gateway_settings, running_gateway
 from tests.support.servers import Servers
+from tests.support.waiting import eventually
 
 # The test's own client connects from 127.0.0.1: the gateway treats it as our proxy.
 PROXY = ("127.0.0.1/32",)

@@ -24,9 +24,9 @@ from omnium_devstack.launcher import ServiceSpec
 from omnium_devstack.varnish import running_varnish
 from omnium_gateway import make_app
 from omnium_settings import Settings
-from tests.support.delivery import eventually
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.servers import Servers
+from tests.support.waiting import eventually
 
 SLOW = 0.01
 

@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from omnium_settings import Settings, SettingsError
-from tests.support.delivery import eventually
 from tests.support.games import make_games
 from tests.support.scoring import ConsoleSite, running_console
+from tests.support.waiting import eventually
 
 PASSWORD = "a long password"
 

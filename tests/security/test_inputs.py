@@ -21,10 +21,11 @@ from omnium_delivery._documents import Document, render, unit_row
 from omnium_imports._scout import ScoutClient, ScoutError
 from tests.security.test_inputs_outbound import hook_client, http_server
 from tests.support.command import settings_for
-from tests.support.delivery import eventually, running_delivery
+from tests.support.delivery import running_delivery
 from tests.support.games import EVENT, make_games
 from tests.support.imports import SCHEDULE, games_day, sign
 from tests.support.receiver import webhook_receiver
+from tests.support.waiting import eventually
 
 # -- XML feeds: only characters XML 1.0 allows -----------------------------------------------------
 

@@ -31,9 +31,10 @@ from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
 from omnium_settings import Settings
 from omnium_telemetry import setup_tracing, shutdown_tracing
 from tests.support.command import settings_for
-from tests.support.delivery import eventually, running_delivery, sends
+from tests.support.delivery import running_delivery, sends
 from tests.support.games import EVENT, make_games
 from tests.support.imports import games_day
+from tests.support.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 ONLY_127_0_0_1 = ("127.0.0.1/32",)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -17,6 +15,7 @@ from omnium_delivery import DeliveryApp, Sent, load_clients
 from omnium_grpc import open_channel
 from tests.support.command import settings_for
 from tests.support.sftp import SftpServer
+from tests.support.waiting import eventually
 
 T = TypeVar("T")
 
@@ -42,20 +41,6 @@ async def running_delivery(
     finally:
         await channel.close()
         await app.stop(grace=1)
-
-
-async def eventually(
-    check: Callable[[], Awaitable[T]], *, within: float = 30.0, what: str = "it"
-) -> T:
-    """Ask `check` until it answers something truthy; fail after `within` seconds."""
-    deadline = time.monotonic() + within
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {within}s for {what}; last answer {value!r}")
-        await asyncio.sleep(0.05)
 
 
 async def query_until(

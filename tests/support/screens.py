@@ -12,7 +12,6 @@ import base64
 import os
 import socket
 import subprocess
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -36,21 +35,6 @@ class Screen(Protocol):
     async def reload(self) -> None: ...
     async def screenshot(self, path: Path) -> None: ...
     async def set_offline(self, offline: bool) -> None: ...
-
-
-async def eventually(
-    read: Callable[[], Awaitable[Any]], wanted: Any, within: float = 10.0, what: str = ""
-) -> None:
-    """Wait until `read()` gives `wanted` (for up to `within` seconds); fail with the last value
-    seen."""
-    deadline = time.monotonic() + within
-    while True:
-        got = await read()
-        if got == wanted:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what or read}: wanted {wanted!r}, still {got!r}")
-        await asyncio.sleep(0.05)
 
 
 def text(screen: Screen, selector: str) -> Callable[[], Awaitable[Any]]:

@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 
 from omnium_live import LiveHub
-from tests.support.delivery import eventually
+from tests.support.waiting import eventually
 
 
 async def read_events(
