@@ -457,7 +457,7 @@ class Providers:
         if unit is None:
             return "refused", "rules", f"there is no unit {unit_code} in {spec.event_code}", None, 0
         unit_id: str = unit["id"]
-        sport = self.scorer.sport_of(unit["discipline"], unit["sport_file"])
+        sport = self.scorer.reads.sport_of(unit["discipline"], unit["sport_file"])
         actor = source_actor("provider", spec.code, f"provider:{spec.format}:{spec.mode}")
         saved = duplicates = 0
         for action in actions:

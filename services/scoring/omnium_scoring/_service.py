@@ -92,7 +92,7 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
             refusal = await self.scorer.assigned.read_problem(reader, request.unit_id)
             if refusal is not None:
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
-        state = await self.scorer.get_state(
+        state = await self.scorer.reads.get_state(
             request.unit_id,
             recent=request.recent,
             standing=request.standing,
@@ -132,7 +132,7 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
     async def ListMatches(
         self, request: scoring_pb2.ListMatchesRequest, context: aio.ServicerContext
     ) -> scoring_pb2.ListMatchesResponse:
-        listing = await self.scorer.list_matches(
+        listing = await self.scorer.reads.list_matches(
             request.event_code,
             request.limit,
             request.actor if request.HasField("actor") else None,
