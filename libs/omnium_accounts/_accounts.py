@@ -181,7 +181,11 @@ class Accounts:
         hashed = await self.checks.run(hash_password, password, wait=True)
         async with self._change(login, f"made ({role})", by) as conn:
             try:
-                row = await conn.fetchrow(QUERIES["insert_account"], login, name, role, hashed)
+                row = await conn.fetchrow(
+                    *QUERIES.bind(
+                        "insert_account", login=login, name=name, role=role, password_hash=hashed
+                    )
+                )
             except asyncpg.UniqueViolationError:
                 raise AccountError(f"an account with the login {login!r} exists already") from None
         assert row is not None
@@ -240,7 +244,11 @@ class Accounts:
         async with self._pool.acquire() as conn:
             async with conn.transaction():
                 yield conn
-                await conn.execute(QUERIES["record_change"], login, change, by[0], by[1])
+                await conn.execute(
+                    *QUERIES.bind(
+                        "record_change", login=login, change=change, by_name=by[0], by_source=by[1]
+                    )
+                )
             audit("account_change", login=login, change=change, by=by[0], by_source=by[1])
 
     async def _end_sessions(
@@ -347,19 +355,26 @@ class Accounts:
             # The same password, so the account's other sessions stay: only the hash changes.
             rehashed = await self.checks.run(hash_password, password, wait=True)
             await self._pool.execute(
-                QUERIES["rehash_password"], row["id"], rehashed, row["password_hash"]
+                *QUERIES.bind(
+                    "rehash_password",
+                    id=row["id"],
+                    password_hash=rehashed,
+                    checked_hash=row["password_hash"],
+                )
             )
         # Sign-ins are few (people, not requests): a good moment to drop what is long over.
         await self.forget_expired()
         token = secrets.token_urlsafe(32)
         csrf = secrets.token_urlsafe(32)
         expires_at = await self._pool.fetchval(
-            QUERIES["insert_session"],
-            _token_hash(token),
-            row["id"],
-            csrf,
-            screen,
-            s.session_hours * 3600.0,
+            *QUERIES.bind(
+                "insert_session",
+                token_hash=_token_hash(token),
+                account_id=row["id"],
+                csrf_token=csrf,
+                screen=screen,
+                seconds=s.session_hours * 3600.0,
+            )
         )
         _audit_sign_in(row["login"], screen, address, "signed_in", role=row["role"])
         return Session(token, _account(row), csrf, screen, expires_at)
@@ -375,10 +390,12 @@ class Accounts:
             if hit is not None and hit[0] > now:
                 return hit[1] if screen is None or hit[1].screen == screen else None
         row = await self._pool.fetchrow(
-            QUERIES["session_by_token"],
-            _token_hash(token),
-            self._settings.sign_in.session_hours * 3600.0,
-            screen,
+            *QUERIES.bind(
+                "session_by_token",
+                token_hash=_token_hash(token),
+                seconds=self._settings.sign_in.session_hours * 3600.0,
+                screen=screen,
+            )
         )
         if row is None:
             self._cached.pop(token, None)

@@ -65,7 +65,14 @@ class ApiKeys:
         key = secrets.token_urlsafe(24)
         try:
             row = await self._pool.fetchrow(
-                QUERIES["insert_api_key"], name, hash_key(key), rate_per_second, burst, by
+                *QUERIES.bind(
+                    "insert_api_key",
+                    name=name,
+                    key_hash=hash_key(key),
+                    rate_per_second=rate_per_second,
+                    burst=burst,
+                    made_by=by,
+                )
             )
         except asyncpg.UniqueViolationError:
             raise AccountError(f"a key named {name!r} exists already") from None

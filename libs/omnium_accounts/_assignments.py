@@ -234,7 +234,9 @@ class Assignments:
             for unit in sorted(units_named):
                 await conn.fetch(QUERIES["clear_unit"], units[unit]["id"])
             for venue, day in sorted(days_named, key=str):
-                await conn.fetch(QUERIES["clear_venue_day"], event_id, venue, day)
+                await conn.fetch(
+                    *QUERIES.bind("clear_venue_day", event_id=event_id, venue=venue, day=day)
+                )
             for x in lines:
                 await self._insert(conn, event_id, accounts[x.login]["id"], x, units, by)
         return (
@@ -253,13 +255,34 @@ class Assignments:
     ) -> None:
         if x.unit:
             await conn.execute(
-                QUERIES["assign_unit"], account_id, event_id, units[x.unit]["id"], by[0]
+                *QUERIES.bind(
+                    "assign_unit",
+                    account_id=account_id,
+                    event_id=event_id,
+                    unit_id=units[x.unit]["id"],
+                    assigned_by=by[0],
+                )
             )
         else:
             await conn.execute(
-                QUERIES["assign_venue_day"], account_id, event_id, x.venue, x.day, by[0]
+                *QUERIES.bind(
+                    "assign_venue_day",
+                    account_id=account_id,
+                    event_id=event_id,
+                    venue=x.venue,
+                    day=x.day,
+                    assigned_by=by[0],
+                )
             )
-        await conn.execute(QUERIES["record_change"], x.login, f"assigned {x.target}", *by)
+        await conn.execute(
+            *QUERIES.bind(
+                "record_change",
+                login=x.login,
+                change=f"assigned {x.target}",
+                by_name=by[0],
+                by_source=by[1],
+            )
+        )
 
     async def assign(
         self,
@@ -296,7 +319,9 @@ class Assignments:
                 dropped = [
                     r[0]
                     for r in await conn.fetch(
-                        QUERIES["clear_venue_day"], event_id, line.venue, line.day
+                        *QUERIES.bind(
+                            "clear_venue_day", event_id=event_id, venue=line.venue, day=line.day
+                        )
                     )
                 ]
             account = accounts[line.login]
@@ -316,7 +341,15 @@ class Assignments:
             if row is None:
                 raise AccountError(f"there is no assignment {assignment_id} (removed already?)")
             target = row["unit_code"] or f"{row['venue']} on {row['day']}"
-            await conn.execute(QUERIES["record_change"], row["login"], f"unassigned {target}", *by)
+            await conn.execute(
+                *QUERIES.bind(
+                    "record_change",
+                    login=row["login"],
+                    change=f"unassigned {target}",
+                    by_name=by[0],
+                    by_source=by[1],
+                )
+            )
         return f"{row['login']} no longer scores {target}"
 
     async def overview(self, limit: int = 500) -> list[AssignmentView]:

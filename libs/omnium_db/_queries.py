@@ -8,6 +8,7 @@ slice's bound (`x[lo:hi]`): a name straight after a letter, digit or `_` is part
 
     send = queries.statement("record_send")
     await conn.fetchval(send.text, *send.args({"feed_id": feed.id, ...}))
+    await conn.fetchval(*queries.bind("record_send", feed_id=feed.id, ...))  # the same
 
 A statement may mark optional parts:
 
@@ -196,6 +197,12 @@ class Queries:
         """The names a statement takes, in the order of its `$n`; none: it takes positions."""
         self[name]
         return self._names[name]
+
+    def bind(self, query: str, /, **values: object) -> tuple[Any, ...]:
+        """A statement written with names, and its arguments in order, ready to spread:
+        `await conn.fetch(*QUERIES.bind("units_named", event_id=..., codes=..., limit=...))`."""
+        statement = self.statement(query)
+        return (statement.text, *statement.args(values))
 
     def statement(self, name: str) -> Composed:
         """The whole statement, every part kept, with the arguments it takes."""

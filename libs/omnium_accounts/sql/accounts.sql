@@ -1,6 +1,6 @@
 -- name: insert_account
 INSERT INTO account (login, name, role, password_hash)
-VALUES ($1, $2, $3, $4)
+VALUES (:login, :name, :role, :password_hash)
 RETURNING id, login, name, role;
 
 -- name: set_password
@@ -13,22 +13,22 @@ SELECT id, login, name, role, password_hash, disabled FROM account WHERE login =
 -- name: rehash_password
 -- A good sign-in on a hash of an older kind: the same password, hashed the current way. Only
 -- while the stored hash is still the one checked, so a password set meanwhile stays.
-UPDATE account SET password_hash = $2 WHERE id = $1 AND password_hash = $3;
+UPDATE account SET password_hash = :password_hash WHERE id = :id AND password_hash = :checked_hash;
 
 -- name: insert_session
 INSERT INTO account_session (token_hash, account_id, csrf_token, screen, expires_at)
-VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))
+VALUES (:token_hash, :account_id, :csrf_token, :screen, now() + make_interval(secs => :seconds))
 RETURNING expires_at;
 
 -- name: session_by_token
 -- Reading a session also slides its end: an operator at work is not signed out mid-shift.
--- Only on the console it was made on ($3, its screen; NULL: any).
+-- Only on the console it was made on (:screen; NULL: any).
 UPDATE account_session s
 SET last_seen_at = now(),
-    expires_at = greatest(s.expires_at, now() + make_interval(secs => $2))
+    expires_at = greatest(s.expires_at, now() + make_interval(secs => :seconds))
 FROM account a
-WHERE s.token_hash = $1 AND a.id = s.account_id AND s.expires_at > now() AND NOT a.disabled
-  AND ($3::text IS NULL OR s.screen = $3::text)
+WHERE s.token_hash = :token_hash AND a.id = s.account_id AND s.expires_at > now() AND NOT a.disabled
+  AND (:screen::text IS NULL OR s.screen = :screen::text)
 RETURNING a.id, a.login, a.name, a.role, s.csrf_token, s.screen, s.expires_at;
 
 -- name: delete_session
@@ -54,7 +54,7 @@ GROUP BY a.id, c.change, c.by_name, c.at
 ORDER BY a.login;
 
 -- name: record_change
-INSERT INTO account_change (login, change, by_name, by_source) VALUES ($1, $2, $3, $4);
+INSERT INTO account_change (login, change, by_name, by_source) VALUES (:login, :change, :by_name, :by_source);
 
 -- name: lock_admins
 -- Taken before a change that could leave no admin: two admins turning each other off at the
@@ -83,7 +83,7 @@ RETURNING s.token_hash;
 
 -- name: insert_api_key
 INSERT INTO api_key (name, key_hash, rate_per_second, burst, made_by)
-VALUES ($1, $2, $3, $4, $5)
+VALUES (:name, :key_hash, :rate_per_second, :burst, :made_by)
 RETURNING id, name, rate_per_second, burst, disabled, made_by, created_at;
 
 -- name: list_api_keys

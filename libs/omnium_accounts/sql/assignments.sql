@@ -23,17 +23,17 @@ DELETE FROM scorer_assignment WHERE unit_id = $1::uuid RETURNING account_id::tex
 
 -- name: clear_venue_day
 DELETE FROM scorer_assignment
- WHERE unit_id IS NULL AND event_id = $1::uuid AND venue = $2 AND day = $3
+ WHERE unit_id IS NULL AND event_id = :event_id::uuid AND venue = :venue AND day = :day
 RETURNING account_id::text;
 
 -- name: assign_unit
 INSERT INTO scorer_assignment (account_id, event_id, unit_id, assigned_by)
-VALUES ($1::uuid, $2::uuid, $3::uuid, $4)
+VALUES (:account_id::uuid, :event_id::uuid, :unit_id::uuid, :assigned_by)
 ON CONFLICT (unit_id, account_id) WHERE unit_id IS NOT NULL DO NOTHING;
 
 -- name: assign_venue_day
 INSERT INTO scorer_assignment (account_id, event_id, venue, day, assigned_by)
-VALUES ($1::uuid, $2::uuid, $3, $4, $5)
+VALUES (:account_id::uuid, :event_id::uuid, :venue, :day, :assigned_by)
 ON CONFLICT (event_id, venue, day, account_id) WHERE unit_id IS NULL DO NOTHING;
 
 -- name: remove_assignment

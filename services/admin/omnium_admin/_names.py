@@ -49,7 +49,12 @@ async def units_for(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """The units an integration's rows name: (by Scout's key, by our id)."""
     found = await reader.fetch(
-        QUERIES["units_named"], integration, sorted(set(keys)), sorted(set(unit_ids))
+        *QUERIES.bind(
+            "units_named",
+            integration=integration,
+            keys=sorted(set(keys)),
+            unit_ids=sorted(set(unit_ids)),
+        )
     )
     by_key, by_id = {}, {}
     for row in found:

@@ -75,7 +75,14 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
             if subject.kind == "event":
                 code = subject.event_code or subject.code
                 rows = await conn.fetch(
-                    QUERIES["timeline_for_event"], code, before, limit, hidden, held
+                    *QUERIES.bind(
+                        "timeline_for_event",
+                        event_code=code,
+                        before=before,
+                        limit=limit,
+                        hidden=hidden,
+                        held=held,
+                    )
                 )
             else:
                 subject_id = subject.id
@@ -94,13 +101,15 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
                         "subject.id must be an id (a UUID), or give a unit's code and event_code",
                     )
                 rows = await conn.fetch(
-                    QUERIES["timeline_for_subject"],
-                    subject.kind,
-                    subject_id,
-                    before,
-                    limit,
-                    hidden,
-                    held,
+                    *QUERIES.bind(
+                        "timeline_for_subject",
+                        kind=subject.kind,
+                        subject_id=subject_id,
+                        before=before,
+                        limit=limit,
+                        hidden=hidden,
+                        held=held,
+                    )
                 )
         return command_pb2.GetTimelineResponse(items=[_item(row) for row in rows])
 

@@ -251,7 +251,11 @@ class OutboxRelay:
 
     async def _relay(self, conn: asyncpg.Connection, watermark: int, gaps: dict[int, float]) -> int:
         while True:
-            rows = await conn.fetch(QUERIES["outbox_since"], watermark, list(gaps), BATCH_ROWS)
+            rows = await conn.fetch(
+                *QUERIES.bind(
+                    "outbox_since", watermark=watermark, gaps=list(gaps), limit=BATCH_ROWS
+                )
+            )
             if not rows:
                 break
             read_at = time.monotonic()

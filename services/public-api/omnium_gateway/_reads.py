@@ -77,7 +77,16 @@ async def read_schedule(
     held: tuple[str, ...] = (),
 ) -> Loaded:
     """`held`: the disciplines the checker holds by setting (clients' checkers are read too)."""
-    row = await conn.fetchrow(QUERIES["schedule"], event, day, discipline, status, list(held))
+    row = await conn.fetchrow(
+        *QUERIES.bind(
+            "schedule",
+            event=event,
+            day=day,
+            discipline=discipline,
+            status=status,
+            held=list(held),
+        )
+    )
     if row is None:
         return not_found(f"There is no event {event}.")
     if not row["found_discipline"]:
@@ -92,7 +101,9 @@ async def read_schedule(
 async def read_unit(
     conn: asyncpg.Connection, event: str, unit_code: str, held: tuple[str, ...] = ()
 ) -> Loaded:
-    row = await conn.fetchrow(QUERIES["unit"], event, unit_code, list(held))
+    row = await conn.fetchrow(
+        *QUERIES.bind("unit", event=event, unit_code=unit_code, held=list(held))
+    )
     if row is None:
         return not_found(f"There is no unit {unit_code} in event {event}.")
     return Loaded(200, row["body"].encode(), state_of([row["status"]]))
@@ -109,7 +120,7 @@ async def read_medals(
     conn: asyncpg.Connection, event: str, top: int | None, held: tuple[str, ...] = ()
 ) -> Loaded:
     """`held`: the disciplines the checker holds by setting (clients' checkers are read too)."""
-    row = await conn.fetchrow(QUERIES["medals"], event, top, list(held))
+    row = await conn.fetchrow(*QUERIES.bind("medals", event=event, top=top, held=list(held)))
     if row is None:
         return not_found(f"There is no event {event}.")
     note = f',"note":{_q(MEDALS_HELD)}' if row["held"] else ""

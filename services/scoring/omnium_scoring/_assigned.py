@@ -101,14 +101,16 @@ class Assigned:
         does not turn the refusal into an error."""
         try:
             await self.writer.execute(
-                QUERIES["record_refusal"],
-                action.client_id,
-                action.unit_id,
-                account_of(actor),
-                actor.name or "scorer (not signed in)",
-                actor.screen or None,
-                action.kind,
-                reason,
+                *QUERIES.bind(
+                    "record_refusal",
+                    client_id=action.client_id,
+                    unit_id=action.unit_id,
+                    account_id=account_of(actor),
+                    actor_name=actor.name or "scorer (not signed in)",
+                    screen=actor.screen or None,
+                    kind=action.kind,
+                    reason=reason,
+                )
             )
         except Exception as exc:
             if not is_outage(exc):

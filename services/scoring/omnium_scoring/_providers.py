@@ -424,13 +424,24 @@ class Providers:
                     "operators to raise the bound.",
                     retry_after=int(wait),
                 )
-            message_id = await conn.fetchval(QUERIES["keep_message"], code, content_type, body)
+            message_id = await conn.fetchval(
+                *QUERIES.bind(
+                    "keep_message", provider_code=code, content_type=content_type, body=body
+                )
+            )
         outcome, refused_for, reason, unit_id, count_saved = await self._apply(
             spec, body, message_id
         )
         async with self.pool.acquire() as conn:
             await conn.execute(
-                QUERIES["message_outcome"], message_id, outcome, reason, unit_id, count_saved
+                *QUERIES.bind(
+                    "message_outcome",
+                    id=message_id,
+                    outcome=outcome,
+                    reason=reason,
+                    unit_id=unit_id,
+                    actions=count_saved,
+                )
             )
         return scoring_pb2.ProviderAnswer(
             outcome=outcome,

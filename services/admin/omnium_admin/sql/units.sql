@@ -58,18 +58,19 @@ LIMIT 2;
 SELECT time_zone FROM event ORDER BY starts_on NULLS LAST, created_at LIMIT 1;
 
 -- name: units_named
--- Units named by what a person knows (name, discipline, sides), found by our ids ($3) or by
--- Scout's keys ($2) of one integration ($1): the newest of its rows that found its unit.
+-- Units named by what a person knows (name, discipline, sides), found by our ids (:unit_ids)
+-- or by Scout's keys (:keys) of one integration (:integration, its code): the newest of its
+-- rows that found its unit.
 WITH keyed AS (
   SELECT DISTINCT ON (r.subject_key) r.subject_key AS key, r.subject_id AS unit_id
     FROM integration_row r JOIN integration i ON i.id = r.integration_id
-   WHERE i.code = $1 AND r.subject_key = ANY($2::text[]) AND r.subject_kind = 'unit'
+   WHERE i.code = :integration AND r.subject_key = ANY(:keys::text[]) AND r.subject_kind = 'unit'
      AND r.subject_id IS NOT NULL
    ORDER BY r.subject_key, r.id DESC
 ), wanted AS (
   SELECT key, unit_id FROM keyed
   UNION ALL
-  SELECT NULL, id FROM unnest($3::uuid[]) AS id
+  SELECT NULL, id FROM unnest(:unit_ids::uuid[]) AS id
 )
 SELECT w.key, u.id::text AS id, u.code, u.name, u.start_at, d.name AS discipline,
        ARRAY(SELECT coalesce(c.name, '')

@@ -15,9 +15,9 @@ SELECT d.id, d.kind, d.subject_kind, e.code AS event, d.payload->>'code' AS code
          false) AS medal
   FROM domain_event d
   JOIN event e ON e.id = d.event_id
- WHERE d.id > $1 OR d.id = ANY($2::bigint[])
+ WHERE d.id > :watermark OR d.id = ANY(:gaps::bigint[])
  ORDER BY d.id
- LIMIT $3;
+ LIMIT :limit;
 
 -- name: units_of_competitors
 -- A competitor's name or NOC shows in every unit it plays in.

@@ -18,30 +18,30 @@ SELECT e.code AS event,
  WHERE e.code = $1;
 
 -- name: schedule
--- $1 event code, $2 day in the event's time zone (or null), $3 discipline (or null),
--- $4 status (or null), $5 the disciplines the checker holds by setting. found_discipline is
--- false when $3 names no discipline of the event. A held unit shows its results as approved.
+-- :event the event's code; :day a day in the event's time zone, :discipline and :status (each
+-- or null); :held the disciplines the checker holds by setting. found_discipline is false when
+-- :discipline names no discipline of the event. A held unit shows its results as approved.
 WITH ev AS (
-  SELECT id, code, time_zone FROM event WHERE code = $1
+  SELECT id, code, time_zone FROM event WHERE code = :event
 ), held AS MATERIALIZED (
   -- Asked once per discipline, not once per unit.
   SELECT d.id FROM ev JOIN discipline d ON d.event_id = ev.id
-   WHERE results_held(ev.id, d.code, $5::text[])
+   WHERE results_held(ev.id, d.code, :held::text[])
 ), picked AS (
   SELECT u.*, d.code AS discipline, d.id IN (SELECT h.id FROM held h) AS held
     FROM ev
     JOIN unit u ON u.event_id = ev.id
     JOIN discipline d ON d.id = u.discipline_id
-   WHERE ($2::date IS NULL OR (u.start_at >= ($2::date)::timestamp AT TIME ZONE ev.time_zone
-                               AND u.start_at < ($2::date + 1)::timestamp AT TIME ZONE ev.time_zone))
-     AND ($3::text IS NULL OR d.code = $3)
-     AND ($4::text IS NULL OR u.status = $4)
+   WHERE (:day::date IS NULL OR (u.start_at >= (:day::date)::timestamp AT TIME ZONE ev.time_zone
+                               AND u.start_at < (:day::date + 1)::timestamp AT TIME ZONE ev.time_zone))
+     AND (:discipline::text IS NULL OR d.code = :discipline)
+     AND (:status::text IS NULL OR u.status = :status)
 ), shown AS (
   SELECT p.*, CASE WHEN p.held THEN approved_unit(p.id) END AS approved FROM picked p
 )
 SELECT ev.code AS event,
-       ($3::text IS NULL OR EXISTS (
-          SELECT 1 FROM discipline d WHERE d.event_id = ev.id AND d.code = $3)) AS found_discipline,
+       (:discipline::text IS NULL OR EXISTS (
+          SELECT 1 FROM discipline d WHERE d.event_id = ev.id AND d.code = :discipline)) AS found_discipline,
        (SELECT coalesce(json_agg(json_build_object(
                  'code', p.code, 'name', p.name, 'discipline', p.discipline, 'phase', p.phase,
                  'start_at', p.start_at, 'venue', p.venue,
@@ -63,15 +63,15 @@ SELECT ev.code AS event,
   FROM ev;
 
 -- name: unit
--- $3: the disciplines the checker holds by setting. A held unit shows its sides' results as
+-- :held: the disciplines the checker holds by setting. A held unit shows its sides' results as
 -- last approved, and none before its first approval (`held` says so); its status as it is.
 WITH found AS (
   SELECT e.code AS event, u.*, d.code AS discipline,
-         results_held(e.id, d.code, $3::text[]) AS held
+         results_held(e.id, d.code, :held::text[]) AS held
     FROM event e
-    JOIN unit u ON u.event_id = e.id AND u.code = $2
+    JOIN unit u ON u.event_id = e.id AND u.code = :unit_code
     JOIN discipline d ON d.id = u.discipline_id
-   WHERE e.code = $1
+   WHERE e.code = :event
 ), shown AS (
   SELECT f.*, CASE WHEN f.held THEN approved_unit(f.id) END AS approved FROM found f
 )
@@ -86,13 +86,13 @@ SELECT json_build_object(
   FROM shown x;
 
 -- name: medals
--- The whole Games' table (rows with no discipline), best first; $2 is the top N or null, $3 the
--- disciplines the checker holds by setting. While a unit the checker holds shows a medal its
+-- The whole Games' table (rows with no discipline), best first; :top is the top N or null,
+-- :held the disciplines the checker holds by setting. While a unit the checker holds shows a medal its
 -- approval does not, the table is held: no rows, `held` true (a medal row cannot say which
 -- unit's result it counts, so none is shown that could rest on the waiting one). A row with no
 -- medal is not in it (medals.withdraw_row takes a NOC's last medal away so).
 WITH ev AS (
-  SELECT e.id, e.code, event_medals_held(e.id, $3::text[]) AS held FROM event e WHERE e.code = $1
+  SELECT e.id, e.code, event_medals_held(e.id, :held::text[]) AS held FROM event e WHERE e.code = :event
 )
 SELECT ev.code AS event, ev.held,
        CASE WHEN ev.held THEN '[]' ELSE
@@ -103,5 +103,5 @@ SELECT ev.code AS event, ev.held,
           FROM (SELECT * FROM medal_row r
                  WHERE r.event_id = ev.id AND r.discipline_id IS NULL AND r.total > 0
                  ORDER BY r.rank NULLS LAST, r.gold DESC, r.silver DESC, r.bronze DESC, r.noc
-                 LIMIT $2) m)::text END AS items
+                 LIMIT :top) m)::text END AS items
   FROM ev;

@@ -76,8 +76,9 @@ SELECT a.role, a.disabled, u.name AS unit_name,
 -- An action refused because the match is not the scorer's, once per client id. The account
 -- only when it is one (a removed account's refusal is kept by its name).
 INSERT INTO scorer_refusal (client_id, unit_id, account_id, actor_name, screen, kind, reason)
-SELECT $1, (SELECT u.id FROM unit u WHERE u.id = $2::uuid),
-       (SELECT a.id FROM account a WHERE a.id = $3::uuid), $4, $5, $6, $7
+SELECT :client_id, (SELECT u.id FROM unit u WHERE u.id = :unit_id::uuid),
+       (SELECT a.id FROM account a WHERE a.id = :account_id::uuid),
+       :actor_name, :screen, :kind, :reason
 ON CONFLICT (client_id) DO NOTHING;
 
 -- name: unit_by_code
@@ -123,12 +124,13 @@ SELECT ceil(extract(epoch FROM
 -- name: keep_message
 -- The message as received, before anything is read from it.
 INSERT INTO provider_message (provider_code, content_type, body, sha256)
-VALUES ($1, $2, $3, sha256($3))
+VALUES (:provider_code, :content_type, :body, sha256(:body))
 RETURNING id;
 
 -- name: message_outcome
-UPDATE provider_message SET outcome = $2, reason = $3, unit_id = $4::uuid, actions = $5
- WHERE id = $1;
+UPDATE provider_message
+   SET outcome = :outcome, reason = :reason, unit_id = :unit_id::uuid, actions = :actions
+ WHERE id = :id;
 
 -- name: pulled
 UPDATE provider SET last_pulled_at = now() WHERE code = $1;
