@@ -272,6 +272,7 @@ WEBHOOKS: dict[str, Any] = {
                 "4xx is taken as refused and not tried again."
             ),
             "operationId": "feedUpdated",
+            "security": [],
             "parameters": _SIGNATURE_HEADERS,
             "requestBody": {
                 "required": True,
