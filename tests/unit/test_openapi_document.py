@@ -8,18 +8,14 @@ import json
 from typing import Any
 
 import pytest
-from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 
 from omnium_gateway._openapi import document
 from omnium_gateway._openapi_push import CHANGE_EVENTS, NOTICE_EVENTS
 from omnium_gateway._route_sets import default_route_sets
 from omnium_live import _routes as live_routes
 from omnium_settings import Settings
-
-DOCUMENT_URI = "urn:omnium:openapi"
+from tests.support.openapi import schema_validator
 
 
 def served(**overrides: Any) -> dict[str, Any]:
@@ -30,15 +26,6 @@ def served(**overrides: Any) -> dict[str, Any]:
     # What goes over the wire: JSON, so nothing but JSON types may be in it.
     loaded: dict[str, Any] = json.loads(json.dumps(doc))
     return loaded
-
-
-def schema_validator(doc: dict[str, Any], schema: dict[str, Any]) -> Draft202012Validator:
-    """A validator for `schema`, whose #/components/... refs point into `doc`."""
-    registry: Registry[Any] = Registry().with_resource(
-        DOCUMENT_URI, Resource.from_contents(doc, default_specification=DRAFT202012)
-    )
-    text = json.dumps(schema).replace('"$ref": "#/', f'"$ref": "{DOCUMENT_URI}#/')
-    return Draft202012Validator(json.loads(text), registry=registry)
 
 
 def bodies(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
