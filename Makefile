@@ -47,6 +47,8 @@ help: ## List every target
 # Pinned with hashes (pip-compile, see requirements/README.md): runtime.txt is what the image
 # installs; build.txt makes the contracts; dev.txt adds the tests' and linters' tools.
 NODE_STAMP := tests/node/node_modules/.package-lock.json
+# The Node client samples' Standard Webhooks library, pinned by their lock file (docs/clients/).
+CLIENTS_STAMP := docs/clients/js/node_modules/.package-lock.json
 DOCS_PAGE := services/public-api/docs-page
 DOCS_BUNDLE := services/public-api/omnium_gateway/static/redoc.standalone.js
 REQUIREMENTS := requirements/runtime.txt requirements/build.txt requirements/dev.txt
@@ -89,7 +91,7 @@ system: $(STAMP) ## Check PostgreSQL and Redis binaries; apt-get install them wh
 	@$(PY) -m omnium_devstack ensure
 
 .PHONY: tools
-tools: $(STAMP) $(NODE_STAMP) ## Check the browsers (chromium; WebKitGTK under Xvfb), sshd, wrk, Varnish, nginx with nchan, Node's grpc-js, podman, mmdebstrap and kubectl the tests and benchmarks drive; apt-get them (as root)
+tools: $(STAMP) $(NODE_STAMP) $(CLIENTS_STAMP) ## Check the browsers (chromium; WebKitGTK under Xvfb), sshd, wrk, Varnish, nginx with nchan, Node's grpc-js, podman, mmdebstrap and kubectl the tests and benchmarks drive; apt-get them (as root)
 	@$(PY) -m omnium_devstack ensure --tools >/dev/null
 
 # Node's grpc-js and proto-loader, pinned by the lock file: a client in another language that
@@ -109,6 +111,9 @@ $(DOCS_BUNDLE): $(DOCS_PAGE)/package.json $(DOCS_PAGE)/package-lock.json
 	npm ci --prefix $(DOCS_PAGE) --omit=peer --no-audit --no-fund --loglevel=error
 	mkdir -p $(dir $@)
 	cp $(DOCS_PAGE)/node_modules/redoc/bundles/redoc.standalone.js $@
+
+$(CLIENTS_STAMP): docs/clients/js/package.json docs/clients/js/package-lock.json
+	npm ci --prefix docs/clients/js --no-audit --no-fund --loglevel=error
 
 .PHONY: run
 run: install system ## Start PostgreSQL, Redis and every service; print where each listens
