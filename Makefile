@@ -47,6 +47,10 @@ help: ## List every target
 # Pinned with hashes (pip-compile, see requirements/README.md): runtime.txt is what the image
 # installs; build.txt makes the contracts; dev.txt adds the tests' and linters' tools.
 NODE_STAMP := tests/node/node_modules/.package-lock.json
+# The Node client samples' Standard Webhooks library, pinned by their lock file (docs/clients/).
+CLIENTS_STAMP := docs/clients/js/node_modules/.package-lock.json
+DOCS_PAGE := services/public-api/docs-page
+DOCS_BUNDLE := services/public-api/omnium_gateway/static/redoc.standalone.js
 REQUIREMENTS := requirements/runtime.txt requirements/build.txt requirements/dev.txt
 
 $(STAMP): $(REQUIREMENTS) pyproject.toml
@@ -64,7 +68,7 @@ $(STAMP): $(REQUIREMENTS) pyproject.toml
 	@touch $@
 
 .PHONY: install
-install: $(STAMP) $(CONTRACT_STAMP) ## Make the virtual environment and generate the contracts
+install: $(STAMP) $(CONTRACT_STAMP) $(DOCS_BUNDLE) ## Make the virtual environment, generate the contracts, install the docs page's Redoc
 
 $(CONTRACT_STAMP): $(PROTOS) $(STAMP)
 	rm -rf $(CONTRACT) && mkdir -p $(CONTRACT)
@@ -87,7 +91,7 @@ system: $(STAMP) ## Check PostgreSQL and Redis binaries; apt-get install them wh
 	@$(PY) -m omnium_devstack ensure
 
 .PHONY: tools
-tools: $(STAMP) $(NODE_STAMP) ## Check the browsers (chromium; WebKitGTK under Xvfb), sshd, wrk, Varnish, nginx with nchan, Node's grpc-js, podman, mmdebstrap and kubectl the tests and benchmarks drive; apt-get them (as root)
+tools: $(STAMP) $(NODE_STAMP) $(CLIENTS_STAMP) ## Check the browsers (chromium; WebKitGTK under Xvfb), sshd, wrk, Varnish, nginx with nchan, Node's grpc-js, podman, mmdebstrap and kubectl the tests and benchmarks drive; apt-get them (as root)
 	@$(PY) -m omnium_devstack ensure --tools >/dev/null
 
 # Node's grpc-js and proto-loader, pinned by the lock file: a client in another language that
@@ -97,6 +101,19 @@ $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
 	  else echo "npm is missing: install the Debian packages nodejs and npm."; exit 2; fi; }
 	npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
+
+# Redoc for the gateway's /v1/docs, pinned by the lock file (exact version, integrity hash) and
+# copied into the gateway's package, so the image carries it and no page loads it from a CDN.
+$(DOCS_BUNDLE): $(DOCS_PAGE)/package.json $(DOCS_PAGE)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
+	  else echo "npm is missing: install the Debian packages nodejs and npm."; exit 2; fi; }
+	npm ci --prefix $(DOCS_PAGE) --omit=peer --no-audit --no-fund --loglevel=error
+	mkdir -p $(dir $@)
+	cp $(DOCS_PAGE)/node_modules/redoc/bundles/redoc.standalone.js $@
+
+$(CLIENTS_STAMP): docs/clients/js/package.json docs/clients/js/package-lock.json
+	npm ci --prefix docs/clients/js --no-audit --no-fund --loglevel=error
 
 .PHONY: run
 run: install system ## Start PostgreSQL, Redis and every service; print where each listens

@@ -268,6 +268,16 @@ def _on_this_machine(settings: Settings) -> Settings:
     return settings.replace(outbound_allowed_networks=LOOPBACK)
 
 
+def _api_keys(settings: Settings, data_dir: Path) -> str:
+    """OMNIUM_GATEWAY_API_KEYS: those set, or one for the client samples (docs/clients/), kept
+    beside the data and printed."""
+    if settings.gateway.api_keys:
+        return ",".join(settings.gateway.api_keys)
+    key = _secret(data_dir, "api-key")
+    print(f"API key     {key}   (send 'X-API-Key: <key>'; samples in docs/clients/)")
+    return f"dev:{key}"
+
+
 def run_games_day(
     data_dir: Path,
     pg_port: int,
@@ -315,6 +325,7 @@ def run_games_day(
         token = settings.grpc.token or _secret(data_dir, "grpc-token")
         scout_secret = _secret(data_dir, "scout-secret")
         callers, tokens = grpc_callers(data_dir, token)
+        api_keys = _api_keys(settings, data_dir)
         env = {
             "OMNIUM_DATABASE_URL": database_url,
             "OMNIUM_REDIS_URL": redis_url,
@@ -322,6 +333,7 @@ def run_games_day(
             "OMNIUM_GRPC_TOKEN": token,
             "OMNIUM_SCORING_PROVIDERS_DIR": settings.scoring.providers_dir or str(DEV_PROVIDERS),
             "OMNIUM_OUTBOUND_ALLOWED_NETWORKS": ",".join(settings.server.outbound_allowed_networks),
+            "OMNIUM_GATEWAY_API_KEYS": api_keys,
         }
         if ha:
             env["OMNIUM_DATABASE_STANDBY_EXPECTED"] = "true"

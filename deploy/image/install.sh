@@ -63,6 +63,9 @@ cmd_app() {
     [ "$(basename "$service")" = scout-sim ] && continue
     cp -R "$service" "$dest/services/"
   done
+  # The docs page's Redoc, copied in by `make install` from the npm lock (the build has no npm).
+  [ -f "$dest/services/public-api/omnium_gateway/static/redoc.standalone.js" ] ||
+    die "the gateway's docs page has no Redoc bundle: run 'make install' before building the image"
   # The dev stack's own SFTP server and webhook receiver stand in for the media clients' servers.
   rm -f "$dest/services/delivery/omnium_delivery/sinks.py"
   cp -R "$src/sports" "$src/providers" "$dest/"

@@ -428,6 +428,20 @@ class GatewaySettings:
         "metrics port.",
         env="gateway_public_metrics",
     )
+    public_url: str | None = setting(
+        None,
+        "The public API's address as clients reach it (https://api.example.org): the OpenAPI "
+        "document's servers. Unset: the address the document is read from.",
+        env="gateway_public_url",
+    )
+    contact_name: str = setting(
+        "omnium API support",
+        "Who integrators ask: the OpenAPI document's info.contact name.",
+        env="gateway_contact_name",
+    )
+    contact_email: str | None = setting(
+        None, "The OpenAPI document's info.contact email.", env="gateway_contact_email"
+    )
     key_rate_per_second: float = setting(
         100.0,
         "Default requests per second per API key (token bucket refill).",

@@ -14,6 +14,7 @@ import difflib
 import functools
 import ipaddress
 import os
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -100,6 +101,7 @@ class Settings:
         _check_grpc(self.grpc)
         _check_provider_door(self.scoring)
         _check_scorer_watch(self.scoring)
+        _check_public_url(self.gateway.public_url)
         database = self.database
         if database.migrate_lock_timeout_seconds <= 0 or database.migrate_lock_tries < 1:
             raise SettingsError(
@@ -125,6 +127,19 @@ class Settings:
                 "or point it at a PostgreSQL server (postgresql://user@host:port/db)."
             )
         return self.server.database_url
+
+
+def _check_public_url(url: str | None) -> None:
+    """The address clients are told in the OpenAPI document must be one they can call."""
+    if url is None:
+        return
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise SettingsError(
+            f"OMNIUM_GATEWAY_PUBLIC_URL is {url!r}; give the API's address as clients reach it, "
+            "with its scheme and no query, e.g. https://api.example.org or "
+            "https://example.org/omnium."
+        )
 
 
 def _check_networks(variable: str, networks: tuple[str, ...]) -> None:

@@ -336,3 +336,19 @@ def test_the_dev_stack_gives_each_calling_process_a_caller_of_its_own(tmp_path: 
     }
     tools = known.identify((("authorization", "Bearer tools-token"),))
     assert not isinstance(tools, str) and (tools.name, tools.role.name) == ("dev-tools", "service")
+
+
+def test_the_dev_stack_makes_an_api_key_for_the_samples_unless_keys_are_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make run` gives the gateway one API key (kept beside the data, the same across
+    restarts) and prints it for docs/clients/; keys set in OMNIUM_GATEWAY_API_KEYS win."""
+    from dev.games_day import _api_keys
+
+    made = _api_keys(Settings.from_env({}), tmp_path)
+    name, _, key = made.partition(":")
+    assert name == "dev" and len(key) >= 24
+    assert f"API key     {key}" in capsys.readouterr().out
+    assert _api_keys(Settings.from_env({}), tmp_path) == made
+    mine = Settings.from_env({"OMNIUM_GATEWAY_API_KEYS": "media:abc123"})
+    assert _api_keys(mine, tmp_path) == "media:abc123"

@@ -81,6 +81,8 @@ def test_values_are_read_and_typed() -> None:
         ({"OMNIUM_TELEMETRY_EXPORTER": "jaeger"}, "is not a valid"),
         ({"OMNIUM_GRPC_TLS_CERT_FILE": "/x.pem"}, "Set both"),
         ({"OMNIUM_LIVE_REDIS_CONNECTIONS": "4"}, "4 for replays and one for each Games"),
+        ({"OMNIUM_GATEWAY_PUBLIC_URL": "api.example.org"}, "with its scheme and no query"),
+        ({"OMNIUM_GATEWAY_PUBLIC_URL": "https://a.example?x=1"}, "with its scheme and no query"),
     ],
 )
 def test_bad_values_fail_with_a_plain_message(env: dict[str, str], message: str) -> None:

@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from omnium_db import UNIT_STATUSES
 from omnium_gateway import _reads
+from omnium_gateway._docs_page import DocsPage
 from omnium_gateway._gateway import JSON_TYPE, Gateway, RouteSet, error_answer, no_event
 from omnium_gateway._metrics import Metrics
 from omnium_gateway._openapi import (
@@ -39,7 +40,7 @@ _CORE_PATHS = (
     re.compile(r"^/v1/events$"),
     re.compile(r"^/v1/events/[^/]+/(schedule|medals|disciplines)$"),
     re.compile(r"^/v1/events/[^/]+/units/[^/]+$"),
-    re.compile(r"^/(v1/openapi\.json|healthz|readyz|metrics)$"),
+    re.compile(r"^/(v1/openapi\.json|v1/docs|healthz|readyz|metrics|favicon\.ico)?$"),
 )
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -278,6 +279,8 @@ def make_app(
     for route, path, handler, admits in _reads_routes(gateway):
         if admits:
             gateway.admitting.add(path)
+        app.router.add_get(path, _guard(route, handler, metrics))
+    for route, path, handler in DocsPage().routes():
         app.router.add_get(path, _guard(route, handler, metrics))
     for route_set in gateway.route_sets:
         route_set.add_routes(app, gateway)

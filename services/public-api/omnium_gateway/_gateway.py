@@ -175,6 +175,7 @@ class Gateway:
                 [rs.openapi() for rs in self.route_sets],
                 settings.gateway.anonymous_reads,
                 settings.gateway.public_metrics,
+                site=settings.gateway,
             )
         ).encode()
         # A shared cache (Varnish, a CDN) may keep a copy as long as the gateway does: the

@@ -6,6 +6,9 @@ import copy
 from typing import Any
 
 from omnium_db import UNIT_STATUSES
+from omnium_gateway import _openapi_push as push
+from omnium_gateway._openapi_examples import add_examples
+from omnium_settings import GatewaySettings
 
 EVENT_PATTERN = "^[A-Z0-9_-]{2,32}$"
 UNIT_PATTERN = "^[A-Z0-9-]{34}$"
@@ -332,6 +335,20 @@ PATHS: dict[str, Any] = {
             },
         }
     },
+    "/v1/docs": {
+        "get": {
+            "summary": "This document as a page to read (Redoc)",
+            "operationId": "docs",
+            "security": [{}],
+            "responses": {
+                "200": {
+                    "description": "The page; its script is served beside it, never from a CDN.",
+                    "content": {"text/html": {"schema": {"type": "string"}}},
+                },
+                "429": _ADDRESS_LIMIT,
+            },
+        }
+    },
     "/healthz": {
         "get": {
             "summary": "The process answers",
@@ -379,34 +396,56 @@ PATHS: dict[str, Any] = {
 
 
 def document(
-    parts: list[dict[str, Any]], anonymous: bool, public_metrics: bool = False
+    parts: list[dict[str, Any]],
+    anonymous: bool,
+    public_metrics: bool = False,
+    *,
+    site: GatewaySettings | None = None,
 ) -> dict[str, Any]:
-    """The whole document: the core paths and schemas, then each route set's part. /metrics
-    is in it only where the public port serves it (OMNIUM_GATEWAY_PUBLIC_METRICS)."""
+    """The whole document: the core paths and schemas, then each route set's part, then the
+    webhooks delivery sends and an example for every body. /metrics is in it only where the
+    public port serves it (OMNIUM_GATEWAY_PUBLIC_METRICS). `site`: where clients reach the API
+    and whom they ask (the servers and info.contact)."""
+    site = site or GatewaySettings()
     paths = copy.deepcopy(PATHS)
     if not public_metrics:
         del paths["/metrics"]
-    schemas = copy.deepcopy(SCHEMAS)
+    schemas = copy.deepcopy({**SCHEMAS, **push.SCHEMAS, **push.WEBHOOK_SCHEMAS})
+    webhooks = copy.deepcopy(push.WEBHOOKS)
     for part in parts:
         paths.update(part.get("paths", {}))
         schemas.update(part.get("components", {}).get("schemas", {}))
+        webhooks.update(part.get("webhooks", {}))
     security: list[dict[str, list[str]]] = [{"apiKey": []}]
     if anonymous:
         security.append({})
-    return {
+    contact = {"name": site.contact_name}
+    if site.contact_email:
+        contact["email"] = site.contact_email
+    server = {"url": "/", "description": "The gateway this document was read from"}
+    if site.public_url:
+        server = {"url": site.public_url.rstrip("/"), "description": "omnium public API"}
+    answer = {
         "openapi": "3.1.0",
         "info": {
             "title": "omnium public API",
             "version": "1.0.0",
+            "contact": contact,
             "description": (
                 "Schedules, results and medal tables of a multi-sport event. Every read is "
-                "cached; ETag / If-None-Match answers 304. Send X-API-Key; limits are per key."
+                "cached; ETag / If-None-Match answers 304. Send X-API-Key; limits are per key. "
+                "Live changes come as Server-Sent Events; media clients get their feeds by SFTP "
+                "or by signed webhooks (see Webhooks). Samples: docs/clients/ in the repository."
             ),
         },
+        "servers": [server],
         "security": security,
         "paths": paths,
+        "webhooks": webhooks,
         "components": {
             "schemas": schemas,
             "securitySchemes": {"apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}},
         },
     }
+    add_examples(answer)
+    return answer

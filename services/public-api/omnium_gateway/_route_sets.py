@@ -12,6 +12,7 @@ from omnium_accounts import Accounts, AccountsUnavailable
 from omnium_db import DATABASE_ERRORS, PoolRoad, create_pool
 from omnium_gateway._gateway import Gateway, RouteSet
 from omnium_gateway._openapi import EVENT_PATTERN, UNIT_PATTERN
+from omnium_gateway._openapi_push import CHANGE_EVENTS, SSE_EVENT
 from omnium_live import LIVE_ROUTES, STREAM_ID_PATTERN, add_live_routes, live_redis
 from omnium_scorer_web import add_scorer_routes
 from omnium_settings import Settings
@@ -21,26 +22,15 @@ log = logging.getLogger("omnium.gateway")
 _ERROR = {"$ref": "#/components/schemas/Error"}
 
 
-# One Server-Sent Event: `change`-kind events carry the change as JSON in `data` and the
-# stream position in `id`; `gap` and `error` carry a JSON message.
-_SSE_EVENT = {
-    "type": "object",
-    "properties": {
-        "event": {"type": "string"},
-        "data": {"type": "string", "contentMediaType": "application/json"},
-        "id": {"type": "string", "pattern": STREAM_ID_PATTERN},
-        "retry": {"type": "integer", "minimum": 0},
-    },
-}
-
-
 def _stream_operation(summary: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "get": {
             "summary": summary,
             "description": (
-                "Server-Sent Events: one `change` event per saved change (its `id` is the "
-                "stream position), a comment line when quiet. Reconnect with `Last-Event-ID` "
+                "Server-Sent Events: one event per saved change, named by its kind ("
+                + ", ".join(f"`{name}`" for name in CHANGE_EVENTS)
+                + "), its `data` the change as JSON and its `id` the stream position; a comment "
+                "line when quiet. Reconnect with `Last-Event-ID` "
                 "(or `?last_event_id=`) to get what was missed from a short replay buffer; a "
                 "`gap` event says when some of it is no longer kept or may be lost (Redis "
                 "restarted), or that this client fell too far behind and is disconnected "
@@ -60,7 +50,7 @@ def _stream_operation(summary: str, parameters: list[dict[str, Any]]) -> dict[st
             "responses": {
                 "200": {
                     "description": "The stream of changes; the schema is that of one event.",
-                    "content": {"text/event-stream": {"schema": _SSE_EVENT}},
+                    "content": {"text/event-stream": {"schema": SSE_EVENT}},
                 },
                 "400": {
                     "description": "A bad Games or unit code, or a Last-Event-ID never sent.",
