@@ -32,13 +32,14 @@ from omnium_gateway._route_sets import LiveRoutes
 from omnium_live import live_hub, stream_key
 from tests.conftest import cloned_database
 from tests.support.command import CommandClient, running_command
-from tests.support.delivery import eventually, running_delivery, settled
+from tests.support.delivery import running_delivery, settled
 from tests.support.games import EVENT, make_games
 from tests.support.gateway import RunningGateway, gateway_settings, running_gateway
 from tests.support.openapi import schema_validator
 from tests.support.servers import Servers
 from tests.support.sftp import SftpServer, asyncssh_server
 from tests.support.sse import reading
+from tests.support.waiting import eventually
 
 SAMPLES = Path(__file__).resolve().parents[2] / "docs" / "clients"
 KEY = "samples-" + secrets.token_urlsafe(12)
