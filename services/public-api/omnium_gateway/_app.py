@@ -299,6 +299,12 @@ def make_app(
     async def not_ready(app: web.Application) -> None:
         gateway.stopping = True
 
+    async def fields(request: web.Request, answer: web.StreamResponse) -> None:
+        quota = gateway.quota_headers(request)
+        if quota is not None:
+            answer.headers.update(quota)
+
+    app.on_response_prepare.append(fields)
     app.cleanup_ctx.append(lifecycle)
     app.on_shutdown.append(not_ready)
     return app

@@ -38,6 +38,7 @@ from omnium_gateway._limits import (
     RateLimiter,
     database_keys,
     parse_api_keys,
+    quota_headers,
     retry_after,
 )
 from omnium_gateway._metrics import FLUSH_SECONDS, Metrics
@@ -55,6 +56,8 @@ STOP_PART_SECONDS = 2.0
 RELAY_REDIS_CONNECTIONS = 4
 
 JSON_TYPE = "application/json"
+# The bucket a request was counted against, for its answer's RateLimit fields.
+LIMITED: web.RequestKey[Client] = web.RequestKey("omnium_limited", Client)
 
 
 def redis_client(url: str, settings: Settings, name: str, connections: int) -> aioredis.Redis:
@@ -342,13 +345,13 @@ class Gateway:
                     request, 401, "This API key is not known; check the X-API-Key header."
                 )
             client = found
-        return await self._take(client)
+        return await self._take(request, client)
 
     async def admit_address(
         self, request: web.Request, buckets: AddressBuckets
     ) -> web.Response | None:
         """None when the client's address has room in `buckets`; else the 429 to answer."""
-        return await self._take(buckets.client(client_address(request, self.settings)))
+        return await self._take(request, buckets.client(client_address(request, self.settings)))
 
     def stream_owner(self, request: web.Request) -> str:
         """Whom a live stream counts against: its API key, or its address without one."""
@@ -374,7 +377,8 @@ class Gateway:
         over = await self.admit_address(request, self.anonymous)
         return over if over is not None else error_answer(status, message)
 
-    async def _take(self, client: Client) -> web.Response | None:
+    async def _take(self, request: web.Request, client: Client) -> web.Response | None:
+        request[LIMITED] = client
         wait = await self.limiter.take(client)
         if wait is None:
             return None
@@ -383,6 +387,13 @@ class Gateway:
             f"Too many requests for {client.name}; try again after Retry-After seconds.",
             retry_after_seconds=wait,
         )
+
+    def quota_headers(self, request: web.Request) -> dict[str, str] | None:
+        """The RateLimit fields for the answer to `request`, if it was counted (None if not)."""
+        client = request.get(LIMITED)
+        if client is None:
+            return None
+        return quota_headers(client, *self.limiter.quota(client))
 
     async def cached(
         self,
