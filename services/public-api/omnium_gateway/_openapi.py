@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 from omnium_db import UNIT_STATUSES
+from omnium_gateway._cors import TOKEN_OPENAPI
 
 EVENT_PATTERN = "^[A-Z0-9_-]{2,32}$"
 UNIT_PATTERN = "^[A-Z0-9-]{34}$"
@@ -423,6 +424,7 @@ def document(
     for part in parts:
         paths.update(part.get("paths", {}))
         schemas.update(part.get("components", {}).get("schemas", {}))
+    paths.update(copy.deepcopy(TOKEN_OPENAPI))
     _with_quota_headers(paths)
     security: list[dict[str, list[str]]] = [{"apiKey": []}]
     if anonymous:
