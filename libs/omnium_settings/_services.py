@@ -232,6 +232,11 @@ class DeliverySettings:
     webhook_tries: int = setting(5, "Tries of one webhook, with growing waits.")
     webhook_retry_base_seconds: float = setting(0.5, "First wait between webhook tries; doubles.")
     webhook_timeout_seconds: float = setting(5.0, "Webhook HTTP timeout.")
+    webhook_secret_overlap_seconds: int = setting(
+        86_400,
+        "After a client's webhook secret is replaced, how long each webhook is still signed "
+        "with the one it replaced too, so the client can switch over without a failure.",
+    )
 
 
 @dataclass(frozen=True, slots=True)
