@@ -86,12 +86,28 @@ $(CONTRACT_STAMP): $(PROTOS) $(STAMP)
 .PHONY: contracts
 contracts: $(CONTRACT_STAMP) ## Generate the Python contract package from protos/
 
+.PHONY: stubs
+stubs: $(CONTRACT_STAMP) ## Build the Python gRPC stubs as a wheel for other teams (dist/omnium_grpc_stubs-<protos/VERSION>-py3-none-any.whl)
+	$(PY) -m dev.stubs
+
+# Buf, pinned by its lock file: `buf breaking` checks protos/ against the committed baseline of
+# the last release (tests/integration/test_protos_breaking.py).
+BUF_STAMP := tools/buf/node_modules/.package-lock.json
+BUF := tools/buf/node_modules/.bin/buf
+
+$(BUF_STAMP): tools/buf/package.json tools/buf/package-lock.json
+	npm ci --prefix tools/buf --no-audit --no-fund --loglevel=error
+
+.PHONY: protos-baseline
+protos-baseline: $(BUF_STAMP) ## After a release: record protos/ as the baseline no later change may break
+	$(PY) -m dev.protos baseline
+
 .PHONY: system
 system: $(STAMP) ## Check PostgreSQL and Redis binaries; apt-get install them when missing (as root)
 	@$(PY) -m omnium_devstack ensure
 
 .PHONY: tools
-tools: $(STAMP) $(NODE_STAMP) $(CLIENTS_STAMP) ## Check the browsers (chromium; WebKitGTK under Xvfb), sshd, wrk, Varnish, nginx with nchan, Node's grpc-js, podman, mmdebstrap and kubectl the tests and benchmarks drive; apt-get them (as root)
+tools: $(STAMP) $(NODE_STAMP) $(CLIENTS_STAMP) $(BUF_STAMP) ## Check the browsers (chromium; WebKitGTK under Xvfb), sshd, wrk, Varnish, nginx with nchan, Node's grpc-js, Buf, podman, mmdebstrap and kubectl the tests and benchmarks drive; apt-get them (as root)
 	@$(PY) -m omnium_devstack ensure --tools >/dev/null
 
 # Node's grpc-js and proto-loader, pinned by the lock file: a client in another language that

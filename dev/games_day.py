@@ -331,6 +331,8 @@ def run_games_day(
             "OMNIUM_REDIS_URL": redis_url,
             "OMNIUM_GRPC_CALLERS": ",".join(settings.grpc.callers) or callers,
             "OMNIUM_GRPC_TOKEN": token,
+            "OMNIUM_GATEWAY_STREAM_TOKEN_SECRETS": ",".join(settings.gateway.stream_token_secrets)
+            or _secret(data_dir, "stream-token-secret"),
             "OMNIUM_SCORING_PROVIDERS_DIR": settings.scoring.providers_dir or str(DEV_PROVIDERS),
             "OMNIUM_OUTBOUND_ALLOWED_NETWORKS": ",".join(settings.server.outbound_allowed_networks),
             "OMNIUM_GATEWAY_API_KEYS": api_keys,

@@ -61,7 +61,8 @@ _MATCH_READS = _methods(scoring_pb2, "ScoringService", "GetMatchState", "WatchMa
 _SCORING_ACTS = _methods(scoring_pb2, "ScoringService", "Act", "Sync")
 _PROVIDER_PUSH = _methods(scoring_pb2, "ScoringService", "ReceiveProviderMessage")
 _DELIVERY_READS = _methods(delivery_pb2, "DeliveryService", "ListClients", "GetClient", "ListSends")
-_DELIVERY_ACTIONS = _methods(delivery_pb2, "DeliveryService", "Resend")
+_SECRET_ROTATION = _methods(delivery_pb2, "DeliveryService", "RotateWebhookSecret")
+_DELIVERY_ACTIONS = _methods(delivery_pb2, "DeliveryService", "Resend") | _SECRET_ROTATION
 # Any caller with a known token may ask what the server offers.
 _REFLECTION = frozenset(
     {
@@ -73,8 +74,10 @@ _READS = _TIMELINE | _IMPORTS_READS | _MATCH_READS | _DELIVERY_READS
 # What a console does only for a signed-in person: every change it may make. (A dry run writes
 # nothing; a resend sends again what was already approved and sent.)
 _PEOPLE_S_ACTIONS = (
-    frozenset({SUBMIT}) | (_IMPORTS_ACTIONS - _methods(imports_pb2, "ImportsService", "DryRun"))
-) | _SCORING_ACTS
+    (frozenset({SUBMIT}) | (_IMPORTS_ACTIONS - _methods(imports_pb2, "ImportsService", "DryRun")))
+    | _SCORING_ACTS
+    | _SECRET_ROTATION
+)
 
 #: Call metadata with the session token of the person a console acts for (its sign-in cookie).
 SESSION_HEADER = "omnium-session"

@@ -90,6 +90,8 @@ def _secrets(settings: Settings) -> Iterator[str]:
         parts = item.split(":")
         if len(parts) >= 2:
             yield from _weak("OMNIUM_GATEWAY_API_KEYS", f"client {parts[0]}'s key", parts[1])
+    for secret in settings.gateway.stream_token_secrets:
+        yield from _weak("OMNIUM_GATEWAY_STREAM_TOKEN_SECRETS", "a stream-token secret", secret)
     for variable, url in (
         ("OMNIUM_DATABASE_URL", settings.server.database_url),
         ("OMNIUM_REDIS_URL", settings.server.redis_url),

@@ -232,6 +232,11 @@ class DeliverySettings:
     webhook_tries: int = setting(5, "Tries of one webhook, with growing waits.")
     webhook_retry_base_seconds: float = setting(0.5, "First wait between webhook tries; doubles.")
     webhook_timeout_seconds: float = setting(5.0, "Webhook HTTP timeout.")
+    webhook_secret_overlap_seconds: int = setting(
+        86_400,
+        "After a client's webhook secret is replaced, how long each webhook is still signed "
+        "with the one it replaced too, so the client can switch over without a failure.",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,6 +446,30 @@ class GatewaySettings:
     )
     contact_email: str | None = setting(
         None, "The OpenAPI document's info.contact email.", env="gateway_contact_email"
+    )
+    cors_origins: tuple[str, ...] = setting(
+        (),
+        "Web origins whose pages may call the public API from a browser (CORS), comma list of "
+        "scheme://host[:port]; `*` lets any page make the reads anyone may make without a key "
+        "(only with OMNIUM_GATEWAY_ANONYMOUS_READS). Empty: no browser on another origin.",
+        env="gateway_cors_origins",
+    )
+    cors_max_age_seconds: int = setting(
+        600,
+        "How long a browser may reuse the answer to a CORS preflight (Access-Control-Max-Age).",
+        env="gateway_cors_max_age_seconds",
+    )
+    stream_token_secrets: tuple[str, ...] = setting(
+        (),
+        "Sign the short-lived tokens a browser opens a live stream with (EventSource cannot "
+        "send X-API-Key): made at random, the same on every gateway copy; the first signs, "
+        "the others (old ones, while rotating) are still accepted. Empty: no tokens are given.",
+        env="gateway_stream_token_secrets",
+    )
+    stream_token_seconds: int = setting(
+        300,
+        "How long a live-stream token may be used to open (or reopen) a stream.",
+        env="gateway_stream_token_seconds",
     )
     key_rate_per_second: float = setting(
         100.0,

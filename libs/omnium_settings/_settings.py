@@ -14,6 +14,7 @@ import difflib
 import functools
 import ipaddress
 import os
+import re
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
@@ -102,6 +103,7 @@ class Settings:
         _check_provider_door(self.scoring)
         _check_scorer_watch(self.scoring)
         _check_public_url(self.gateway.public_url)
+        _check_cors(self.gateway)
         database = self.database
         if database.migrate_lock_timeout_seconds <= 0 or database.migrate_lock_tries < 1:
             raise SettingsError(
@@ -151,6 +153,32 @@ def _check_networks(variable: str, networks: tuple[str, ...]) -> None:
                 f"{variable} has {cidr!r}, which is not an address or a CIDR range; write each "
                 "as an address (192.0.2.7, ::1) or a range (10.0.0.0/8, fd00::/8)."
             ) from None
+
+
+_ORIGIN = re.compile(
+    r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$|^https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$"
+)
+
+
+def _check_cors(gateway: service.GatewaySettings) -> None:
+    for origin in gateway.cors_origins:
+        if origin != "*" and not _ORIGIN.match(origin):
+            raise SettingsError(
+                f"OMNIUM_GATEWAY_CORS_ORIGINS has {origin!r}, which is not a web origin: write "
+                "each as scheme://host[:port] with no path or trailing slash "
+                "(https://fans.example.org, http://localhost:3000), or * alone."
+            )
+    if "*" in gateway.cors_origins and not gateway.anonymous_reads:
+        raise SettingsError(
+            "OMNIUM_GATEWAY_CORS_ORIGINS has *, which opens only the reads anyone may make "
+            "without a key, but OMNIUM_GATEWAY_ANONYMOUS_READS is false, so there are none: "
+            "list the origins that may send a key instead."
+        )
+    if gateway.cors_max_age_seconds < 0 or gateway.stream_token_seconds < 1:
+        raise SettingsError(
+            "OMNIUM_GATEWAY_CORS_MAX_AGE_SECONDS must be 0 or more, and "
+            "OMNIUM_GATEWAY_STREAM_TOKEN_SECONDS at least 1."
+        )
 
 
 def _check_provider_door(scoring: ScoringSettings) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import asyncpg
 import pytest
 from playwright.async_api import Route, async_playwright, expect
+from standardwebhooks.webhooks import Webhook
 
 from omnium.command.v1 import command_pb2
 from omnium_accounts import Accounts
@@ -24,7 +25,7 @@ from tests.conftest import REPO
 from tests.support.command import running_command, settings_for
 from tests.support.delivery import first_send, running_delivery, sends
 from tests.support.games import EVENT, make_games
-from tests.support.receiver import webhook_receiver
+from tests.support.receiver import Receiver, webhook_receiver
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -114,12 +115,12 @@ async def test_the_delivery_screen_shows_the_promise_a_failing_client_and_resend
                 app = AdminApp(settings)
                 await app.start(0)
                 try:
-                    await _browse(app.port, tmp_path, db)
+                    await _browse(app.port, tmp_path, db, receiver)
                 finally:
                     await app.stop()
 
 
-async def _browse(port: int, shots: Path, db: asyncpg.Connection) -> None:
+async def _browse(port: int, shots: Path, db: asyncpg.Connection, receiver: Receiver) -> None:
     url = f"http://127.0.0.1:{port}"
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(
@@ -168,6 +169,25 @@ async def _browse(port: int, shots: Path, db: asyncpg.Connection) -> None:
             resent = await eventually(lambda: _resent(db, sent), what="the resend recorded")
             assert resent["outcome"] == "delivered"
             await _shot(page, shots, "delivery-resent")
+
+            # A new webhook secret, shown once; the old one still signs during the overlap,
+            # and the Standard Webhooks reference library accepts the next webhook with either.
+            await good.get_by_role("button", name="New webhook secret").click()
+            shown = page.locator('[data-rotated="dailyhunt"]')
+            await expect(shown).to_contain_text("it is not shown again")
+            secret = await shown.locator("[data-secret]").inner_text()
+            stored = await db.fetchval(
+                "SELECT settings->'webhook' FROM client WHERE code = $1", "dailyhunt"
+            )
+            assert stored["secret"] == secret and stored["previous_secret"] == receiver.secret
+            assert "said=" not in page.url and secret not in page.url
+            sent = len(await sends(db, "dailyhunt"))
+            await good.get_by_role("button", name="Resend").click()
+            await eventually(lambda: _resent(db, sent), what="the resend after the rotation")
+            got = receiver.got[-1]
+            for key in (secret, receiver.secret):
+                Webhook(key).verify(got.body, got.headers)
+            await _shot(page, shots, "delivery-new-secret")
         finally:
             await browser.close()
 

@@ -10,12 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import pytest
 
 from omnium_gateway._openapi import EXAMPLE_UNIT
 from omnium_gateway._route_sets import LiveRoutes
 from tests.support.games import make_games
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.servers import Servers
+
+# Every operation gets its examples, its coverage cases and 60 fuzzed requests; a live stream's
+# lasts up to live_stream_max_seconds. On a busy machine that is more than the default 120 s.
+pytestmark = pytest.mark.timeout(300)
 
 CHECKS = ",".join(
     (

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import asyncpg
+import http_sfv
 import httpx
 import pytest
 
@@ -149,3 +150,55 @@ async def test_a_starting_worker_knows_the_console_s_keys_before_its_first_reque
     ) as gw:
         first = await gw.get(f"/v1/events/{EVENT}/medals", headers={"X-API-Key": key})
     assert first.status_code == 200
+
+
+def quota(answer: httpx.Response) -> tuple[tuple[str, int, int], tuple[str, int, int]]:
+    """(name, q, w) of RateLimit-Policy and (name, r, t) of RateLimit, each parsed as the
+    Structured Field List the draft says it is (a field that is not one fails here)."""
+    fields = []
+    for header, first, second in (("RateLimit-Policy", "q", "w"), ("RateLimit", "r", "t")):
+        parsed = http_sfv.List()
+        parsed.parse(answer.headers[header].encode())
+        [item] = list(parsed)
+        assert isinstance(item.value, str) and set(item.params) == {first, second}
+        fields.append((item.value, int(item.params[first]), int(item.params[second])))
+    return fields[0], fields[1]
+
+
+async def test_every_limited_answer_says_its_quota_from_the_bucket_it_drew_on(
+    database_url: str, servers: Servers, db: asyncpg.Connection
+) -> None:
+    await make_games(db, units=1)
+    async with running_gateway(
+        database_url,
+        servers.redis_url,
+        gateway_api_keys=("ndtv:ndtv-secret-key:0.01:4",),
+        gateway_anonymous_rate_per_second=0.01,
+        gateway_anonymous_burst=3,
+        gateway_other_rate_per_second=0.5,
+        gateway_other_burst=2,
+    ) as gw:
+        path = f"/v1/events/{EVENT}/medals"
+        keyed = [await gw.get(path, headers={"X-API-Key": "ndtv-secret-key"}) for _ in range(5)]
+        assert [a.status_code for a in keyed] == [200, 200, 200, 200, 429]
+        # The key's bucket: 4 at once, full again 400 s after it is empty. What is left goes
+        # down by one an answer (counted once: the header reads the bucket, it takes nothing).
+        assert {quota(a)[0] for a in keyed} == {("key", 4, 400)}
+        assert [quota(a)[1][:2] for a in keyed] == [("key", r) for r in (3, 2, 1, 0, 0)]
+        assert quota(keyed[0])[1][2] == 100 and quota(keyed[3])[1][2] == 400
+        assert int(keyed[4].headers["Retry-After"]) >= 1
+        # A 304 is counted, and says so, too.
+        etag = (await gw.get(path)).headers["ETag"]
+        again = await gw.get(path, headers={"If-None-Match": etag})
+        assert again.status_code == 304 and quota(again) == (("ip", 3, 300), ("ip", 1, 200))
+        # Without a key: the address's bucket, its own numbers.
+        anonymous = await gw.get("/v1/events")
+        assert anonymous.status_code == 200 and quota(anonymous)[1][:2] == ("ip", 0)
+        assert (await gw.get("/v1/events")).status_code == 429
+        # A wrong key is counted against the address, and its 401 says that bucket.
+        wrong = await gw.get(path, headers={"X-API-Key": "guessed-key-123"})
+        assert wrong.status_code == 429 and quota(wrong)[0] == ("ip", 3, 300)
+        # The probes' and unknown paths' bucket: 2 at once, a window of 4 s.
+        probes = [await gw.get("/healthz"), await gw.get("/nothing-here")]
+        assert [quota(a)[0] for a in probes] == [("other", 2, 4)] * 2
+        assert [quota(a)[1][1] for a in probes] == [1, 0]

@@ -194,7 +194,11 @@ async def test_live_streams_are_capped_per_client_address_or_key(
             # have their own count.
             assert (await open_stream(fan("198.51.100.41"))).status == 200
             keyed = {**fan_a, "X-API-Key": key}
-            assert [(await open_stream(keyed)).status for _ in range(3)] == [200, 200, 429]
+            opened = [await open_stream(keyed) for _ in range(3)]
+            assert [s.status for s in opened] == [200, 200, 429]
+            # A stream's answer says the quota of the bucket it drew on, as a read's does.
+            assert opened[0].headers["RateLimit-Policy"].startswith('"key";q=')
+            assert opened[0].headers["RateLimit"].startswith('"key";r=')
             assert hub.count == 5
 
             # Fan A closes one stream: once the worker notices, it may open one again.

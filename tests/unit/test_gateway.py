@@ -165,3 +165,25 @@ async def test_a_worker_s_memory_lets_the_least_recently_used_response_go_first(
     await cache.get(key("a"))  # "a" used again: now "b" is the least recently used
     cache._keep(key("c"), entry(), snapshot)
     assert list(cache.local) == ["a", "c"]
+
+
+async def test_without_redis_a_worker_s_own_bucket_gives_the_quota_it_counts() -> None:
+    from omnium_gateway._cache import Cache
+    from omnium_gateway._limits import Client, RateLimiter, quota_headers
+
+    settings = Settings.from_env({})
+    limiter = RateLimiter(settings, None, Cache(settings, None, Metrics(), lambda: None))
+    client = Client("ndtv", "key:ndtv", 0.001, 3)
+    seen = []
+    for _ in range(4):
+        wait = await limiter.take(client)
+        seen.append((wait is None, quota_headers(client, *limiter.quota(client))["RateLimit"]))
+    assert seen == [
+        (True, '"key";r=2;t=1000'),
+        (True, '"key";r=1;t=2000'),
+        (True, '"key";r=0;t=3000'),
+        (False, '"key";r=0;t=3000'),
+    ]
+    assert client.policy == '"key";q=3;w=3000'
+    # A bucket that fills faster than a second still names a whole-second window.
+    assert Client("fast", "ip:198.51.100.1", 100.0, 10).policy == '"ip";q=10;w=1'

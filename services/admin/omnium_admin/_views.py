@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from aiohttp import web
@@ -503,6 +503,29 @@ async def resend(request: web.Request) -> web.Response:
     raise back("/delivery", f"{code}: {feeds} will be sent again, even where nothing changed.")
 
 
+async def rotate_secret(request: web.Request) -> web.Response:
+    """A new webhook secret, shown once on the page this answers (never in a URL or a log)."""
+    if (refused := may_act(request)) is not None:
+        return refused
+    code = request.match_info["code"]
+    answer = await console(request).delivery.RotateWebhookSecret(
+        delivery_pb2.RotateWebhookSecretRequest(client_code=code),
+        timeout=deadline(request),
+        metadata=_person(request),
+    )
+    rotated = {
+        "code": code,
+        "secret": answer.secret,
+        "until": answer.previous_expires_at.ToDatetime(tzinfo=UTC),
+    }
+    clients = await _delivery_clients(request)
+    answer_page = page(
+        request, "delivery.html", clients=clients, screen="delivery", rotated=rotated
+    )
+    answer_page.headers["Cache-Control"] = "no-store"
+    return answer_page
+
+
 async def home(request: web.Request) -> web.Response:
     raise web.HTTPSeeOther("/integrations")
 
@@ -530,4 +553,5 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/delivery", delivery_page)
     r.add_get("/api/delivery", delivery_json)
     r.add_post("/delivery/{code}/resend", resend)
+    r.add_post("/delivery/{code}/rotate-secret", rotate_secret)
     _admins.add_routes(app)

@@ -6,6 +6,7 @@ import asyncio
 import json
 import re
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import asyncpg
 from omnium_delivery._sftp import SftpTransport
 from omnium_delivery._sql import QUERIES
 from omnium_delivery._transport import ClientSettingsError
-from omnium_delivery._webhook import WebhookTransport
+from omnium_delivery._webhook import WebhookTransport, rotated
 from omnium_outbound import url_problem
 from omnium_settings import Settings
 
@@ -117,6 +118,13 @@ def check_client(raw: object, settings: Settings | None = None) -> dict[str, Any
     }
 
 
+def stored_hook(value: object) -> Mapping[str, Any] | None:
+    """A stored webhook's settings, read with or without the pool's JSON codec."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    return value if isinstance(value, Mapping) else None
+
+
 async def load_clients(
     conn: asyncpg.Connection, clients: Sequence[Any], settings: Settings | None = None
 ) -> list[str]:
@@ -125,6 +133,7 @@ async def load_clients(
     # A webhook's host is resolved to check its address: off the loop.
     checked = await asyncio.to_thread(lambda: [check_client(raw, settings) for raw in clients])
     codes = []
+    overlap = (settings or Settings()).delivery.webhook_secret_overlap_seconds
     async with conn.transaction():
         disciplines: dict[str, dict[str, str]] = {}
         for client in checked:
@@ -132,6 +141,12 @@ async def load_clients(
             if event not in disciplines:
                 disciplines[event] = dict(
                     (r["code"], r["id"]) for r in await conn.fetch(QUERIES["discipline_ids"], event)
+                )
+            if client["transport"] == "webhook":
+                # A new secret in the file: the one it replaces still signs for a while.
+                old = await conn.fetchval(QUERIES["webhook_of"], client["code"])
+                client["settings"]["webhook"] = rotated(
+                    stored_hook(old), client["settings"]["webhook"], overlap, datetime.now(UTC)
                 )
             row = await conn.fetchrow(
                 QUERIES["upsert_client"],

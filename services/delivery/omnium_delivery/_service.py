@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -11,9 +12,11 @@ import grpc
 from grpc import aio
 
 from omnium.delivery.v1 import delivery_pb2, delivery_pb2_grpc
+from omnium_delivery._clients import stored_hook
 from omnium_delivery._documents import DOCUMENT_TYPES, EXTENSIONS
 from omnium_delivery._promise import ClientPromise, read_promise
 from omnium_delivery._sql import QUERIES
+from omnium_delivery._webhook import new_secret, rotated
 from omnium_grpc import timestamp
 from omnium_settings import Settings
 
@@ -147,6 +150,31 @@ class DeliveryService(delivery_pb2_grpc.DeliveryServiceServicer):
             send.client_code = row["client_code"]
             sends.append(send)
         return delivery_pb2.ListSendsResponse(sends=sends)
+
+    async def RotateWebhookSecret(
+        self,
+        request: delivery_pb2.RotateWebhookSecretRequest,
+        context: aio.ServicerContext[Any, Any],
+    ) -> delivery_pb2.RotateWebhookSecretResponse:
+        if not request.client_code:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "say which client: client_code is empty"
+            )
+        secret, now = new_secret(), datetime.now(UTC)
+        overlap = self.settings.delivery.webhook_secret_overlap_seconds
+        async with self.pool.acquire() as conn, conn.transaction():
+            old = stored_hook(await conn.fetchval(QUERIES["webhook_of"], request.client_code))
+            if old is not None:
+                hook = rotated(old, {**old, "secret": secret}, overlap, now)
+                await conn.execute(QUERIES["set_webhook"], request.client_code, hook)
+        if old is None:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"there is no webhook client {request.client_code!r}; ListClients shows them",
+            )
+        return delivery_pb2.RotateWebhookSecretResponse(
+            secret=secret, previous_expires_at=timestamp(now + timedelta(seconds=overlap))
+        )
 
     async def Resend(
         self, request: delivery_pb2.ResendRequest, context: aio.ServicerContext[Any, Any]

@@ -8,10 +8,12 @@ import hashlib
 import hmac
 import json
 import logging
+import secrets
 import time
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 
@@ -34,6 +36,37 @@ def sign(key: bytes, message_id: str, timestamp: int, body: bytes) -> str:
     signed = f"{message_id}.{timestamp}.".encode() + body
     digest = hmac.new(key, signed, hashlib.sha256).digest()
     return "v1," + base64.b64encode(digest).decode()
+
+
+def new_secret() -> str:
+    """A fresh signing secret: 32 random bytes as `whsec_<base64>`."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+def rotated(
+    old: Mapping[str, Any] | None, new: Mapping[str, Any], overlap_seconds: int, now: datetime
+) -> dict[str, Any]:
+    """Webhook settings `new`, with the secret they replace kept as the previous one for
+    `overlap_seconds` (or the previous one already kept, while it lasts)."""
+    hook = {k: v for k, v in new.items() if k not in ("previous_secret", "previous_expires_at")}
+    if not old or not old.get("secret"):
+        return hook
+    if old["secret"] != hook.get("secret"):
+        hook["previous_secret"] = old["secret"]
+        hook["previous_expires_at"] = (now + timedelta(seconds=overlap_seconds)).isoformat()
+        return hook
+    until = _until(old)
+    if old.get("previous_secret") and until is not None and now < until:
+        hook["previous_secret"] = old["previous_secret"]
+        hook["previous_expires_at"] = old["previous_expires_at"]
+    return hook
+
+
+def _until(hook: Mapping[str, Any]) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(hook["previous_expires_at"]))
+    except (KeyError, ValueError):
+        return None
 
 
 def envelope(item: Outgoing, now: datetime) -> bytes:
@@ -82,11 +115,20 @@ class WebhookTransport:
         self.shown_url = redacted(self.url)
         try:
             self.key = secret_key(str(hook["secret"]))
+            previous = hook.get("previous_secret")
+            self.previous = secret_key(str(previous)) if previous else None
         except ValueError:
             raise ClientSettingsError(
                 f"client {client_code}: webhook.secret starts with whsec_ but the rest is not "
                 "base64"
             ) from None
+        self.previous_until = _until(hook) if self.previous is not None else None
+
+    def keys(self, now: datetime) -> list[bytes]:
+        """The secrets that sign a webhook sent at `now`: the previous one too while it lasts."""
+        if self.previous is not None and self.previous_until and now < self.previous_until:
+            return [self.key, self.previous]
+        return [self.key]
 
     async def send(self, item: Outgoing) -> SendResult:
         assert self.http is not None, "a webhook transport that sends needs an HTTP client"
@@ -103,7 +145,9 @@ class WebhookTransport:
                 "content-type": "application/json",
                 "webhook-id": message_id,
                 "webhook-timestamp": str(stamp),
-                "webhook-signature": sign(self.key, message_id, stamp, body),
+                "webhook-signature": " ".join(
+                    sign(key, message_id, stamp, body) for key in self.keys(datetime.now(UTC))
+                ),
             }
             try:
                 async with self.http.stream(

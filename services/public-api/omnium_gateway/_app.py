@@ -16,8 +16,17 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from omnium_db import UNIT_STATUSES
 from omnium_gateway import _reads
+from omnium_gateway._cors import TOKEN_PATH
 from omnium_gateway._docs_page import DocsPage
-from omnium_gateway._gateway import JSON_TYPE, Gateway, RouteSet, error_answer, no_event
+from omnium_gateway._gateway import (
+    JSON_TYPE,
+    LIMITED,
+    Gateway,
+    RouteSet,
+    error_answer,
+    no_event,
+)
+from omnium_gateway._limits import quota_headers
 from omnium_gateway._metrics import Metrics
 from omnium_gateway._openapi import (
     DISCIPLINE_PATTERN,
@@ -148,6 +157,33 @@ def _metrics_page(gateway: Gateway) -> Handler:
     return metrics
 
 
+def _live_token(gateway: Gateway) -> Handler:
+    """POST /v1/live/tokens: a short-lived token for a page's EventSource, given for a key."""
+
+    async def live_token(request: web.Request) -> web.StreamResponse:
+        refused = await gateway.admit(request)
+        if refused is not None:
+            return refused
+        client = request[LIMITED]
+        if not client.bucket.startswith("key:"):
+            return error_answer(401, "Send your API key in the X-API-Key header: tokens are keys'.")
+        if not gateway.tokens.secrets:
+            return error_answer(
+                404,
+                "This server gives no stream tokens (its operator has not set "
+                "OMNIUM_GATEWAY_STREAM_TOKEN_SECRETS); send X-API-Key with the stream instead.",
+            )
+        token, expires = gateway.tokens.make(client.name)
+        body = {
+            "token": token,
+            "expires_at": dt.datetime.fromtimestamp(expires, dt.UTC).isoformat(),
+            "expires_in": gateway.tokens.seconds,
+        }
+        return web.json_response(body, headers={"Cache-Control": "no-store"})
+
+    return live_token
+
+
 def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler, bool]]:
     """The core routes: the reads (behind API keys and limits), the document and the probes;
     each with whether its handler admits the request itself (else the middleware limits it)."""
@@ -245,6 +281,7 @@ def _reads_routes(gateway: Gateway) -> list[tuple[str, str, Handler, bool]]:
         ("medals", "/v1/events/{event}/medals", _admitted(gateway, medals), True),
         ("events", "/v1/events", _admitted(gateway, events), True),
         ("disciplines", "/v1/events/{event}/disciplines", _admitted(gateway, disciplines), True),
+        ("live_token", TOKEN_PATH, _live_token(gateway), True),
         ("openapi", "/v1/openapi.json", openapi, False),
         ("healthz", "/healthz", healthz, False),
         ("readyz", "/readyz", readyz, False),
@@ -279,7 +316,8 @@ def make_app(
     for route, path, handler, admits in _reads_routes(gateway):
         if admits:
             gateway.admitting.add(path)
-        app.router.add_get(path, _guard(route, handler, metrics))
+        add = app.router.add_post if path == TOKEN_PATH else app.router.add_get
+        add(path, _guard(route, handler, metrics))
     for route, path, handler in DocsPage().routes():
         app.router.add_get(path, _guard(route, handler, metrics))
     for route_set in gateway.route_sets:
@@ -292,6 +330,11 @@ def make_app(
             return answer
         return error_answer(404, "There is nothing at this address. See /v1/openapi.json.")
 
+    async def preflight(request: web.Request) -> web.StreamResponse:
+        answer = gateway.cors.preflight(request) if gateway.cors.covers(request.path) else None
+        return answer if answer is not None else await fallback(request)
+
+    app.router.add_route("OPTIONS", "/v1/{tail:.*}", _guard("preflight", preflight, metrics))
     app.router.add_route("*", "/{tail:.*}", _guard("unknown", fallback, metrics))
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
@@ -302,6 +345,17 @@ def make_app(
     async def not_ready(app: web.Application) -> None:
         gateway.stopping = True
 
+    cors = gateway.cors
+
+    async def fields(request: web.Request, answer: web.StreamResponse) -> None:
+        client = request.get(LIMITED)
+        if client is not None:
+            answer.headers.update(quota_headers(client, *gateway.limiter.quota(client)))
+        if cors.on and cors.covers(request.path):
+            keyed = client is not None and client.bucket.startswith("key:")
+            cors.answer(request, answer, keyed)
+
+    app.on_response_prepare.append(fields)
     app.cleanup_ctx.append(lifecycle)
     app.on_shutdown.append(not_ready)
     return app

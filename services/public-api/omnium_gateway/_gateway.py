@@ -31,6 +31,7 @@ from omnium_gateway._cache import (
     PoolExhausted,
     Unavailable,
 )
+from omnium_gateway._cors import BadToken, Cors, StreamTokens
 from omnium_gateway._encoding import BROTLI, GZIP, IDENTITY, acceptable, variant_etag
 from omnium_gateway._limits import (
     AddressBuckets,
@@ -44,6 +45,7 @@ from omnium_gateway._metrics import FLUSH_SECONDS, Metrics
 from omnium_gateway._openapi import document
 from omnium_gateway._outbox import OutboxRelay
 from omnium_gateway._purge import SharedCachePurge
+from omnium_live import LIVE_ROUTES
 from omnium_metrics import waiting
 from omnium_process import client_address
 from omnium_settings import Settings
@@ -55,6 +57,8 @@ STOP_PART_SECONDS = 2.0
 RELAY_REDIS_CONNECTIONS = 4
 
 JSON_TYPE = "application/json"
+# The bucket a request was counted against, for its answer's RateLimit fields.
+LIMITED: web.RequestKey[Client] = web.RequestKey("omnium_limited", Client)
 
 
 def redis_client(url: str, settings: Settings, name: str, connections: int) -> aioredis.Redis:
@@ -145,6 +149,8 @@ class Gateway:
             relay_redis = redis_client(url, settings, "gateway-relay", RELAY_REDIS_CONNECTIONS)
             self.relay = OutboxRelay(settings, relay_redis, self.cache, self.purge)
         self.keys = parse_api_keys(settings)
+        self.cors = Cors(settings)
+        self.tokens = StreamTokens.from_settings(settings)
         # Keys made on the console, read every gateway_keys_reload_seconds; the last set read
         # stays while the database is down.
         self.database_keys: dict[str, Client] = {}
@@ -330,7 +336,12 @@ class Gateway:
         """None when the request may go on; else the 401 or 429 to answer. A key is limited
         by its own bucket; without one (or with one not known) the client's address is."""
         key = request.headers.get("X-API-Key")
-        if key is None:
+        if key is None and "token" in request.query:
+            by_token = self._token_client(request, request.query["token"])
+            if isinstance(by_token, str):
+                return await self._refuse(request, 401, by_token)
+            client = by_token
+        elif key is None:
             if not self.settings.gateway.anonymous_reads:
                 return await self._refuse(
                     request, 401, "Send your API key in the X-API-Key header."
@@ -343,19 +354,18 @@ class Gateway:
                     request, 401, "This API key is not known; check the X-API-Key header."
                 )
             client = found
-        return await self._take(client)
+        return await self._take(request, client)
 
     async def admit_address(
         self, request: web.Request, buckets: AddressBuckets
     ) -> web.Response | None:
         """None when the client's address has room in `buckets`; else the 429 to answer."""
-        return await self._take(buckets.client(client_address(request, self.settings)))
+        return await self._take(request, buckets.client(client_address(request, self.settings)))
 
     def stream_owner(self, request: web.Request) -> str:
         """Whom a live stream counts against: its API key, or its address without one."""
-        key = request.headers.get("X-API-Key")
-        client = self._key_client(key) if key is not None else None
-        if client is not None:
+        client: Client | None = request.get(LIMITED)
+        if client is not None and client.bucket.startswith("key:"):
             return client.bucket
         return "ip:" + client_address(request, self.settings)
 
@@ -369,13 +379,30 @@ class Gateway:
                 self.known_keys[key] = client
         return client
 
+    def _token_client(self, request: web.Request, token: str) -> Client | str:
+        """The key a live stream's `?token=` stands for; else why it opens nothing."""
+        route = request.match_info.route.resource
+        if route is None or route.canonical not in LIVE_ROUTES:
+            return "A stream token opens live streams only; send X-API-Key with other calls."
+        if not self.tokens.secrets:
+            return "This server gives no stream tokens; send your key in the X-API-Key header."
+        try:
+            name = self.tokens.check(token)
+        except BadToken as bad:
+            return str(bad)
+        for client in (*self.keys.values(), *self.database_keys.values()):
+            if client.name == name:
+                return client
+        return "The API key this stream token stands for is no longer allowed."
+
     async def _refuse(self, request: web.Request, status: int, message: str) -> web.Response:
         """`status` with `message`, counted against the address (429 past it): guessing keys
         costs the guesser's own bucket like any read."""
         over = await self.admit_address(request, self.anonymous)
         return over if over is not None else error_answer(status, message)
 
-    async def _take(self, client: Client) -> web.Response | None:
+    async def _take(self, request: web.Request, client: Client) -> web.Response | None:
+        request[LIMITED] = client
         wait = await self.limiter.take(client)
         if wait is None:
             return None

@@ -27,7 +27,8 @@ from omnium_accounts import LiveKey, hash_key
 from omnium_gateway._cache import REDIS_ERRORS, Cache
 from omnium_settings import Settings, SettingsError
 
-# KEYS[1] the bucket; ARGV: rate per second, burst, tokens wanted. Answers {granted, retry_ms}.
+# KEYS[1] the bucket; ARGV: rate per second, burst, tokens wanted. Answers {granted, retry_ms,
+# whole tokens left in the bucket}.
 _TAKE = """
 local rate = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
@@ -42,8 +43,8 @@ local granted = math.min(want, math.floor(tokens))
 tokens = tokens - granted
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
-if granted > 0 then return {granted, 0} end
-return {0, math.ceil((1 - tokens) / rate * 1000)}
+if granted > 0 then return {granted, 0, math.floor(tokens)} end
+return {0, math.ceil((1 - tokens) / rate * 1000), 0}
 """
 LEASE_SECONDS = 1.0
 _V = TypeVar("_V")
@@ -57,6 +58,14 @@ class Client:
     bucket: str
     rate: float
     burst: int
+    # The bucket as a RateLimit-Policy item: its kind ("key", "ip", ...) as the policy's
+    # name, the burst as the quota, and the seconds an empty bucket takes to fill as the window.
+    policy: str = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        kind = self.bucket.partition(":")[0]
+        window = max(1, math.ceil(self.burst / self.rate))
+        object.__setattr__(self, "policy", f'"{kind}";q={self.burst};w={window}')
 
 
 def database_keys(keys: list[LiveKey], settings: Settings) -> dict[str, Client]:
@@ -122,6 +131,10 @@ class Recent(Generic[_V]):
         made = entries[name] = make(name)
         return made
 
+    def peek(self, name: str) -> _V | None:
+        """The entry named `name`, if there is one; nothing is made or moved."""
+        return self._entries.get(name)
+
     def __len__(self) -> int:
         return len(self._entries)
 
@@ -154,6 +167,9 @@ class _Lease:
     tokens: int = 0
     until: float = 0.0
     denied_until: float = 0.0
+    # Whole tokens the shared bucket held after this worker's last slice, and when.
+    left: int = 0
+    left_at: float = 0.0
     fetching: asyncio.Future[None] | None = None
     # Below this many tokens the next slice is fetched ahead (a quarter of a slice; 0 when a
     # slice is one token, so small limits stay exact).
@@ -213,11 +229,12 @@ class RateLimiter:
         assert self._take is not None and lease.fetching is not None
         want = max(1, int(client.burst * self.settings.gateway.rate_lease_share))
         try:
-            granted, retry_ms = await self._take(
+            granted, retry_ms, left = await self._take(
                 keys=[self.cache.prefix + "rate:" + client.bucket],
                 args=[client.rate, client.burst, want],
             )
             now = time.monotonic()
+            lease.left, lease.left_at = int(left), now
             if int(granted) > 0:
                 left = lease.tokens if now < lease.until else 0
                 lease.tokens, lease.until = left + int(granted), now + LEASE_SECONDS
@@ -231,6 +248,25 @@ class RateLimiter:
             lease.fetching.set_result(None)
             lease.fetching = None
         return True
+
+    def quota(self, client: Client) -> tuple[int, int]:
+        """What `client` has left and the whole seconds until its bucket is full again, read
+        from the state take() left behind (nothing is counted): the shared bucket as its last
+        slice found it, refilled since, plus what this worker still holds of its slice. An
+        estimate while other workers draw from the same bucket, exact on one worker."""
+        lease = self.leases.peek(client.bucket)
+        now = time.monotonic()
+        if lease is None or now < lease.denied_until:
+            left = 0.0
+        elif lease.left_at == 0.0 or not self.cache.redis_up or self._take is None:
+            # This worker's own bucket (Redis down), refilled since it last counted.
+            own = client.burst if lease.own_tokens < 0 else lease.own_tokens
+            left = own + (now - lease.own_at) * client.rate
+        else:
+            held = lease.tokens if now < lease.until else 0
+            left = lease.left + (now - lease.left_at) * client.rate + held
+        remaining = min(client.burst, math.floor(left))
+        return remaining, math.ceil((client.burst - remaining) / client.rate)
 
     def _own(self, client: Client, lease: _Lease, now: float) -> float | None:
         if lease.own_tokens < 0:
@@ -252,3 +288,10 @@ def _new_lease(bucket: str) -> _Lease:
 
 def retry_after(seconds: float) -> str:
     return str(max(1, math.ceil(seconds)))
+
+
+def quota_headers(client: Client, remaining: int, reset: int) -> dict[str, str]:
+    """The IETF RateLimit-Policy and RateLimit fields (draft-ietf-httpapi-ratelimit-headers,
+    structured-field form) for one answer drawn from `client`'s bucket."""
+    kind = client.policy.partition(";")[0]
+    return {"RateLimit-Policy": client.policy, "RateLimit": f"{kind};r={remaining};t={reset}"}

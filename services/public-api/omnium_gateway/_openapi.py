@@ -7,6 +7,7 @@ from typing import Any
 
 from omnium_db import UNIT_STATUSES
 from omnium_gateway import _openapi_push as push
+from omnium_gateway._cors import TOKEN_OPENAPI
 from omnium_gateway._openapi_examples import add_examples
 from omnium_settings import GatewaySettings
 
@@ -395,6 +396,39 @@ PATHS: dict[str, Any] = {
 }
 
 
+# Every answer is counted against a bucket (a key's, or the client address's) and says so.
+QUOTA_HEADERS = {
+    "RateLimit-Policy": {
+        "description": (
+            "The bucket this answer drew on, as an IETF RateLimit-Policy item "
+            '(draft-ietf-httpapi-ratelimit-headers): `"key"` (an API key), `"ip"` (reads '
+            'without a key), `"console"` or `"other"` (per address); `q` requests at once, '
+            "`w` seconds for an empty bucket to fill again."
+        ),
+        "schema": {"type": "string"},
+        "example": '"key";q=500;w=5',
+    },
+    "RateLimit": {
+        "description": (
+            "What is left in that bucket: `r` requests, and `t` seconds until it is full again "
+            "(an estimate while several workers share it)."
+        ),
+        "schema": {"type": "string"},
+        "example": '"key";r=499;t=1',
+    },
+}
+
+
+def _with_quota_headers(paths: dict[str, Any]) -> None:
+    for operations in paths.values():
+        for operation in operations.values():
+            for answer in operation.get("responses", {}).values():
+                answer["headers"] = {
+                    **answer.get("headers", {}),
+                    **{name: {"$ref": f"#/components/headers/{name}"} for name in QUOTA_HEADERS},
+                }
+
+
 def document(
     parts: list[dict[str, Any]],
     anonymous: bool,
@@ -416,6 +450,8 @@ def document(
         paths.update(part.get("paths", {}))
         schemas.update(part.get("components", {}).get("schemas", {}))
         webhooks.update(part.get("webhooks", {}))
+    paths.update(copy.deepcopy(TOKEN_OPENAPI))
+    _with_quota_headers(paths)
     security: list[dict[str, list[str]]] = [{"apiKey": []}]
     if anonymous:
         security.append({})
@@ -444,6 +480,7 @@ def document(
         "webhooks": webhooks,
         "components": {
             "schemas": schemas,
+            "headers": copy.deepcopy(QUOTA_HEADERS),
             "securitySchemes": {"apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}},
         },
     }

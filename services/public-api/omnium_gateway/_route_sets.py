@@ -10,6 +10,7 @@ from aiohttp.typedefs import Handler
 
 from omnium_accounts import Accounts, AccountsUnavailable
 from omnium_db import DATABASE_ERRORS, PoolRoad, create_pool
+from omnium_gateway._cors import TOKEN_PARAMETER
 from omnium_gateway._gateway import Gateway, RouteSet
 from omnium_gateway._openapi import EVENT_PATTERN, UNIT_PATTERN
 from omnium_gateway._openapi_push import CHANGE_EVENTS, SSE_EVENT
@@ -40,6 +41,7 @@ def _stream_operation(summary: str, parameters: list[dict[str, Any]]) -> dict[st
             ),
             "parameters": [
                 *parameters,
+                TOKEN_PARAMETER,
                 {
                     "name": "Last-Event-ID",
                     "in": "header",

@@ -58,3 +58,11 @@ UPDATE client_feed f SET force = true, due_at = clock_timestamp()
   FROM client c
  WHERE c.id = f.client_id AND c.code = $1 AND ($2::bigint = 0 OR f.id = $2)
 RETURNING f.id;
+
+-- name: webhook_of
+SELECT settings->'webhook' AS hook FROM client WHERE code = $1 AND transport = 'webhook'
+FOR UPDATE;
+
+-- name: set_webhook
+UPDATE client SET settings = jsonb_set(settings, '{webhook}', $2::jsonb), updated_at = now()
+ WHERE code = $1 AND transport = 'webhook';
