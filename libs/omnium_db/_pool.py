@@ -17,7 +17,7 @@ from omnium_settings import Settings
 
 
 class PoolRoad(Enum):
-    """Which road a pool serves; each has its own size and time limits (DESIGN §4)."""
+    """Which road a pool serves; each has its own size and time limits."""
 
     PEOPLE = "people"
     IMPORTS = "imports"

@@ -28,7 +28,7 @@ PERSON = actor_pb2.Actor.KIND_PERSON
 SCORER = actor_pb2.Actor.KIND_SCORER
 PROVIDER = actor_pb2.Actor.KIND_PROVIDER
 SYSTEM = actor_pb2.Actor.KIND_SYSTEM
-#: Senders that are people: their commands must say from which screen they came (target 8).
+#: Senders that are people: their commands must say from which screen they came.
 PEOPLE: frozenset[Kind] = frozenset({PERSON, SCORER})
 _EVERY_KIND: frozenset[Kind] = frozenset(actor_pb2.Actor.Kind.values())
 
@@ -117,7 +117,7 @@ class Role:
     own_kind: Kind = SYSTEM
     #: Command codes it may Submit; None: every code.
     codes: frozenset[str] | None = None
-    #: Whether it reads results the checker holds (DESIGN §8) before a person approves them:
+    #: Whether it reads results the checker holds before a person approves them:
     #: omnium's own processes and the consoles do; another team never does, by any read.
     sees_held: bool = True
     #: A console's: the account roles it acts for. It acts only with the person's session

@@ -10,7 +10,7 @@ from omnium_settings._shared import setting
 
 @dataclass(frozen=True, slots=True)
 class ScoringSettings:
-    """Scoring (Section 1 seed)."""
+    """Scoring."""
 
     port: int = setting(50052, "Scoring service (gRPC).", env="scoring_port")
     address: str = setting(

@@ -27,7 +27,7 @@ class CommandSettings:
 
 @dataclass(frozen=True, slots=True)
 class ImportsSettings:
-    """Imports (Section 3 seed)."""
+    """Imports."""
 
     port: int = setting(50053, "Imports service (gRPC).", env="imports_port")
     address: str = setting(
@@ -154,7 +154,7 @@ class ImportsSettings:
 
 @dataclass(frozen=True, slots=True)
 class DeliverySettings:
-    """Delivery (Section 1 seed)."""
+    """Delivery."""
 
     port: int = setting(50054, "Delivery service (gRPC).", env="delivery_port")
     address: str = setting(
@@ -241,7 +241,7 @@ class DeliverySettings:
 
 @dataclass(frozen=True, slots=True)
 class LiveSettings:
-    """Live push (Section 1 seed)."""
+    """Live push."""
 
     stream_length: int = setting(
         1000, "Live push: events kept per Games for Last-Event-ID resume.", env="live_stream_length"
@@ -304,7 +304,7 @@ class LiveSettings:
 
 @dataclass(frozen=True, slots=True)
 class GatewaySettings:
-    """Public API gateway and its cache (Section 1 seed)."""
+    """Public API gateway and its cache."""
 
     port: int = setting(8080, "Public API gateway (HTTP).", env="gateway_port")
     metrics_port: int = setting(
@@ -514,7 +514,7 @@ class GatewaySettings:
 
 @dataclass(frozen=True, slots=True)
 class AdminSettings:
-    """Admin console (Section 3 seed, "Screens")."""
+    """Admin console."""
 
     port: int = setting(8082, "Operators' console (HTTP).", env="admin_port")
     metrics_port: int = setting(9082, "Operators' console: /metrics.", env="admin_metrics_port")

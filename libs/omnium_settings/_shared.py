@@ -67,7 +67,7 @@ class ServerSettings:
 
 @dataclass(frozen=True, slots=True)
 class DatabaseSettings:
-    """Database roads (DESIGN §4)."""
+    """Database roads."""
 
     people_pool_size: int = setting(10, "Connections for people's and scorers' commands.")
     people_transaction_seconds: float = setting(10.0, "Longest a person's command may take.")

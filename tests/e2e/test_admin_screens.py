@@ -1,4 +1,4 @@
-"""The operators' console says things as a person knows them (issue 32, part 2), in headless
+"""The operators' console says things as a person knows them, in headless
 Chromium against the real stack: rows named by match, teams and discipline, times in the event's
 zone with UTC on hover, a unit picker, a search that counts and finds teams, and a lookup form
 that keeps what was typed."""
@@ -177,7 +177,7 @@ async def test_a_held_row_is_named_by_its_match_and_a_wrong_code_is_an_error(
     await page.close()
 
 
-# -- The screenshot walk and the width check (issue 32, part 3) --------------------------------
+# -- The screenshot walk and the width check -----------------------------------------------
 
 
 @pytest.mark.timeout(360)

@@ -1,4 +1,4 @@
-"""The admin states the screenshot walk had not yet photographed (issue 32, part 3), reached by
+"""The admin states the screenshot walk had not yet photographed, reached by
 the real stack in headless Chromium: a run that failed, with its reason, on the runs list and
 its own page; a Scout run that failed its own checks; and a held row's lookup whose unit picker
 comes and goes with the Kind chosen, without a reload."""

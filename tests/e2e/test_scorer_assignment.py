@@ -1,4 +1,4 @@
-"""Scorers are assigned (issue 20), in headless Chromium: the console lists only the scorer's
+"""Scorers are assigned, in headless Chromium: the console lists only the scorer's
 matches, and a match handed to another scorer refuses the first one's queued actions, with the
 reason on their device."""
 

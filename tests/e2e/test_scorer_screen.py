@@ -1,4 +1,4 @@
-"""The scorer console's scoring screen as a scorer meets it on a phone (issue 32): saved ✓ in
+"""The scorer console's scoring screen as a scorer meets it on a phone: saved ✓ in
 view, the period and clock, team names, a goal's details in one tap, match events apart and
 asked once, a storage warning that can be hidden, and a phone on its side."""
 

@@ -1,4 +1,4 @@
-"""The checker step on the public ways out (target 7): while a discipline's or a client's
+"""The checker step on the public ways out: while a discipline's or a client's
 checker holds a unit's results, the public API and live push show its sides' results only as a
 person approved them, as the client files do (tests/integration/test_delivery_feeds.py), so
 fans never see what clients may not yet publish. Everything else about the unit goes out as

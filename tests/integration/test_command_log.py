@@ -1,4 +1,4 @@
-"""Who and from where (target 8), and the outbox: one row per change, announced by NOTIFY."""
+"""Who and from where, and the outbox: one row per change, announced by NOTIFY."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The delivery promise (target 4): a client made slow (a webhook that answers after 3 s) falls
+"""The delivery promise: a client made slow (a webhook that answers after 3 s) falls
 under 95 % within target, which raises an alert to the on-duty webhook; once it answers quickly
 again and the slow sends leave the window, the alert is cleared."""
 

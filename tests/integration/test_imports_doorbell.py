@@ -1,4 +1,4 @@
-"""Scout's doorbell: every answer of DESIGN §6, and a doorbell never makes two runs."""
+"""Scout's doorbell: every answer it gives, and a doorbell never makes two runs."""
 
 from __future__ import annotations
 

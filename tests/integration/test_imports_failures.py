@@ -1,4 +1,4 @@
-"""When things go wrong (Section 3 seed): each ends with nothing good overwritten, nothing
+"""When things go wrong: each ends with nothing good overwritten, nothing
 saved twice, and the run on record with a plain reason."""
 
 from __future__ import annotations

@@ -366,7 +366,7 @@ async def test_bad_files_exit_2_naming_the_line_and_field_and_write_nothing(
 async def test_the_python_api_works_on_a_plain_connection(
     database_url: str, tmp_path: Path
 ) -> None:
-    """No omnium_db.init_connection first: the JSON travels as text (issue 15's DataError)."""
+    """No omnium_db.init_connection first: the JSON travels as text (asyncpg's DataError)."""
     sim = ScoutSimulator()
     conn = await asyncpg.connect(database_url)
     try:

@@ -1,4 +1,4 @@
-"""Imports tell the operator the truth (issue 31): an alert stays up while its cause holds, the
+"""Imports tell the operator the truth: an alert stays up while its cause holds, the
 card is green only when all is fine, every run ends, an answer stays answered, a withdrawn
 medal goes, and newer data wins."""
 

@@ -1,4 +1,4 @@
-"""Imports tell the operator the truth (issue 31), as the card and the run screens show it: a
+"""Imports tell the operator the truth, as the card and the run screens show it: a
 started run is Running, the card reads the newest full run and keeps Start for a paused one,
 an overtaken pause offers no Start, a run's time is the time it worked, a run says whether it
 was a page or a full run, and Scout's 500s are not "Passed"."""

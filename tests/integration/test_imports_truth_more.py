@@ -1,4 +1,4 @@
-"""Imports tell the operator the truth (issue 31), the rest: the "3 times" alert, the settle
+"""Imports tell the operator the truth, the rest: the "3 times" alert, the settle
 window's start, Running while a run writes, unknown units held, I12 by records, and what the
 integration file carries."""
 

@@ -1,4 +1,4 @@
-"""Scorers are assigned (issue 20): a scorer scores only its matches, by match or by venue and
+"""Scorers are assigned: a scorer scores only its matches, by match or by venue and
 day; a match handed over keeps what was saved and refuses the first scorer's queued actions;
 a whole schedule comes from a CSV, checked line by line before anything is written."""
 

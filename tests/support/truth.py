@@ -1,4 +1,4 @@
-"""Helpers of the imports truth tests (issue 31): a Games day, runs, alerts and the card."""
+"""Helpers of the imports truth tests: a Games day, runs, alerts and the card."""
 
 from __future__ import annotations
 

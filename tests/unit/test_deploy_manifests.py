@@ -29,7 +29,7 @@ from tests.support.manifests import render as _render
 # The oldest Kubernetes the manifests are meant for, and the newest whose schemas are shipped.
 KUBERNETES_VERSIONS = ("1.31.0", kubernetes_validate.latest_version() + ".0")
 
-# DESIGN §12: scoring, command and the gateway before delivery before imports.
+# Priorities: scoring, command and the gateway before delivery before imports.
 FIRST = ("omnium-scoring", "omnium-command", "omnium-gateway")
 SECOND = ("omnium-delivery",)
 LAST = ("omnium-imports",)

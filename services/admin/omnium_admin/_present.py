@@ -147,7 +147,7 @@ def _iso(at: datetime | None) -> str:
 
 def card(i: imports_pb2.Integration, zone: tzinfo = UTC) -> dict[str, Any]:
     scout, ours = health(i.scout, zone), health(i.omnium, zone)
-    # Nothing green unless both lines are fine (Section 3 seed, "Screens"), no alert is open
+    # Nothing green unless both lines are fine, no alert is open
     # and nothing waits for a person.
     green = bool(scout["ok"] and ours["ok"] and not i.open_alerts and not i.waiting)
     starting = not green and ours["word"] == NOT_DUE and not i.open_alerts

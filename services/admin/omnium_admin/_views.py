@@ -212,7 +212,7 @@ def _person(request: web.Request) -> tuple[tuple[str, str], ...]:
 
 
 def _actor(request: web.Request, screen: str) -> actor_pb2.Actor:
-    """The signed-in person, on the screen the button was on (target 8)."""
+    """The signed-in person, on the screen the button was on."""
     return account_actor("person", session_of(request).account, screen)
 
 

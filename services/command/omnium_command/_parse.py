@@ -249,7 +249,7 @@ def parse_command(cmd: command_pb2.Command) -> Request:
         )
     kind, read = handler
     if not cmd.actor.name:
-        raise Refusal("actor.name is empty: every command says who sent it (target 8)")
+        raise Refusal("actor.name is empty: every command says who sent it")
     payload = json_format.MessageToDict(cmd.payload)
     try:
         intent = read(cmd, payload)

@@ -40,13 +40,13 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
             refusal = caller.code_refusal(request.code)
             if refusal is not None:
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
-            # A caller that may not name this sender is recorded as itself (target 8).
+            # A caller that may not name this sender is recorded as itself.
             request.actor.CopyFrom(caller.recorded(request.actor))
         if request.actor.kind in PEOPLE and not request.actor.screen:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"actor.screen is empty: a person's command says which screen or app it came "
-                f"from (target 8), e.g. 'admin:unit-edit'. Nothing from {request.command_id!r} "
+                f"from, e.g. 'admin:unit-edit'. Nothing from {request.command_id!r} "
                 "was written; send it again with the screen.",
             )
         return await self.road.submit(request)
@@ -67,7 +67,7 @@ class CommandService(command_pb2_grpc.CommandServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "limit must be 1 to 500")
         subject = request.subject
         before = request.before_id or None
-        # Another team's reader or feed never sees a result the checker holds (DESIGN §8):
+        # Another team's reader or feed never sees a result the checker holds:
         # the items that carry one are left out until a person approves it.
         hidden = held_results_hidden()
         held = [d.upper() for d in self.settings.delivery.checker_disciplines]

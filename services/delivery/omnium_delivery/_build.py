@@ -43,7 +43,7 @@ class FeedRow:
 def held_disciplines(
     client_settings: Mapping[str, Any], delivery: DeliverySettings
 ) -> frozenset[str] | None:
-    """Disciplines whose results wait for a person for this client (target 7): its checker's
+    """Disciplines whose results wait for a person for this client: its checker's
     and OMNIUM_CHECKER_DISCIPLINES; None: all of them."""
     checker = client_settings.get("checker", False)
     if checker is True:

@@ -14,7 +14,7 @@ SENDS = Counter(
     "Feeds sent, by transport, client and outcome (delivered, failed, refused).",
     ["transport", "client", "outcome"],
 )
-# Around the promise: push within 2 s, files within 10 s (target 4).
+# Around the promise: push within 2 s, files within 10 s.
 DELAY = Histogram(
     "omnium_delivery_delay_seconds",
     "Seconds from the save of the newest change a send carried to its delivery, by transport "

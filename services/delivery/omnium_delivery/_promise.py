@@ -1,4 +1,4 @@
-"""The delivery promise (target 4): per client, the share of changes delivered within its
+"""The delivery promise: per client, the share of changes delivered within its
 transport's target over a sliding window; an alert when it falls under the promise, cleared when
 it holds again."""
 

@@ -1,4 +1,4 @@
-"""The public API gateway: cached reads of schedules, units and medal tables (DESIGN §9)."""
+"""The public API gateway: cached reads of schedules, units and medal tables."""
 
 from __future__ import annotations
 

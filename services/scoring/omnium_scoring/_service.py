@@ -110,7 +110,7 @@ class ScoringService(scoring_pb2_grpc.ScoringServiceServicer):
     async def _held(self, unit_ids: list[str]) -> dict[str, Any]:
         """Of these units, those whose results the checker holds, with their newest approval:
         another team's reader or feed sees none of their results before a person approves
-        them (DESIGN §8)."""
+        them."""
         held = [d.upper() for d in self.settings.delivery.checker_disciplines]
         rows = await self.scorer.reader.fetch(QUERIES["held_matches"], unit_ids, held)
         return {row["id"]: row["approved"] for row in rows}

@@ -1,4 +1,4 @@
--- The delivery promise (target 4): each client's sends over a sliding window, against the target
+-- The delivery promise: each client's sends over a sliding window, against the target
 -- of its transport.
 
 -- name: promise

@@ -62,7 +62,7 @@ SELECT u.id::text AS id, u.code, u.name, u.status, u.start_at, u.match_state,
  LIMIT :limit;
 
 -- name: may_score
--- Whether an account may score a unit (issue 20): its role, and the unit's scorers by name
+-- Whether an account may score a unit: its role, and the unit's scorers by name
 -- for the words of a refusal. No row: no such unit.
 SELECT a.role, a.disabled, u.name AS unit_name,
        EXISTS (SELECT 1 FROM unit_scorers(u.id) s WHERE s.account_id = a.id) AS assigned,
