@@ -299,7 +299,7 @@ async def _with_servers(
         for copy in fleet.copies.values():
             await fleet.start(copy)
         for copy in fleet.copies.values():
-            await fleet.ready(copy, 120)
+            await fleet.ready(copy, max(120.0, args.ready_wait))
         fleet.keep()
         say(
             f"services: {', '.join(fleet.copies)} up after {time.monotonic() - began:.0f} s, "
