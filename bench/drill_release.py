@@ -259,8 +259,8 @@ async def _with_servers(
         "OMNIUM_GRPC_CALLERS": f"bench:service:{TOKEN}",
         "OMNIUM_GRPC_TOKEN": TOKEN,
         "OMNIUM_GATEWAY_API_KEYS": f"drill:{READER_KEY}:10000:10000",
-        # Every scorer here comes from one address: its console bucket is made roomy, so that
-        # the limiter's 429s (leased slices expiring unused) are not counted as the release's.
+        # Every scorer here comes from one address: its console bucket is made roomy, since the
+        # per-address limits are not what a release rehearses.
         "OMNIUM_GATEWAY_CONSOLE_RATE_PER_SECOND": "1000",
         "OMNIUM_GATEWAY_CONSOLE_BURST": "20000",
         "OMNIUM_LOG_LEVEL": "INFO",
