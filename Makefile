@@ -151,6 +151,10 @@ drill-failover: install system-ha ## Drill: kill -9 the database leader under lo
 drill-copies: install system-ha ## Drill: kill -9 and roll each service's copies under load; print what was lost (must be 0)
 	$(PY) -m bench.drill_copies $(DRILL_ARGS)
 
+.PHONY: drill-release
+drill-release: install system-ha ## Drill: roll from the previous version to this one under load (migration step first, one copy at a time), then roll back; print what was lost (must be 0)
+	$(PY) -m bench.drill_release $(DRILL_ARGS)
+
 .PHONY: drill-abuse
 drill-abuse: install system ## Drill: 500 wrong sign-ins and 1,000 wrong-key pushes while 20 scorers tap; scorers' p95, gateway RSS, what got in (must be 0)
 	$(PY) -m bench.drill_abuse $(DRILL_ARGS)

@@ -120,9 +120,16 @@ def command_line(spec: Any, extra_args: Sequence[str] = ()) -> list[str]:
 
 
 async def start_service(
-    name: str, argv: Sequence[str], env: Mapping[str, str], logs: Path, *, append: bool = False
+    name: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    logs: Path,
+    *,
+    append: bool = False,
+    cwd: Path = ROOT,
 ) -> Service:
-    """`argv` in its own process group, its output in logs/<name>.log (added to with `append`).
+    """`argv` in its own process group (in `cwd`), its output in logs/<name>.log (added to with
+    `append`).
 
     No niceness here: each service lowers its own priority from its settings."""
     logfile = logs / f"{name}.log"
@@ -131,7 +138,7 @@ async def start_service(
             out.write(f"\n=== drill: {name} started again at {time.ctime()} ===\n".encode())
             out.flush()
         proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=ROOT, env=dict(env),
+            *argv, cwd=cwd, env=dict(env),
             stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.STDOUT,
             # Own group: Ctrl-C reaches the drill only, which stops these in its own order.
             process_group=0,
@@ -189,6 +196,35 @@ async def database(data_dir: Path) -> AsyncIterator[Any]:
 
 
 # --- set-up ------------------------------------------------------------------------------------
+
+
+async def migration_step(
+    superuser_url: str,
+    env: Mapping[str, str],
+    logs: Path,
+    *,
+    cwd: Path = ROOT,
+    name: str = "migrate",
+) -> float:
+    """The release's migration step as the Job runs it: `python -m omnium_db migrate` (of the
+    code `env` and `cwd` give) as the migration login, then the services' roles and logins
+    (roles.sql); its output in logs/<name>.log. Returns its seconds; BenchError if it failed."""
+    from omnium_devstack.roles import grant_services, prepare_migrator
+
+    began = time.monotonic()
+    migrate_url = await prepare_migrator(superuser_url)
+    log = logs / f"{name}.log"
+    with log.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "omnium_db", "migrate",
+            cwd=cwd, env={**env, "OMNIUM_DATABASE_URL": migrate_url},
+            stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        code = await proc.wait()
+    if code != 0:
+        raise BenchError(f"the migration step exited {code}: {log.read_text()[-1500:]}")
+    await grant_services(superuser_url)
+    return time.monotonic() - began
 
 
 async def connect(url: str) -> asyncpg.Connection:

@@ -62,12 +62,12 @@ from bench._drill import (
     add_run_options,
     child_env,
     command_line,
-    connect,
     database,
     deliveries_settled,
     fetch,
     first_save_after,
     import_checks,
+    migration_step,
     noisy_lines,
     receivers_app,
     run_drills,
@@ -79,7 +79,6 @@ from bench._drill import (
     steady,
     tap_checks,
 )
-from omnium_db import apply_migrations
 
 # What the drill runs; the services in DOUBLED run in two copies, in the order they are faulted.
 SERVICES = (
@@ -112,6 +111,7 @@ class Copy:
     starts: int = 0
     busy: bool = False  # the fault script has it in hand: the keeper leaves it alone
     unexpected: list[str] = field(default_factory=list)
+    cwd: Path = ROOT
 
     @property
     def pid(self) -> int | None:
@@ -134,7 +134,7 @@ class Fleet:
 
     async def start(self, copy: Copy) -> None:
         copy.run = await start_service(
-            copy.name, copy.argv, copy.env, self.logs, append=copy.starts > 0
+            copy.name, copy.argv, copy.env, self.logs, append=copy.starts > 0, cwd=copy.cwd
         )
         copy.starts += 1
 
@@ -703,11 +703,7 @@ async def _with_servers(
 
     data_dir = args.data_dir.resolve()
     logs = data_dir / "logs"
-    conn = await connect(url)
-    try:
-        await apply_migrations(conn)
-    finally:
-        await conn.close()
+    await migration_step(url, child_env({}), logs)
     ports = drill_ports()
     values = {f"OMNIUM_{name.upper()}_PORT": str(port) for name, port in ports.items()}
     values |= {
@@ -730,7 +726,11 @@ async def _with_servers(
     (data_dir / "webhook-secret").write_text("whsec_ZHJpbGwtd2ViaG9vay1zZWNyZXQtMDEyMzQ1Njc4OQ==\n")
     # The webhook client is this process (it keeps each body); the sink takes the SFTP files.
     sink_settings = settings.replace(webhook_sink_port=free_port())
+    from omnium_devstack.roles import own_logins
+
+    # Each service as its own database role, as production runs them.
     specs = [s for s in services(settings, data_dir / "scout-secret") if s.name in SERVICES]
+    specs = own_logins(specs, url)
     specs = [
         next(t for t in services(sink_settings, data_dir / "scout-secret") if t.name == s.name)
         if s.name == "client-sinks"

@@ -52,6 +52,7 @@ from bench._drill import (
     first_save_after,
     import_checks,
     job_status,
+    migration_step,
     noisy_lines,
     receivers_app,
     run_drills,
@@ -66,7 +67,7 @@ from bench._drill import (
     tap_checks,
     until,
 )
-from omnium_db import DATABASE_ERRORS, apply_migrations, connect_each_host
+from omnium_db import DATABASE_ERRORS, connect_each_host
 
 # Services the drill runs; the admin console and the provider pull play no part in a failover.
 SERVICES = ("command", "scoring", "imports", "delivery", "gateway", "scout-sim", "client-sinks")
@@ -295,11 +296,7 @@ async def _with_servers(
 ) -> dict[str, float | str]:
     url = cluster.database_url
     logs = data_dir / "logs"
-    conn = await connect(url)
-    try:
-        await apply_migrations(conn)
-    finally:
-        await conn.close()
+    await migration_step(url, child_env({}), logs)
     ports = {
         name: free_port()
         for name in (
@@ -331,7 +328,10 @@ async def _with_servers(
     (data_dir / "webhook-secret").write_text("whsec_ZHJpbGwtd2ViaG9vay1zZWNyZXQtMDEyMzQ1Njc4OQ==\n")
     # The webhook client is this process (it keeps each body); the sink takes the SFTP files.
     sink_settings = settings.replace(webhook_sink_port=free_port())
-    specs = {s.name: s for s in services(settings, data_dir / "scout-secret")}
+    from omnium_devstack.roles import own_logins
+
+    # Each service as its own database role, as production runs them.
+    specs = {s.name: s for s in own_logins(services(settings, data_dir / "scout-secret"), url)}
     specs["client-sinks"] = next(
         s for s in services(sink_settings, data_dir / "scout-secret") if s.name == "client-sinks"
     )
@@ -345,7 +345,8 @@ async def _with_servers(
             extra = []
             if name == "scout-sim":
                 extra = ["--replay-seconds-per-hour", str(args.replay_seconds_per_hour)]
-            running.append(await start_service(name, command_line(spec, extra), env, logs))
+            own_env = env | dict(spec.env)
+            running.append(await start_service(name, command_line(spec, extra), own_env, logs))
         for service, name in zip(running, SERVICES, strict=True):
             from omnium_devstack.launcher import host_port
 

@@ -22,6 +22,7 @@ from omnium_db import init_connection
 from omnium_devstack import RedisServer, Stack
 from omnium_devstack.ha import PatroniCluster
 from omnium_devstack.launcher import ServiceSpec, run_services
+from omnium_devstack.roles import grant_services, own_logins, prepare_migrator
 from omnium_devstack.stack import DEV_PROVIDERS_DIR
 from omnium_outbound import LOOPBACK
 from omnium_settings import Settings
@@ -221,6 +222,18 @@ def _migrate(database_url: str) -> None:
         raise SystemExit(f"the migration step failed (exit {done.returncode}); nothing started")
 
 
+def _migrate_as_roles(database_url: str, ours: bool) -> bool:
+    """The migration step. On servers the dev stack started (`ours`) it runs as the migration
+    role, then the services' roles and logins are made (roles.sql), as production runs them,
+    and True says each service connects as its own; elsewhere it runs as `database_url` says."""
+    if not ours:
+        _migrate(database_url)
+        return False
+    _migrate(asyncio.run(prepare_migrator(database_url)))
+    asyncio.run(grant_services(database_url))
+    return True
+
+
 async def _run(
     settings: Settings,
     data_dir: Path,
@@ -230,8 +243,12 @@ async def _run(
     *,
     ha: bool = False,
     tokens: Mapping[str, str] | None = None,
+    logins: bool = False,
 ) -> int:
     specs = services(settings, data_dir / "scout-secret", tokens)
+    if logins:
+        # Each service as its own database role; the demo's set-up as the superuser.
+        specs = own_logins(specs, database_url)
     if ha:
         specs = two_copies(specs, settings, data_dir)
     running = asyncio.ensure_future(run_services(specs, env))
@@ -321,7 +338,9 @@ def run_games_day(
         database_url = settings.server.database_url or stack.database_url
         redis_url = settings.server.redis_url or stack.redis_url
     try:
-        _migrate(database_url)
+        # Servers started here are ours to make roles on: each service then connects as its own.
+        ours = (stack is not None and database_url == stack.database_url) or cluster is not None
+        logins = _migrate_as_roles(database_url, ours)
         token = settings.grpc.token or _secret(data_dir, "grpc-token")
         scout_secret = _secret(data_dir, "scout-secret")
         callers, tokens = grpc_callers(data_dir, token)
@@ -353,7 +372,16 @@ def run_games_day(
         # sends OMNIUM_GRPC_TOKEN.
         own = None if settings.grpc.callers else tokens
         return asyncio.run(
-            _run(settings, data_dir, env, database_url, scout_secret, ha=ha, tokens=own)
+            _run(
+                settings,
+                data_dir,
+                env,
+                database_url,
+                scout_secret,
+                ha=ha,
+                tokens=own,
+                logins=logins,
+            )
         )
     finally:
         if stack is not None:

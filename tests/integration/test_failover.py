@@ -27,8 +27,9 @@ import redis.asyncio as aioredis
 
 from omnium.command.v1 import command_pb2
 from omnium_command._sql import QUERIES as COMMAND_QUERIES
-from omnium_db import SERVICE_ROLES, apply_migrations, apply_roles, init_connection
+from omnium_db import apply_migrations, init_connection
 from omnium_devstack.ha import HaTimings, PatroniCluster
+from omnium_devstack.roles import grant_services, prepare_migrator, service_urls
 from omnium_gateway import Cache
 from omnium_gateway._outbox import OutboxRelay
 from omnium_live import stream_key
@@ -135,9 +136,12 @@ async def switch(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Swit
     cluster = PatroniCluster(data / "pair", fsync=False, timings=TEST_TIMINGS)
     await asyncio.to_thread(cluster.start)
     try:
-        conn = await _connect(cluster.database_url)
-        await apply_migrations(conn)
-        await conn.close()
+        # As production runs them: the migrations as the migration role, then the services'
+        # roles; each service connects as its own login, the test itself as the superuser.
+        migrator = await _connect(await prepare_migrator(cluster.database_url))
+        await apply_migrations(migrator)
+        await migrator.close()
+        await grant_services(cluster.database_url)
         async with crashable_redis(data / "redis") as redis_server, webhook_receiver() as hook:
             yield await _switch(cluster, redis_server.redis_url, hook)
     finally:
@@ -148,6 +152,7 @@ async def switch(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Swit
 
 async def _switch(cluster: PatroniCluster, redis_url: str, hook: Receiver) -> Switch:
     url = cluster.database_url
+    logins = service_urls(url)
     old = cluster.leader_name()
     assert old is not None
     watch = {
@@ -157,12 +162,15 @@ async def _switch(cluster: PatroniCluster, redis_url: str, hook: Receiver) -> Sw
     }
     async with (
         games_day(
-            url, command_settings=watch, import_overrides={"imports_poll_seconds": 1.0}
+            url,
+            command_settings=watch,
+            import_overrides={"imports_poll_seconds": 1.0},
+            service_urls=logins,
         ) as day,
         # A stream long enough to keep every change of the test (1,252 units and more).
-        running_delivery(url, redis_url, live_stream_length=100_000) as delivery,
+        running_delivery(logins["delivery"], redis_url, live_stream_length=100_000) as delivery,
         running_gateway(
-            url,
+            logins["gateway"],
             redis_url,
             cache_ttl_scheduled=DAY,
             cache_ttl_live=DAY,
@@ -461,23 +469,11 @@ async def test_the_old_primary_rejoins_as_a_streaming_standby(switch: Switch) ->
 async def test_the_standby_watch_sees_the_standby_under_command_s_role_only(
     switch: Switch,
 ) -> None:
-    # As production connects: a login in the command service's role (pg_monitor) reads
-    # sync_state; one in any other role sees the standby's row with that column hidden.
-    conn = await _connect(switch.cluster.database_url)
-    try:
-        await apply_roles(conn)
-        for service in ("command", "gateway"):
-            login = f"ha_test_{service}"
-            await conn.execute(
-                f"DROP ROLE IF EXISTS {login}; "
-                f"CREATE ROLE {login} LOGIN IN ROLE {SERVICE_ROLES[service]}"
-            )
-    finally:
-        await conn.close()
+    # As the services connect: the command service's login (pg_monitor) reads sync_state; a
+    # login in any other role sees the standby's row with that column hidden.
     seen = {}
     for service in ("command", "gateway"):
-        url = switch.cluster.database_url.replace("postgres@", f"ha_test_{service}@")
-        as_role = await _connect(url)
+        as_role = await _connect(service_urls(switch.cluster.database_url)[service])
         try:
             seen[service] = await as_role.fetchval(COMMAND_QUERIES["sync_standbys"])
         finally:

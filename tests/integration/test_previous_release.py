@@ -1,7 +1,7 @@
 """Expand, then contract: the previous release's services run on today's schema.
 
 A release is rolled back by running the previous release's code on the schema this one made
-(libs/omnium_db/migrations/README.md). Here the previous release (tests/support/previous_release)
+(libs/omnium_db/migrations/README.md). Here the previous release (dev/previous_release.py)
 is checked out into a temporary folder and its command, scoring and gateway processes are
 started against a database migrated by today's code: a scorer's tap, an import batch and a
 public read each succeed through them.
@@ -21,13 +21,13 @@ import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from dev.previous_release import Checkout, checked_out, started
 from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium_accounts import hash_password
 from omnium_db import applied_versions
 from omnium_devstack.stack import dev_process_environ
 from tests.support.command import CALLERS_ENV, TOKEN, import_batch, unit_row
 from tests.support.games import EVENT, make_games, make_run
-from tests.support.previous_release import Checkout, checked_out, started
 from tests.support.servers import Servers
 
 pytestmark = pytest.mark.timeout(420)

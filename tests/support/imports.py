@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import hmac
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -96,11 +96,18 @@ async def games_day(
     import_overrides: dict[str, Any] | None = None,
     workers: int = 1,
     followups: bool = False,
+    service_urls: Mapping[str, str] | None = None,
 ) -> AsyncIterator[GamesDay]:
-    """`followups`: the settle window's timer runs too (OMNIUM_FOLLOWUP_SECONDS)."""
-    async with running_command(database_url, **(command_settings or {})) as command:
+    """`followups`: the settle window's timer runs too (OMNIUM_FOLLOWUP_SECONDS).
+    `service_urls`: the command and imports services connect there (each as its own database
+    role), the test's own connection still to `database_url`."""
+    urls = service_urls or {}
+    command_url = urls.get("command", database_url)
+    async with running_command(command_url, **(command_settings or {})) as command:
         imports = ImportsApp(
-            import_settings(database_url, command.port, **(import_overrides or {}))
+            import_settings(
+                urls.get("imports", database_url), command.port, **(import_overrides or {})
+            )
         )
         port = await imports.start(
             0, workers=workers, scheduler=False, followups=followups, grpc_port=0

@@ -144,6 +144,10 @@ GRANT SELECT ON timeline_item TO omnium_admin;
 GRANT SELECT ON unit TO omnium_admin;
 GRANT SELECT ON unit_competitor TO omnium_admin;
 
+-- Every service checks the schema's version at start-up (omnium_db.require_schema).
+GRANT SELECT ON schema_version
+  TO omnium_command, omnium_imports, omnium_scoring, omnium_delivery, omnium_gateway, omnium_admin;
+
 -- What EXPLAIN does not see, given by hand. change_seq numbers every change: the columns'
 -- DEFAULT nextval('change_seq') and the writes that set changed_seq need it, and imports' fast
 -- path reads its last value. Identity columns need no grant on their sequences.

@@ -2,10 +2,10 @@
 
 The previous release is the newest release tag below HEAD when tags exist; until then, the
 newest first-parent commit whose schema is older than today's (the commit before the last one
-that added a migration). It is checked out with `git worktree` into a temporary folder, its gRPC
-contracts are generated there from its own protos by this venv's grpc_tools (the Makefile's
-contracts step), and its processes run on this venv's packages with its own source roots first
-on the path.
+that added a migration). It is checked out with `git worktree` into a temporary folder (the
+tests) or a kept one (the release drill: `kept_checkout`), its gRPC contracts are generated
+there from its own protos by this venv's grpc_tools (the Makefile's contracts step), and its
+processes run on this venv's packages with its own source roots first on the path.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 MIGRATIONS = "libs/omnium_db/migrations"
 SOURCE_ROOTS = (
     "libs",
@@ -68,7 +69,8 @@ def _git(*args: str, cwd: Path = REPO) -> str:
 
 
 def _migration_count(ref: str) -> int:
-    return len(_git("ls-tree", "--name-only", f"{ref}:{MIGRATIONS}").split())
+    names = _git("ls-tree", "--name-only", f"{ref}:{MIGRATIONS}").split()
+    return len([name for name in names if name.endswith(".sql")])
 
 
 def previous_release() -> tuple[str, str]:
@@ -161,6 +163,25 @@ def checked_out() -> Iterator[Checkout]:
                 _git("worktree", "remove", "--force", str(root))
             with contextlib.suppress(PreviousReleaseError):
                 _git("worktree", "prune")
+
+
+def kept_checkout(folder: Path) -> Checkout:
+    """The previous release checked out under `folder/<commit>` and kept there, so a second
+    run reuses it (the drills); a folder left half made is made again."""
+    commit, chosen = previous_release()
+    root = folder / commit
+    done = root / ".omnium-checkout-done"
+    if not done.exists():
+        if root.exists():
+            with contextlib.suppress(PreviousReleaseError):
+                _git("worktree", "remove", "--force", str(root))
+            shutil.rmtree(root, ignore_errors=True)
+            _git("worktree", "prune")
+        folder.mkdir(parents=True, exist_ok=True)
+        _git("worktree", "add", "--detach", str(root), commit)
+        _contracts(root)
+        done.touch()
+    return Checkout(root, commit, chosen, _settings_of(root))
 
 
 @contextlib.asynccontextmanager
