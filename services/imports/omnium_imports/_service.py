@@ -24,9 +24,9 @@ from omnium_grpc import (
 )
 from omnium_imports import _queue, _runs, _send
 from omnium_imports._missing import answered
-from omnium_imports._pipeline import Pipeline
 from omnium_imports._setup import add_lookups
 from omnium_imports._sql import QUERIES
+from omnium_imports.run import Pipeline
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
