@@ -28,7 +28,7 @@ from omnium_imports.run._context import (
 from omnium_imports.run._fetch import fetch, overtaken, record
 from omnium_imports.run._guard import check
 from omnium_imports.run._map import fast_path, map_rows
-from omnium_imports.run._write import cut_batches, send
+from omnium_imports.run._write import cut_batches, first_counts, send
 from omnium_telemetry import tracer
 
 if TYPE_CHECKING:
@@ -96,10 +96,10 @@ async def _through(ctx: Context, integration: Integration, job: Job, trip: _Trip
         if isinstance(checked, RunResult):
             return _ends(span, checked)
     with trip.enter("batches"):
+        counted = trip.counted = first_counts(mapped.rows, ready)
         planned = await cut_batches(ctx, integration, run_id, scout_run.id, mapped.rows, ready)
-        trip.counted = planned.counted
     with trip.enter("send"):
-        sent = await send(ctx, integration, run_id, mapped, planned)
+        sent = await send(ctx, integration, run_id, mapped, planned, counted)
     with trip.enter("settle_window"):
         await settle_window(ctx, integration, scout_run, mapped)
     with trip.enter("held_rows"):

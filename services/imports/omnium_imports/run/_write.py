@@ -35,10 +35,9 @@ _NO_UNIT = "there is no unit"
 
 @dataclass(frozen=True, slots=True)
 class Planned:
-    """The run's numbered batches, and each mapped row's outcome so far by its position."""
+    """The run's numbered batches."""
 
     batches: list[Batch]
-    counted: dict[int, str]
 
 
 @dataclass(slots=True)
@@ -94,22 +93,14 @@ class Sent:
                 key_state.forget(row_answer.key)
 
 
-async def cut_batches(
-    ctx: Context,
-    integration: Integration,
-    run_id: str,
-    scout_run_id: str,
-    rows: list[MappedRow],
-    ready: Ready,
-) -> Planned:
-    """The mapping's held and problem rows logged, and the rest cut into numbered batches
-    (as first cut, when the run was tried before)."""
+def first_counts(rows: list[MappedRow], ready: Ready) -> dict[int, str]:
+    """Each mapped row's outcome before the batches, by its position."""
     # Each row is counted once, by its position, whatever the attempts: a resumed run sends
     # its saved batches again (they answer duplicate, with their rows' answers), and by then
     # the fast path would skip those rows too. A row's answer replaces what it was before.
     # The fast path's rows are "fast_path" (unchanged, skipped early) and nothing else.
     sent = {row.position for row in ready.rows}
-    counted = {
+    return {
         row.position: row.outcome
         if row.outcome != "ok"
         else (
@@ -119,10 +110,22 @@ async def cut_batches(
         )
         for row in rows
     }
+
+
+async def cut_batches(
+    ctx: Context,
+    integration: Integration,
+    run_id: str,
+    scout_run_id: str,
+    rows: list[MappedRow],
+    ready: Ready,
+) -> Planned:
+    """The mapping's held and problem rows logged, and the ready ones cut into numbered
+    batches (as first cut, when the run was tried before)."""
     size = ctx.settings.database.batch_max_units
     if not ctx.writes:
         ordered = _batches.ordered(ready.rows, integration.target, ready.unit_ids)
-        return Planned(_batches.chunks(ordered, size), counted)
+        return Planned(_batches.chunks(ordered, size))
     label = f"run {scout_run_id}"
     await ctx.db(
         f"{label}: row log",
@@ -149,15 +152,20 @@ async def cut_batches(
             len(ready.newer),
             ", ".join(sorted(set(ready.newer.values()))[:3]),
         )
-    return Planned(batches, counted)
+    return Planned(batches)
 
 
 async def send(
-    ctx: Context, integration: Integration, run_id: str, mapped: Mapped, planned: Planned
+    ctx: Context,
+    integration: Integration,
+    run_id: str,
+    mapped: Mapped,
+    planned: Planned,
+    counted: dict[int, str],
 ) -> Sent:
-    """The batches through the command service, each answer counted in the run's outcomes
-    and its key state."""
-    sent = Sent(planned.counted, mapped.key_state)
+    """The batches through the command service, each answer counted into `counted` (each
+    row's outcome by its position, first_counts) and the key state."""
+    sent = Sent(counted, mapped.key_state)
     await send_batches(ctx, integration, run_id, planned.batches, mapped.clearing, sent.count)
     mapped.key_state.loaded_for_run = run_id
     return sent
