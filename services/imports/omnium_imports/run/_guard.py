@@ -67,7 +67,7 @@ async def check(
                 ),
             )
             return result
-    # Only a full run that passed the size check by itself lists every key (seed: "Only
-    # runs that passed the size check count"). One a person started past the check may be
-    # a broken read: counting the keys it left out as missing would ask about them all.
+    # Only a full run that passed the size check by itself lists every key, so only such runs
+    # count keys as missing. One a person started past the check may be a broken read:
+    # counting the keys it left out as missing would ask about them all.
     return Checked(complete=scout_run.build == "all" and sized is True)

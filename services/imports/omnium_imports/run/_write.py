@@ -69,8 +69,8 @@ class Sent:
         for row_answer in answer.rows:
             outcome = ROW_OUTCOMES.get(row_answer.outcome, "problem")
             if outcome == "not_placed" and row_answer.reason.startswith(_NO_UNIT):
-                # Seed: "Unknown ids are held ... with a clear question", tried again by itself
-                # on every later run (its key state is forgotten below, so it is sent again).
+                # An unknown unit is held with a clear question, and tried again by itself on
+                # every later run (its key state is forgotten below, so it is sent again).
                 outcome = "held"
                 self.held_reasons[row_answer.position] = (
                     f"Scout's row {row_answer.key} names a unit we do not have "
