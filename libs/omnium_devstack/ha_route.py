@@ -5,7 +5,8 @@ Every service reaches the pair through one address, HAProxy's, which asks each n
 primary) and sends connections only to that node: the shape Patroni's own docs recommend. A
 node whose Patroni dies, hangs or loses the key is marked down after two failed checks, and
 `on-marked-down shutdown-sessions` cuts the connections it already had, so no service goes on
-writing to a primary that is no longer the leader (docs/high-availability.md, "Writes only where Patroni says").
+writing to a primary that is no longer the leader (docs/high-availability.md, "Writes only
+where Patroni says").
 """
 
 from __future__ import annotations

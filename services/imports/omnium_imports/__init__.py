@@ -5,7 +5,6 @@ from __future__ import annotations
 from omnium_imports._app import ImportsApp
 from omnium_imports._files import IntegrationSpec, mapping_file
 from omnium_imports._inputs import Problem, SetupError
-from omnium_imports._pipeline import Pipeline, RunResult
 from omnium_imports._queue import Job
 from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
 from omnium_imports._setup import (
@@ -16,6 +15,7 @@ from omnium_imports._setup import (
     set_state,
 )
 from omnium_imports._worker import HAND_OVER_SECONDS
+from omnium_imports.run import Pipeline, RunResult
 
 __all__ = [
     "HAND_OVER_SECONDS",

@@ -19,11 +19,11 @@ from omnium_imports import _queue
 from omnium_imports._doorbell import doorbell_app
 from omnium_imports._followups import FollowUps
 from omnium_imports._metrics import sample_queue
-from omnium_imports._pipeline import Pipeline
 from omnium_imports._scout import ScoutClient
 from omnium_imports._service import SERVICE_NAME as IMPORTS_SERVICE
 from omnium_imports._service import ImportsService
 from omnium_imports._worker import Worker, run_scheduler
+from omnium_imports.run import Pipeline
 from omnium_outbound import outbound_client
 from omnium_settings import Settings
 

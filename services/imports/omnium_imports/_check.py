@@ -21,10 +21,10 @@ from omnium_imports import _guards as guards
 from omnium_imports import _runs
 from omnium_imports._batches import Clearing
 from omnium_imports._inputs import SetupError
-from omnium_imports._pipeline import Pipeline
 from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
 from omnium_imports._sql import QUERIES
 from omnium_imports.mapping import MappingContext, MappingVersion
+from omnium_imports.run import Pipeline
 from omnium_settings import Settings
 
 # The words a row can end with, in the order the counts are printed.

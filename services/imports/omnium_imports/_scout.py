@@ -1,4 +1,4 @@
-"""Reading Scout over HTTP (DESIGN §6): runs and pages, with timeouts, tries and limits."""
+"""Reading Scout over HTTP: runs and pages, with timeouts, tries and limits."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
 
-#: Scout's run and job ids as we take them (DESIGN §6; the simulator's are like
+#: Scout's run and job ids as we take them (the simulator's are like
 #: 6b0f5b0801-000001 and schedule): letters, digits, _ and -, at most 64. Nothing else reaches a
 #: URL, so a ring naming run "../jobs/x" cannot send our call elsewhere on Scout.
 SCOUT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")

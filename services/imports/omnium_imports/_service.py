@@ -25,11 +25,11 @@ from omnium_grpc import (
 )
 from omnium_imports import _queue, _runs, _send
 from omnium_imports._missing import answered
-from omnium_imports._pipeline import Pipeline
 from omnium_imports._scout import ScoutError
 from omnium_imports._setup import add_lookups
 from omnium_imports._sql import QUERIES
 from omnium_imports.mapping import MappingSpecError
+from omnium_imports.run import Pipeline
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)
@@ -339,7 +339,7 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
             if run is None:
                 await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no run {request.run_id}")
             limit = request.rows_per_section or _ROWS_PER_SECTION
-            # Another team's reader never sees a result the checker holds (DESIGN §8): such a
+            # Another team's reader never sees a result the checker holds: such a
             # row is shown without its results until a person approves them.
             hidden = held_results_hidden()
             held = [d.upper() for d in self.settings.delivery.checker_disciplines]
@@ -554,7 +554,7 @@ async def _acting_person(
     actor: actor_pb2.Actor, method: str, what: str, context: aio.ServicerContext
 ) -> actor_pb2.Actor:
     """The person an operator's action is recorded for, or the call ends INVALID_ARGUMENT:
-    these actions are a person's, never an anonymous "operator" (target 8)."""
+    these actions are a person's, never an anonymous "operator"."""
     person = actor_pb2.Actor()
     person.CopyFrom(actor)
     if person.kind == actor_pb2.Actor.KIND_UNSPECIFIED:
@@ -569,8 +569,8 @@ async def _acting_person(
     if problem is not None:
         await context.abort(
             grpc.StatusCode.INVALID_ARGUMENT,
-            f"{method} is a person's action and records who did it and from which screen "
-            f"(target 8), but {problem}. Send the signed-in person in actor (name, "
+            f"{method} is a person's action and records who did it and from which screen, "
+            f"but {problem}. Send the signed-in person in actor (name, "
             f"source_code 'account:<id>', screen); `by` alone is no longer taken. Nothing was "
             f"done ({what}).",
         )

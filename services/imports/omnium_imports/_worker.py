@@ -16,9 +16,9 @@ import asyncpg
 from omnium_db import DATABASE_ERRORS, outlast
 from omnium_imports import _queue
 from omnium_imports._metrics import RUNS
-from omnium_imports._pipeline import HandedOver, Pipeline, RunResult
 from omnium_imports._review import Alerts
 from omnium_imports._sql import QUERIES
+from omnium_imports.run import HandedOver, Pipeline, RunResult
 from omnium_settings import Settings
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,8 @@ from omnium_scout_sim._faults import MALFORMED_PAGES
 from omnium_scout_sim._games import Games
 from omnium_scout_sim._replay import Replay, ReplaySettings
 from omnium_scout_sim._runs import Run
-from omnium_scout_sim._simulator import DEFAULT_SEED, Limits, ScoutSimulator, SimulatorConfig
+from omnium_scout_sim._server import ScoutSimulator
+from omnium_scout_sim._simulator import DEFAULT_SEED, Limits, SimulatorConfig
 from omnium_scout_sim._units import NotFound, SimulatorError
 
 __all__ = [

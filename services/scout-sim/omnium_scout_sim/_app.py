@@ -1,66 +1,21 @@
-"""Scout's HTTP API (DESIGN §6) as an aiohttp app, with the faults applied in front of it."""
+"""Scout's HTTP API as an aiohttp app, with the faults applied in front of it."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from datetime import date
-from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from omnium_scout_sim._control import add_control_routes
 from omnium_scout_sim._faults import API_PREFIX
+from omnium_scout_sim._http import SIMULATOR, error, int_param, json_object, parse_day
 from omnium_scout_sim._runs import RUN_STATUSES, RunStatus
-from omnium_scout_sim._simulator import ScoutSimulator
+from omnium_scout_sim._simulator import Scout
 from omnium_scout_sim._units import SimulatorError
 
-SIMULATOR = web.AppKey("simulator", ScoutSimulator)
 _BAD_GATEWAY_PAGE = "<html><body><h1>502 Bad Gateway</h1>nginx</body></html>"
-
-
-def error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": message}, status=status)
-
-
-def int_param(request: web.Request, name: str, default: int, low: int, high: int | None) -> int:
-    raw = request.query.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SimulatorError(f"{name} must be a whole number, not {raw!r}") from None
-    if value < low or (high is not None and value > high):
-        most = f" and at most {high}" if high is not None else ""
-        raise SimulatorError(f"{name} must be at least {low}{most}; it was {value}")
-    return value
-
-
-async def json_object(request: web.Request, allowed: set[str]) -> dict[str, Any]:
-    """The request's JSON object (empty when there is no body); unknown fields are refused."""
-    if not request.body_exists:
-        return {}
-    try:
-        body = json.loads(await request.read())
-    except ValueError:
-        raise SimulatorError("the body is not JSON") from None
-    if not isinstance(body, dict):
-        raise SimulatorError("the body must be a JSON object")
-    unknown = sorted(set(body) - allowed)
-    if unknown:
-        known = ", ".join(sorted(allowed)) or "none"
-        raise SimulatorError(f"unknown field(s) {', '.join(unknown)}; known: {known}")
-    return body
-
-
-def parse_day(value: Any) -> date | None:
-    if value is None:
-        return None
-    try:
-        return date.fromisoformat(value)
-    except (TypeError, ValueError):
-        raise SimulatorError(f"day must look like '2026-09-21', not {value!r}") from None
 
 
 @web.middleware
@@ -139,9 +94,8 @@ async def post_run(request: web.Request) -> web.Response:
     return web.json_response({"id": run.id})
 
 
-def make_app(sim: ScoutSimulator) -> web.Application:
-    from omnium_scout_sim._control import add_control_routes
-
+def make_app(sim: Scout) -> web.Application:
+    """Scout's API (/v1) and the control API (/control) over `sim`."""
     app = web.Application(middlewares=[_errors, _faults])
     app[SIMULATOR] = sim
     app.router.add_get("/v1/jobs/{job}/runs", list_runs)

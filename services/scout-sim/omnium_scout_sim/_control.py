@@ -8,8 +8,8 @@ from typing import Any
 
 from aiohttp import web
 
-from omnium_scout_sim._app import SIMULATOR, json_object, parse_day
-from omnium_scout_sim._simulator import ScoutSimulator
+from omnium_scout_sim._http import SIMULATOR, json_object, parse_day
+from omnium_scout_sim._simulator import Scout
 from omnium_scout_sim._units import Row, SimulatorError
 
 
@@ -61,7 +61,7 @@ def _count(value: object, name: str, default: int) -> int:
     return value
 
 
-def _unit_answer(sim: ScoutSimulator, row: Row) -> web.Response:
+def _unit_answer(sim: Scout, row: Row) -> web.Response:
     unit = sim.games.unit(row["externalId"])
     return web.json_response({"unit": row, "listed": unit.listed})
 
@@ -146,7 +146,7 @@ async def reschedule(request: web.Request) -> web.Response:
 
 
 def _simple(
-    action: Callable[[ScoutSimulator, str], Row],
+    action: Callable[[Scout, str], Row],
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handler(request: web.Request) -> web.Response:
         sim = request.app[SIMULATOR]
@@ -291,9 +291,9 @@ def add_control_routes(app: web.Application) -> None:
     add.add_post("/control/units/{unit}/result", post_result)
     add.add_post("/control/units/{unit}/official", official)
     add.add_post("/control/units/{unit}/reschedule", reschedule)
-    add.add_post("/control/units/{unit}/cancel", _simple(ScoutSimulator.cancel))
-    add.add_post("/control/units/{unit}/drop", _simple(ScoutSimulator.drop))
-    add.add_post("/control/units/{unit}/restore", _simple(ScoutSimulator.restore))
+    add.add_post("/control/units/{unit}/cancel", _simple(Scout.cancel))
+    add.add_post("/control/units/{unit}/drop", _simple(Scout.drop))
+    add.add_post("/control/units/{unit}/restore", _simple(Scout.restore))
     add.add_post("/control/units/{unit}/competitor", swap_competitor)
     add.add_post("/control/units/{unit}/copy", copy_unit)
     add.add_post("/control/units/{unit}/disqualify", disqualify)

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from omnium_scout_sim._catalog import DISCIPLINES, FIRST_DAY, LAST_DAY
+from omnium_scout_sim._games import Games
 from omnium_scout_sim._units import (
     CANCELLED,
     RUNNING,
@@ -22,9 +23,6 @@ from omnium_scout_sim._units import (
     SimulatorError,
     Unit,
 )
-
-if TYPE_CHECKING:
-    from omnium_scout_sim._simulator import ScoutSimulator
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +57,34 @@ class ReplaySettings:
             raise ValueError("replay change_chance is a share, from 0 to 1")
 
 
+class _Config(Protocol):
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def schedule_job(self) -> str: ...
+
+    @property
+    def medals_job(self) -> str: ...
+
+
+class Site(Protocol):
+    """What a replay moves: the simulated site's Games (new ones after a reset), read as runs
+    of its jobs (the simulator of _simulator.py is one)."""
+
+    @property
+    def games(self) -> Games: ...
+
+    @property
+    def config(self) -> _Config: ...
+
+    async def make_run(self, job: str) -> object: ...
+
+
 class Replay:
     """Moves the simulated site through the Games. One task; `stop()` ends it within a tick."""
 
-    def __init__(self, sim: ScoutSimulator, settings: ReplaySettings) -> None:
+    def __init__(self, sim: Site, settings: ReplaySettings) -> None:
         settings.check()
         self.sim = sim
         self.settings = settings

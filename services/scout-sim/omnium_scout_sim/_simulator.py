@@ -1,4 +1,6 @@
-"""The simulator object: the Games, the runs, the faults and the doorbell, driven from Python."""
+"""The simulated Scout: the Games, the runs, the faults and the doorbell, driven from Python.
+
+Its HTTP API is built over it in _app.py, and served by `ScoutSimulator` (_server.py)."""
 
 from __future__ import annotations
 
@@ -9,19 +11,15 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Any
-
-from aiohttp import web
+from typing import Any
 
 from omnium_scout_sim._catalog import FIRST_DAY, LAST_DAY
 from omnium_scout_sim._doorbell import Delivery, DoorbellSender, DoorbellTarget, RingAgain
 from omnium_scout_sim._faults import Faults
 from omnium_scout_sim._games import Games
+from omnium_scout_sim._replay import Replay, ReplaySettings
 from omnium_scout_sim._runs import BUILDS, Build, Run, RunBook
 from omnium_scout_sim._units import NotFound, Row, SimulatorError
-
-if TYPE_CHECKING:
-    from omnium_scout_sim._replay import Replay, ReplaySettings
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +51,8 @@ class SimulatorConfig:
     limits: Limits = field(default_factory=Limits)
 
 
-class ScoutSimulator:
-    """A Scout for omnium's demo and tests: `await start()`, use it over HTTP or here, `stop()`.
+class Scout:
+    """The simulated Scout, without its HTTP server (ScoutSimulator serves it).
 
     Everything the control API does is a method here too, for tests in the same process.
     """
@@ -80,9 +78,6 @@ class ScoutSimulator:
             again=self.limits.doorbell_again,
         )
         self.replay: Replay | None = None
-        self._runner: web.AppRunner | None = None
-        self._port: int | None = None
-        self._host = "127.0.0.1"
         self._epoch = 0
         self._seed_state()
 
@@ -103,41 +98,10 @@ class ScoutSimulator:
     def jobs(self) -> tuple[str, str]:
         return (self.config.schedule_job, self.config.medals_job)
 
-    def make_app(self) -> web.Application:
-        from omnium_scout_sim._app import make_app
-
-        return make_app(self)
-
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
-        """Serve on `host:port` (0: any free port); returns the port."""
-        if self._runner is not None:
-            raise RuntimeError("the simulator is already serving")
-        runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False)
-        await runner.setup()
-        try:
-            site = web.TCPSite(runner, host, port)
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner, self._host = runner, host
-        self._port = int(runner.addresses[0][1])
-        return self._port
-
-    @property
-    def base_url(self) -> str:
-        if self._port is None:
-            raise RuntimeError("the simulator is not serving; await start() first")
-        return f"http://{self._host}:{self._port}"
-
     async def stop(self) -> None:
         if self.replay is not None:
             await self.replay.stop()
         await self.sender.close(self.limits.stop_grace_seconds)
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-            self._port = None
 
     async def reset(self) -> None:
         """Back to the seeded start: units, runs, faults; the replay clock starts again."""
@@ -149,8 +113,6 @@ class ScoutSimulator:
             self.replay.restart()
 
     def start_replay(self, settings: ReplaySettings | None = None) -> Replay:
-        from omnium_scout_sim._replay import Replay, ReplaySettings
-
         if self.replay is not None:
             raise RuntimeError("a replay is already attached")
         self.replay = Replay(self, settings or ReplaySettings())
@@ -427,4 +389,4 @@ class ScoutSimulator:
         }
 
 
-__all__ = ["Limits", "NotFound", "ScoutSimulator", "SimulatorConfig", "SimulatorError"]
+__all__ = ["Limits", "NotFound", "Scout", "SimulatorConfig", "SimulatorError"]

@@ -1,4 +1,4 @@
--- Key state: what an integration last saw and wrote, per key (Section 3 seed, K1 and K2).
+-- Key state: what an integration last saw and wrote, per key.
 
 -- name: load_key_state
 SELECT subject_key, subject_id::text AS subject_id, last_hash, applied_seq, missing_runs,
