@@ -33,8 +33,10 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
+import aiohttp
 import asyncpg
 
 from bench._common import BenchError, say
@@ -42,6 +44,7 @@ from bench._drill import (
     EVENT,
     IN_FLIGHT,
     ROOT,
+    SCHEDULE,
     Load,
     add_load_options,
     add_run_options,
@@ -50,7 +53,6 @@ from bench._drill import (
     fetch,
     import_checks,
     reader,
-    run_in_flight,
     scorer,
     steady,
 )
@@ -64,6 +66,12 @@ TAPS_SQL = (
     "UNION ALL SELECT id FROM drill_probe"
 )
 BREAKS = ("async", "no-fence")
+STIRRED = 250  # Scout units changed before each fault's import run: 10 batches of 25
+MID_RUN = """
+SELECT r.id::text FROM integration_run r JOIN integration i ON i.id = r.integration_id
+ WHERE i.code = $1 AND r.status = 'applying' AND r.batch_total > r.batch_done
+ ORDER BY r.received_at DESC LIMIT 1
+"""
 
 log = logging.getLogger("bench.drill_faults")
 
@@ -89,6 +97,7 @@ class Matrix:
     leaders: list[dict[str, Any]] = field(default_factory=list)
     strikes: dict[str, Strike] = field(default_factory=dict)
     uncached: set[str] = field(default_factory=set)
+    rng: random.Random = field(default_factory=random.Random)
 
 
 # --- the fence probe ---------------------------------------------------------------------------
@@ -146,21 +155,48 @@ def mid_run(state: tuple[str, int, int | None]) -> bool:
     return status == "applying" and (total is None or done < total)
 
 
-async def import_mid_run(url: str, scout: str, within: float) -> str | None:
-    """A Scout run being applied with batches still to go (the simulator asked for one if
-    none is)."""
+async def stir_scout(http: aiohttp.ClientSession, scout: str, rng: random.Random, n: int) -> int:
+    """`n` of Scout's units moved a minute later, so the next schedule run has that many units
+    to apply, in several batches (the replay's own runs change a unit or two: one batch, over
+    before a fault could strike it). Returns how many moved."""
+    total = (await (await http.get(f"{scout}/control/state")).json())["units"]["total"]
+    moved = 0
+
+    async def move(k: int) -> None:
+        nonlocal moved
+        unit = f"{scout}/control/units/SC-{k:06d}"
+        with contextlib.suppress(aiohttp.ClientError, TimeoutError, KeyError, ValueError):
+            async with http.get(unit) as answer:
+                row = (await answer.json())["unit"]
+            start = datetime.fromisoformat(row["startLocal"]) + timedelta(minutes=1)
+            body = {"start_local": start.isoformat()}
+            async with http.post(f"{unit}/reschedule", json=body) as answer:
+                moved += answer.status == 200
+
+    picked = rng.sample(range(1, total + 1), min(n, total))
+    for at in range(0, len(picked), 20):
+        await asyncio.gather(*(move(k) for k in picked[at : at + 20]))
+    return moved
+
+
+async def import_mid_run(url: str, scout: str, within: float, rng: random.Random) -> str | None:
+    """A Scout schedule run being applied with batches still to go: Scout's units stirred,
+    a run asked for, and waited for until it is mid-run."""
     deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        run_id, _ = await run_in_flight(url, scout, deadline - time.monotonic())
-        if run_id is None:
-            return None
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
         while time.monotonic() < deadline:
-            state = await run_state(url, run_id)
-            if mid_run(state):
-                return run_id
-            if state[0] not in IN_FLIGHT:
-                break
-            await asyncio.sleep(0.05)
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError, KeyError, ValueError):
+                await stir_scout(http, scout, rng, STIRRED)
+                async with http.post(f"{scout}/control/runs", json={"job": "schedule"}) as answer:
+                    asked = str((await answer.json())["run"]["id"])
+                    say(f"asked the Scout simulator for run {asked}")
+            until = min(deadline, time.monotonic() + 30)
+            while time.monotonic() < until:
+                with contextlib.suppress(OSError, asyncpg.PostgresError, TimeoutError):
+                    rows = await fetch(url, MID_RUN, SCHEDULE)
+                    if rows:
+                        return str(rows[0]["id"])
+                await asyncio.sleep(0.05)
     return None
 
 
@@ -184,7 +220,7 @@ async def strike(stack: Stack, matrix: Matrix, name: str, timing: Timing) -> Non
     one = matrix.strikes[name] = Strike(name)
     load.begin(name)
     await steady(load, args.steady_seconds)
-    one.run_id = await import_mid_run(url, scout, args.run_wait)
+    one.run_id = await import_mid_run(url, scout, args.run_wait, matrix.rng)
 
     def mark() -> None:
         one.at = time.monotonic()
@@ -282,6 +318,27 @@ async def judge(stack: Stack, matrix: Matrix, name: str) -> tuple[dict[str, Any]
     return figures, violations
 
 
+async def one_fault(
+    stack: Stack, matrix: Matrix, name: str, timing: Timing
+) -> tuple[dict[str, Any], list[str]]:
+    """The fault struck and judged; judged even when it did not run through."""
+    trouble: list[str] = []
+    try:
+        await strike(stack, matrix, name, timing)
+    except BenchError as exc:
+        say(f"{name}: the fault did not run through: {exc}")
+        trouble.append(f"the fault did not run through: {exc}")
+        one = matrix.strikes[name]
+        one.whole = one.whole or time.monotonic()
+    try:
+        figures, violations = await judge(stack, matrix, name)
+    except (checker.BadInput, OSError, asyncpg.PostgresError) as exc:
+        figures, violations = {}, [f"the checker could not read the nodes: {exc}"]
+    say(f"{name}: checked; {len(trouble + violations)} violations")
+    keep_history(stack, matrix)
+    return figures, trouble + violations
+
+
 # --- one run -----------------------------------------------------------------------------------
 
 
@@ -301,7 +358,7 @@ async def matrix_run(stack: Stack, faults: Sequence[str], timing: Timing) -> Res
     matrix.uncached = {f"/v1/events/{EVENT}/units/{code}" for _, code in stack.units}
     uncached = sorted(matrix.uncached)
     ports = {n.pg_port: n.name for n in stack.cluster.nodes}
-    rng = random.Random(args.seed)
+    rng = matrix.rng = random.Random(args.seed)
     tasks = [
         asyncio.create_task(
             scorer(load, base, n, unit, args.think_ms / 1000, random.Random(rng.random()))
@@ -316,18 +373,13 @@ async def matrix_run(stack: Stack, faults: Sequence[str], timing: Timing) -> Res
     results: Result = {}
     try:
         for name in faults:
-            try:
-                await strike(stack, matrix, name, timing)
-            except BenchError as exc:
-                say(f"{name}: the fault did not run through: {exc}")
-                results[name] = ({}, [f"the fault did not run through: {exc}"])
-                await wait_whole(stack.cluster, timing, args.whole_wait)
-                continue
-            try:
-                results[name] = await judge(stack, matrix, name)
-            except (checker.BadInput, OSError, asyncpg.PostgresError) as exc:
-                results[name] = ({}, [f"the checker could not read the nodes: {exc}"])
-            say(f"{name}: checked; {len(results[name][1])} violations")
+            results[name] = await one_fault(stack, matrix, name, timing)
+            if results[name][1] and results[name][1][0].startswith("the fault did not"):
+                try:
+                    await wait_whole(stack.cluster, timing, args.whole_wait)
+                except BenchError as exc:
+                    say(f"the pair is not whole ({exc}); the faults left are not run")
+                    break
     finally:
         load.stopping.set()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -344,11 +396,16 @@ async def matrix_run(stack: Stack, faults: Sequence[str], timing: Timing) -> Res
             figures["import_batches_twice"] = twice.get(name, 0)
             if twice.get(name, 0):
                 violations.append(f"{twice[name]} import batches applied twice")
-    with contextlib.suppress(OSError):
-        (stack.data_dir / "history.jsonl").write_text(
-            "".join(json.dumps(r) + "\n" for r in [*(load.history or []), *matrix.leaders])
-        )
+    keep_history(stack, matrix)
     return results
+
+
+def keep_history(stack: Stack, matrix: Matrix) -> None:
+    """Every client's history and the leader records, as the checker reads them from files."""
+    records = [*(matrix.load.history or []), *matrix.leaders]
+    with contextlib.suppress(OSError):
+        lines = "".join(json.dumps(r) + "\n" for r in records)
+        (stack.data_dir / "history.jsonl").write_text(lines)
 
 
 async def one_run(args: argparse.Namespace, run_no: int) -> Result:

@@ -10,12 +10,14 @@ reads the nodes.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
 import shutil
 import signal
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -242,11 +244,18 @@ FAULTS: dict[str, Callable[[Any, Mark, Timing], Awaitable[None]]] = {
 
 
 def leader_key(etcd_url: str, scope: str) -> str | None:
-    """The node named in Patroni's leader key, read from etcd itself ("" when nobody holds
-    it, None when etcd does not answer)."""
-    import base64
-
-    key = base64.b64encode(f"/service/{scope}/leader".encode()).decode()
+    """The node named in Patroni's leader key, read from etcd itself: its v2 store (the HA
+    profile's), else its v3 one ("" when nobody holds it, None when etcd does not answer)."""
+    path = f"/service/{scope}/leader"
+    try:
+        with urllib.request.urlopen(f"{etcd_url}/v2/keys{path}", timeout=1) as answer:
+            return str(json.loads(answer.read())["node"]["value"])
+    except urllib.error.HTTPError as exc:
+        if exc.code != 404:
+            return None
+    except (OSError, ValueError, KeyError):
+        return None
+    key = base64.b64encode(path.encode()).decode()
     request = urllib.request.Request(
         f"{etcd_url}/v3/kv/range",
         data=json.dumps({"key": key}).encode(),
