@@ -415,6 +415,7 @@ async def one_run(args: argparse.Namespace, run_no: int) -> Result:
         slow_s=args.slow_seconds,
         redis_down_s=args.redis_down_seconds,
         down_s=args.down_seconds,
+        stall_s=args.stall_seconds,
         synchronous=args.break_ != "async",
     )
     load = Load(faults)
@@ -503,6 +504,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--freeze-seconds", type=float, default=40.0)
     parser.add_argument("--slow-seconds", type=float, default=20.0)
     parser.add_argument("--redis-down-seconds", type=float, default=5.0)
+    parser.add_argument("--stall-seconds", type=float, default=3.0)
     parser.add_argument(
         "--down-seconds", type=float, default=5.0, help="a killed node starts again after"
     )

@@ -39,6 +39,7 @@ class Timing:
     slow_s: float = 20.0  # the standby's walreceiver stopped this long
     redis_down_s: float = 5.0  # Redis is started again after this
     down_s: float = 10.0  # a killed node (or its Patroni) is started again this long after
+    stall_s: float = 3.0  # the replication link stalled before the leader is lost
     synchronous: bool = True  # False with BREAK=async: no synchronous standby to wait for
 
 
@@ -202,10 +203,11 @@ async def copy_killed(stack: Any, mark: Mark, timing: Timing) -> None:
             victim.busy = False
 
 
-def _walreceiver(postmaster: int) -> int | None:
+def _child_named(postmaster: int, word: bytes) -> int | None:
+    """A postmaster's child whose title names it (walreceiver, walsender)."""
     for pid in child_pids(postmaster):
         with contextlib.suppress(OSError):
-            if b"walreceiver" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if word in Path(f"/proc/{pid}/cmdline").read_bytes():
                 return pid
     return None
 
@@ -217,7 +219,7 @@ async def standby_slowed(stack: Any, mark: Mark, timing: Timing) -> None:
     leader = await wait_leader(cluster, 30)
     standby = next(n for n in cluster.nodes if n.name != leader)
     postmaster = standby.postmaster_pid()
-    receiver = _walreceiver(postmaster) if postmaster else None
+    receiver = _child_named(postmaster, b"walreceiver") if postmaster else None
     if receiver is None:
         raise BenchError(f"{standby.name} runs no walreceiver")
     mark()
@@ -226,6 +228,25 @@ async def standby_slowed(stack: Any, mark: Mark, timing: Timing) -> None:
         await asyncio.sleep(timing.slow_s)
     finally:
         _signal([receiver], signal.SIGCONT)
+
+
+async def link_stalled_leader_killed(stack: Any, mark: Mark, timing: Timing) -> None:
+    """The replication link stalls (SIGSTOP of the leader's walsender) for `stall_s`, then the
+    leader's machine is lost (`leader_killed`) before the link moves again. With a synchronous
+    standby nothing was answered saved meanwhile; without one, what was is on no other node."""
+    cluster = stack.cluster
+    old = await wait_leader(cluster, 30)
+    postmaster = cluster.node(old).postmaster_pid()
+    sender = _child_named(postmaster, b"walsender") if postmaster else None
+    if sender is None:
+        raise BenchError(f"{old} runs no walsender")
+    _signal([sender], signal.SIGSTOP)
+    await asyncio.sleep(timing.stall_s)
+    mark()
+    await asyncio.to_thread(cluster.kill_node, old)
+    new = await wait_leader(cluster, 120, not_name=old)
+    say(f"link_stalled_leader_killed: {new} leads")
+    await _start_again(cluster, old, timing.down_s)
 
 
 FAULTS: dict[str, Callable[[Any, Mark, Timing], Awaitable[None]]] = {
@@ -237,6 +258,7 @@ FAULTS: dict[str, Callable[[Any, Mark, Timing], Awaitable[None]]] = {
     "redis_killed": redis_killed,
     "copy_killed": copy_killed,
     "standby_slowed": standby_slowed,
+    "link_stalled_leader_killed": link_stalled_leader_killed,
 }
 
 
