@@ -416,7 +416,7 @@ async def one_run(args: argparse.Namespace, run_no: int) -> Result:
         redis_down_s=args.redis_down_seconds,
         down_s=args.down_seconds,
         stall_s=args.stall_seconds,
-        synchronous=args.break_ != "async",
+        synchronous="async" not in args.breaks,
     )
     load = Load(faults)
     load.history = []
@@ -448,8 +448,8 @@ async def one_run(args: argparse.Namespace, run_no: int) -> Result:
         run_no,
         load,
         then,
-        database_url=direct if args.break_ == "no-fence" else None,
-        ready=asynchronous if args.break_ == "async" else None,
+        database_url=direct if "no-fence" in args.breaks else None,
+        ready=asynchronous if "async" in args.breaks else None,
     )
     return results
 
@@ -500,7 +500,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--faults", default=",".join(FAULTS), help="comma-separated, in order (%(default)s)"
     )
-    parser.add_argument("--break", dest="break_", choices=BREAKS, help="take a protection away")
+    parser.add_argument(
+        "--break", dest="break_", default="", help=f"protections taken away: {', '.join(BREAKS)}"
+    )
     parser.add_argument("--freeze-seconds", type=float, default=40.0)
     parser.add_argument("--slow-seconds", type=float, default=20.0)
     parser.add_argument("--redis-down-seconds", type=float, default=5.0)
@@ -514,6 +516,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.set_defaults(run_wait=60.0)
     args = parser.parse_args(argv)
     args.faults = [f.strip() for f in args.faults.split(",") if f.strip()]
+    args.breaks = {b.strip() for b in args.break_.split(",") if b.strip()}
+    if args.breaks - set(BREAKS):
+        parser.error(f"unknown BREAK {sorted(args.breaks - set(BREAKS))}; choose from {BREAKS}")
     unknown = [f for f in args.faults if f not in FAULTS]
     if unknown or not args.faults:
         parser.error(f"unknown faults {unknown}; choose from {', '.join(FAULTS)}")

@@ -244,6 +244,8 @@ async def link_stalled_leader_killed(stack: Any, mark: Mark, timing: Timing) -> 
     await asyncio.sleep(timing.stall_s)
     mark()
     await asyncio.to_thread(cluster.kill_node, old)
+    # The machine is lost: the stopped walsender too (stopped, it cannot see its postmaster go).
+    _signal([sender], signal.SIGKILL)
     new = await wait_leader(cluster, 120, not_name=old)
     say(f"link_stalled_leader_killed: {new} leads")
     await _start_again(cluster, old, timing.down_s)
