@@ -155,6 +155,10 @@ drill-copies: install system-ha ## Drill: kill -9 and roll each service's copies
 drill-release: install system-ha ## Drill: roll from the previous version to this one under load (migration step first, one copy at a time), then roll back; print what was lost (must be 0)
 	$(PY) -m bench.drill_release $(DRILL_ARGS)
 
+.PHONY: drill-faults
+drill-faults: install system-ha ## Drill: every database, cache and copy fault under one load, judged by bench/faults/checker.py (FAULTS=a,b RUNS=n BREAK=async|no-fence)
+	$(PY) -m bench.drill_faults $(if $(FAULTS),--faults $(FAULTS)) $(if $(RUNS),--runs $(RUNS)) $(if $(BREAK),--break $(BREAK)) $(DRILL_ARGS)
+
 .PHONY: drill-abuse
 drill-abuse: install system ## Drill: 500 wrong sign-ins and 1,000 wrong-key pushes while 20 scorers tap; scorers' p95, gateway RSS, what got in (must be 0)
 	$(PY) -m bench.drill_abuse $(DRILL_ARGS)

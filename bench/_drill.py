@@ -80,6 +80,13 @@ class Load:
     hook_ids: Counter[str] = field(default_factory=Counter)
     # Every answer that was not a success: (monotonic, "api" or "sync", the status).
     misses: list[tuple[float, str, str]] = field(default_factory=list)
+    # Each client's history, when a drill keeps one: every tap, try and read, as the fault
+    # checker reads it (bench/faults/checker.py), times monotonic.
+    history: list[dict[str, Any]] | None = None
+
+    def note(self, record: dict[str, Any]) -> None:
+        if self.history is not None:
+            self.history.append({**record, "phase": self.current})
 
     def __post_init__(self) -> None:
         self.current = self.current or self.phases[0]
@@ -321,6 +328,9 @@ class Device:
         }
         load.taps.append(item)
         self.queue.append(item)
+        # The tap as the scorer made it: its wait counts from here, even if a sync hangs.
+        load.note({"kind": "tap", "id": item.client_id, "client": f"drill{self.n}",
+                   "sent": item.tapped, "outcome": "queued"})  # fmt: skip
 
     async def flush(self) -> None:
         """One sync of the queue; what is not answered stays queued for the next."""
@@ -342,16 +352,29 @@ class Device:
         except (aiohttp.ClientError, TimeoutError, ValueError):
             load.syncs[case]["connection error"] += 1
             load.misses.append((time.monotonic(), "sync", "connection error"))
+            self.note_tries(items, now, {})
             return
         load.syncs[case][str(status)] += 1
         if status != 200:
             load.misses.append((time.monotonic(), "sync", str(status)))
+            self.note_tries(items, now, {})
         if status == 401:
             load.sign_ins_again += 1
             await self.sign_in()
             return
         if body is not None:
-            self.take_answers(items, body.get("answers", []))
+            answers = body.get("answers", [])
+            self.note_tries(items, now, {a.get("client_id"): a.get("outcome") for a in answers})
+            self.take_answers(items, answers)
+
+    def note_tries(self, items: Sequence[Tap], sent: float, outcomes: Mapping[str, Any]) -> None:
+        """One history record per tap of a sync: sent when, answered what (error: nothing)."""
+        answered = time.monotonic()
+        for item in items:
+            self.load.note({
+                "kind": "tap", "id": item.client_id, "client": f"drill{self.n}", "sent": sent,
+                "answered": answered, "outcome": str(outcomes.get(item.client_id) or "error"),
+            })  # fmt: skip
 
     def take_answers(self, items: Sequence[Tap], answers: Sequence[Any]) -> None:
         """Each answered tap leaves the queue, in order, up to the first try_again."""
@@ -432,7 +455,7 @@ async def reader(load: Load, base: str, paths: Sequence[str]) -> None:
             headers = {"X-API-Key": READER_KEY}
             if path in etags:
                 headers["If-None-Match"] = etags[path]
-            case = load.current
+            case, sent = load.current, time.monotonic()
             try:
                 async with http.get(path, headers=headers) as response:
                     await response.read()
@@ -442,6 +465,10 @@ async def reader(load: Load, base: str, paths: Sequence[str]) -> None:
             except (aiohttp.ClientError, TimeoutError):
                 status = "connection error"
             load.answers[case][status] += 1
+            load.note({
+                "kind": "read", "client": "fan", "path": path, "sent": sent,
+                "status": int(status) if status.isdigit() else 0,
+            })  # fmt: skip
             if status not in ("200", "304"):
                 load.misses.append((time.monotonic(), "api", status))
             await asyncio.sleep(0.05)

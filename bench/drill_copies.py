@@ -41,7 +41,7 @@ import socket
 import sys
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -670,7 +670,38 @@ def phase_figures(
 # --- one run -----------------------------------------------------------------------------------
 
 
+@dataclass
+class Stack:
+    """The HA profile as the drill runs it: what a phase script (or another drill) works on."""
+
+    args: argparse.Namespace
+    load: Load
+    cluster: Any  # PatroniCluster
+    redis: Any  # RedisServer
+    fleet: Fleet
+    url: str  # the database URL every service was given
+    settings: Any
+    units: list[tuple[str, str]]
+    data_dir: Path
+
+
 async def one_run(args: argparse.Namespace, run_no: int) -> dict[str, float | str]:
+    return await with_stack(args, run_no, Load(PHASES), _load_and_faults)
+
+
+async def with_stack(
+    args: argparse.Namespace,
+    run_no: int,
+    load: Load,
+    then: Callable[[Stack], Awaitable[dict[str, float | str]]],
+    *,
+    database_url: Callable[[Any], str] | None = None,
+    ready: Callable[[Any], Awaitable[None]] | None = None,
+) -> dict[str, float | str]:
+    """The Patroni pair, Redis and two copies of every service up, the demo set up and the
+    scorers seeded; then `then(stack)`, and everything stopped whatever happens.
+    `database_url(cluster)` is the URL the services get (HAProxy's route by default);
+    `ready(cluster)` runs once the pair leads and streams."""
     from omnium_devstack import RedisServer
 
     # SIGTERM stops the drill as Ctrl-C does: the task is cancelled and every finally runs.
@@ -683,24 +714,32 @@ async def one_run(args: argparse.Namespace, run_no: int) -> dict[str, float | st
     shutil.rmtree(data_dir, ignore_errors=True)
     logs = data_dir / "logs"
     logs.mkdir(parents=True)
-    load = Load(PHASES)
     async with database(data_dir) as cluster:
+        if ready is not None:
+            await ready(cluster)
         redis = RedisServer(data_dir, 0)
         await asyncio.to_thread(redis.start)
         try:
-            return await _with_servers(args, run_no, load, cluster.database_url, redis.redis_url)
+            url = database_url(cluster) if database_url else cluster.database_url
+            return await _with_servers(args, run_no, load, (cluster, redis, url), then)
         finally:
             await asyncio.to_thread(redis.stop)
 
 
 async def _with_servers(
-    args: argparse.Namespace, run_no: int, load: Load, url: str, redis_url: str
+    args: argparse.Namespace,
+    run_no: int,
+    load: Load,
+    database_parts: tuple[Any, Any, str],
+    then: Callable[[Stack], Awaitable[dict[str, float | str]]],
 ) -> dict[str, float | str]:
     from dev.copies import addresses, two_copies
     from dev.games_day import services, set_up_demo
     from omnium_delivery.sinks import ensure_keys
     from omnium_settings import Settings
 
+    cluster, redis, url = database_parts
+    redis_url = redis.redis_url
     data_dir = args.data_dir.resolve()
     logs = data_dir / "logs"
     await migration_step(url, child_env({}), logs)
@@ -759,7 +798,8 @@ async def _with_servers(
         # The demo's integrations and clients: ndtv by SFTP, dailyhunt by webhook (to us).
         await set_up_demo(url, settings, secret, data_dir)
         units = await seed_scorers(url, args.scorers)
-        figures = await _load_and_faults(args, load, fleet, url, settings, units, data_dir)
+        stack = Stack(args, load, cluster, redis, fleet, url, settings, units, data_dir)
+        figures = await then(stack)
     finally:
         load.stopping.set()
         await fleet.stop_all()
@@ -772,15 +812,9 @@ async def _with_servers(
     return figures
 
 
-async def _load_and_faults(
-    args: argparse.Namespace,
-    load: Load,
-    fleet: Fleet,
-    url: str,
-    settings: Any,
-    units: list[tuple[str, str]],
-    data_dir: Path,
-) -> dict[str, float | str]:
+async def _load_and_faults(stack: Stack) -> dict[str, float | str]:
+    args, load, fleet, url = stack.args, stack.load, stack.fleet, stack.url
+    settings, units, data_dir = stack.settings, stack.units, stack.data_dir
     base = f"http://127.0.0.1:{settings.gateway.port}"  # HAProxy
     scout = f"http://127.0.0.1:{settings.dev.scout_simulator_port}"
     tasks = start_load(load, base, units, args)

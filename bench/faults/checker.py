@@ -153,7 +153,7 @@ async def read_nodes(dsns: dict[str, str], taps_sql: str, catch_up: float) -> li
             conn = conns[name]
             if roles[name] == "primary":
                 rows = await conn.fetch(taps_sql)
-                primary_lsn = await conn.fetchval("SELECT pg_current_wal_lsn()")
+                primary_lsn = await conn.fetchval("SELECT pg_current_wal_lsn()::text")
             else:
                 if primary_lsn is not None:
                     await _replayed(conn, primary_lsn, catch_up)
@@ -168,7 +168,7 @@ async def read_nodes(dsns: dict[str, str], taps_sql: str, catch_up: float) -> li
 async def _replayed(conn: asyncpg.Connection, lsn: object, within: float) -> None:
     deadline = asyncio.get_running_loop().time() + within
     while asyncio.get_running_loop().time() < deadline:
-        if await conn.fetchval("SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn", str(lsn)):
+        if await conn.fetchval("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", str(lsn)):
             return
         await asyncio.sleep(0.2)
 

@@ -1,12 +1,14 @@
 """A PostgreSQL pair under Patroni with etcd, on one machine: the HA profile's database.
 
-One etcd member holds the leader key; two Patroni nodes each run a PostgreSQL 15 cluster. The
-first node bootstraps and leads; the second copies it with pg_basebackup and streams from it as
-the synchronous standby (`synchronous_mode`), so a commit is answered only once the standby has
-it. Services reach the node that leads through HAProxy, which asks Patroni (`ha_route.py`).
+One etcd member holds the leader key; two Patroni nodes each run PostgreSQL 15. The first leads;
+the second copies it and streams from it as the synchronous standby, so a commit is answered
+once the standby has it. Services reach the leader through HAProxy, which asks Patroni.
 
-Patroni and PostgreSQL run as the `postgres` user when we are root (PostgreSQL refuses root);
-etcd runs as whoever we are.
+Patroni talks to etcd's v2 API: Debian's Patroni 3.0.2 renews an expired leader key on etcd3
+with an unconditional put, so a primary that wakes from a freeze longer than the TTL takes the
+key back from the node promoted meanwhile, which demotes itself and loses what it saved (fixed
+upstream in 3.0.3); on v2 the renewal is a compare-and-swap on the holder, and fails. Patroni
+and PostgreSQL run as `postgres` when we are root; etcd runs as whoever we are.
 """
 
 from __future__ import annotations
@@ -78,13 +80,11 @@ class HaTimings:
 
 
 def find_patroni() -> Path | None:
-    found = shutil.which("patroni")
-    return Path(found) if found else None
+    return Path(found) if (found := shutil.which("patroni")) else None
 
 
 def find_etcd() -> Path | None:
-    found = shutil.which("etcd")
-    return Path(found) if found else None
+    return Path(found) if (found := shutil.which("etcd")) else None
 
 
 def require_ha_binaries() -> tuple[Path, Path]:
@@ -340,7 +340,7 @@ class PatroniCluster:
                 "listen": f"{HOST}:{node.rest_port}",
                 "connect_address": f"{HOST}:{node.rest_port}",
             },
-            "etcd3": {"hosts": [f"{HOST}:{self.etcd.client_port}"]},
+            "etcd": {"hosts": [f"{HOST}:{self.etcd.client_port}"]},
             "bootstrap": {
                 "dcs": {
                     "ttl": t.ttl,

@@ -147,3 +147,23 @@ def test_a_history_it_cannot_read_is_named_with_its_line(tmp_path: Path) -> None
     done = _check(str(history_file), "--rows", str(rows_file))
     assert done.returncode == 2
     assert f"{history_file}:1: a 'tap' record needs sent, outcome" in done.stderr
+
+
+def test_a_standby_is_waited_for_up_to_the_primary_lsn(database_url: str) -> None:
+    """The primary's position, read as PostgreSQL gives it, is compared on a standby without a
+    type error (a primary has replayed nothing: the wait runs out and returns)."""
+    import asyncio
+
+    import asyncpg
+
+    from bench.faults.checker import _replayed
+
+    async def wait() -> None:
+        conn = await asyncpg.connect(database_url)
+        try:
+            lsn = await conn.fetchval("SELECT pg_current_wal_lsn()::text")
+            await _replayed(conn, lsn, 0.3)
+        finally:
+            await conn.close()
+
+    asyncio.run(wait())

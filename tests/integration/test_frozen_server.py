@@ -1,7 +1,7 @@
 """A pooled connection whose server stops answering is given up by the pool itself, with no
 route in front to cut it: the backend frozen with SIGSTOP (its kernel still acknowledges what
 is sent, so TCP alone never notices), the statement times out, the cancel is not waited on
-for ever, the connection is dropped and the next one answers (issue 33, item 1)."""
+for ever, the connection is dropped and the next one answers."""
 
 from __future__ import annotations
 

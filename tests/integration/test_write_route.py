@@ -2,8 +2,8 @@
 route (HAProxy asking Patroni `GET /primary`) before any other node can lead.
 
 Real etcd, Patroni, two PostgreSQL nodes and HAProxy. Only the leader's Patroni is killed:
-its PostgreSQL runs on as a writable primary, as in issue 33, where the multi-host DSN kept
-writing to it for as long as it lived.
+its PostgreSQL runs on as a writable primary; through the multi-host DSN alone the services
+kept writing to it for as long as it lived.
 """
 
 from __future__ import annotations
