@@ -113,6 +113,10 @@ sub vcl_deliver {
     }
     if (obj.hits > 0) {
         set resp.http.X-Cache = "HIT";
+        # A copy served from here was counted against no one's quota; its RateLimit fields are
+        # those of the client whose request fetched it, not this one's.
+        unset resp.http.RateLimit;
+        unset resp.http.RateLimit-Policy;
     } else {
         set resp.http.X-Cache = "MISS";
     }

@@ -65,6 +65,9 @@ async def test_varnish_keeps_reads_and_drops_them_when_a_change_is_saved(
         warm = await http.get(path, headers={"Accept-Encoding": "identity"})
         assert warm.headers["X-Cache"] == "HIT"
         assert "Age" in warm.headers
+        # The fetch was counted against its client's quota and says so; the copy, against none.
+        assert "RateLimit" in plain.headers and "RateLimit-Policy" in plain.headers
+        assert "RateLimit" not in warm.headers and "RateLimit-Policy" not in warm.headers
         assert warm.content == plain.content
         assert await varnish.counter_reaches("MAIN.cache_hit", hits + 1) == hits + 1
         assert gateway_requests(gw, "unit") == seen, "the gateway saw a request Varnish had"
