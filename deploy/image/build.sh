@@ -37,7 +37,8 @@ base() {
   fi
   local dir
   dir=$(mktemp -d)
-  trap 'rm -rf "$dir"' RETURN
+  # Cleared as it runs: a RETURN trap outlives the function, and $dir is gone by the next return.
+  trap 'rm -rf "$dir"; trap - RETURN' RETURN
   echo "build.sh: making the base $BASE_TAG with mmdebstrap (Debian bookworm, Python 3.11)" >&2
   # passwd: the production stage's groupadd and useradd; python3-venv: ensurepip for the venvs.
   mmdebstrap --quiet --variant=minbase \
