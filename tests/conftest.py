@@ -95,3 +95,16 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
         yield conn
     finally:
         await conn.close()
+
+
+@pytest.fixture
+async def empty_url(servers: Servers) -> AsyncIterator[str]:
+    """A database with no schema yet, dropped after."""
+    name = f"omnium_empty_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(servers.admin_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        yield servers.url_for(name)
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()

@@ -7,30 +7,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
 from omnium_db import MIGRATION_ROLE, SERVICE_ROLES, apply_migrations, check_schema
 from omnium_devstack.roles import grant_services, prepare_migrator, service_urls
-from tests.support.servers import Servers
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture
-async def empty_url(servers: Servers) -> AsyncIterator[str]:
-    """A database with no schema yet, dropped after."""
-    name = f"omnium_roles_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(servers.admin_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        yield servers.url_for(name)
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
 
 
 def _migrate(url: str) -> subprocess.CompletedProcess[str]:

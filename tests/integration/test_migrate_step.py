@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sys
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -26,23 +25,9 @@ from omnium_db import (
 from omnium_db._migrations import _LOCK_KEY, split_statements
 from omnium_devstack.stack import dev_process_environ
 from tests.support.command import CALLERS_ENV
-from tests.support.servers import Servers
 
 KNOWN = len(list(MIGRATIONS_DIR.glob("*.sql")))
 QUICK = MigrateLimits(lock_timeout_seconds=0.2, lock_tries=2, retry_pause_seconds=0.05)
-
-
-@pytest.fixture
-async def empty_url(servers: Servers) -> AsyncIterator[str]:
-    """A database with nothing in it, dropped after."""
-    name = f"omnium_empty_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(servers.admin_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        yield servers.url_for(name)
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
 
 
 @pytest.fixture
