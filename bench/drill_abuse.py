@@ -68,6 +68,9 @@ class Figures:
     answers: Counter[int] = field(default_factory=Counter)
     peak_rss_mb: float = 0.0
     phase: str = "warm"
+    # (ms since the attack began, ms the tap took), to show where the slow taps fell.
+    abuse_at: list[tuple[float, float]] = field(default_factory=list)
+    attack_began: float = 0.0
 
 
 def provider_file(folder: Path, key: str) -> None:
@@ -124,6 +127,7 @@ async def scorer(
                 figures.quiet.append(took)
             elif phase == "abuse":
                 figures.abuse.append(took)
+                figures.abuse_at.append(((began - figures.attack_began) * 1000, took))
             await asyncio.sleep(rng.expovariate(1000 / think_ms))
 
 
@@ -269,7 +273,7 @@ async def run(server_url: str, redis_url: str, args: argparse.Namespace) -> dict
                     await asyncio.sleep(args.quiet_seconds)
                     say(f"abuse: {args.sign_ins} sign-ins at once, {args.pushes} pushes")
                     figures.phase = "abuse"
-                    began = time.perf_counter()
+                    began = figures.attack_began = time.perf_counter()
                     figures.answers = await attack_from_elsewhere(base, args)
                     say(f"abuse answered in {time.perf_counter() - began:.1f} s")
                     await asyncio.sleep(1)
@@ -278,6 +282,8 @@ async def run(server_url: str, redis_url: str, args: argparse.Namespace) -> dict
                 finally:
                     stop.set()
                     await asyncio.gather(*tasks, watcher)
+        for at, took in sorted(figures.abuse_at, key=lambda tap: -tap[1])[:3]:
+            say(f"a slow tap: {took:.1f} ms, {at:.0f} ms after the attack began")
         if not figures.quiet or not figures.abuse:
             raise BenchError("the scorers saved nothing in a phase; see the processes' logs")
         quiet_p95 = percentile(figures.quiet, 95)

@@ -90,6 +90,7 @@ def live_redis(
         socket_timeout=heartbeat_seconds + grace_seconds,
         socket_connect_timeout=grace_seconds,
         retry=Retry(NoBackoff(), 0),
+        driver_info=None,
     )
     return aioredis.Redis.from_pool(pool)
 

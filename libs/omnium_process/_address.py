@@ -42,11 +42,23 @@ def nearest_untrusted(remote: str, forwarded: Sequence[str], trusted: Sequence[N
     hops = [hop.strip() for header in forwarded for hop in header.split(",")]
     current = remote
     for hop in (remote, *reversed(hops)):
-        try:
-            address = ipaddress.ip_address(hop)
-        except ValueError:
+        hop_seen = _hop(hop, tuple(trusted))
+        if hop_seen is None:
             return current
-        current = str(address)
-        if not any(address in network for network in trusted):
+        current, is_trusted = hop_seen
+        if not is_trusted:
             return current
     return current
+
+
+@functools.lru_cache(maxsize=4096)
+def _hop(hop: str, trusted: tuple[Network, ...]) -> tuple[str, bool] | None:
+    """One hop as (its address written the standard way, whether it is one of our proxies), or
+    None when it is not an address. Parsing an address and testing it against each network
+    costs more than the rest of a refused request, and a flood sends the same few again and
+    again; the cache is bounded, so an attacker cycling through addresses grows nothing."""
+    try:
+        address = ipaddress.ip_address(hop)
+    except ValueError:
+        return None
+    return str(address), any(address in network for network in trusted)

@@ -240,12 +240,6 @@ class ProviderDoor:
     async def _admit(self, request: web.Request, address: str) -> web.Response | None:
         """A refusal before the body is read, or None: this push may be read."""
         door = self.settings.scoring
-        wrong_key_rate = door.provider_wrong_key_per_minute / 60
-        wait = await self.limits.wait(
-            f"wrong-key:{address}", wrong_key_rate, door.provider_wrong_key_burst, cost=0
-        )
-        if wait is not None:
-            return _too_many_wrong_keys(wait)
         refused = await self._check_key(request, address)
         if refused is not None:
             return refused
@@ -282,7 +276,12 @@ class ProviderDoor:
             else False
         )
         if right is True:
-            return None
+            # The right key from an address out of wrong-key tries is refused as a wrong one is:
+            # a guess that lands after the limit is not confirmed. A wrong key needs no such
+            # look first (spending its try answers the same), so a flood of wrong keys costs
+            # one Redis call each, not two.
+            wait = await self._wrong_key(address, cost=0)
+            return None if wait is None else _too_many_wrong_keys(wait)
         wait = await self._wrong_key(address)
         if wait is not None:
             return _too_many_wrong_keys(wait)
@@ -307,13 +306,15 @@ class ProviderDoor:
         status = 400 if answer.refused_for == "unreadable" else 422
         return web.json_response({"error": answer.reason, **_outcome(answer)}, status=status)
 
-    async def _wrong_key(self, address: str) -> float | None:
-        """Spend one of the address's wrong-key tokens; the wait if none was left."""
+    async def _wrong_key(self, address: str, *, cost: int = 1) -> float | None:
+        """Spend `cost` of the address's wrong-key tokens (0: only look); the wait if none
+        was left."""
         door = self.settings.scoring
         return await self.limits.wait(
             f"wrong-key:{address}",
             door.provider_wrong_key_per_minute / 60,
             door.provider_wrong_key_burst,
+            cost=cost,
         )
 
 

@@ -557,6 +557,7 @@ def add_scorer_routes(
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
                 client_name="omnium-sign-in",
+                driver_info=None,
             )
             app[THROTTLE_REDIS] = redis
             accounts.throttle_in_redis(redis, settings.gateway.redis_prefix)

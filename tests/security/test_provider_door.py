@@ -220,7 +220,7 @@ async def test_an_unknown_provider_gets_the_answer_a_wrong_key_gets(
     assert await kept(db) == 0
 
 
-async def test_a_stranger_guessing_keys_is_stopped_before_any_key_is_looked_at(
+async def test_a_stranger_guessing_keys_is_stopped_at_the_door_even_with_the_right_key(
     db: asyncpg.Connection,
     database_url: str,
     servers: Servers,

@@ -76,6 +76,9 @@ def redis_client(url: str, settings: Settings, name: str, connections: int) -> a
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         client_name=f"omnium-{name}",
+        # No CLIENT SETINFO: it costs each new connection a round trip and a read of the
+        # package's metadata from disk, and a burst opens many at once.
+        driver_info=None,
     )
     return aioredis.Redis(connection_pool=pool, retry=Retry(NoBackoff(), 0))
 
@@ -138,6 +141,7 @@ class Gateway:
                 retry=Retry(NoBackoff(), 0),
                 health_check_interval=5,
                 client_name="omnium-gateway-subscriber",
+                driver_info=None,
             )
         self.cache = Cache(settings, self.redis, metrics, lambda: self.pool)
         self.limiter = RateLimiter(settings, self.redis, self.cache)
