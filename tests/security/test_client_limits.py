@@ -4,6 +4,7 @@ streams one client holds."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
@@ -13,6 +14,10 @@ import aiohttp
 import httpx
 
 from omnium_gateway import LiveRoutes, ScorerRoutes
+from omnium_gateway._cache import Cache
+from omnium_gateway._gateway import redis_client
+from omnium_gateway._limits import Client, RateLimiter
+from omnium_gateway._metrics import Metrics
 from omnium_live import live_hub
 from tests.support.games import make_event
 from tests.support.gateway import RunningGateway, gateway_settings, running_gateway
@@ -219,3 +224,36 @@ async def test_live_streams_are_capped_per_client_address_or_key(
         await eventually(all_gone, within=10, what="every stream to be let go")
         # Nobody holds a stream, so nobody is remembered.
         assert hub.by_owner == {}
+
+
+async def test_a_worker_holds_at_most_one_slice_so_a_steady_trickle_starves_no_other_copy(
+    database_url: str, servers: Servers
+) -> None:
+    """Two workers (or gateway copies) draw on one client's bucket in Redis. One sees a steady
+    trickle well under the rate, a request in the last quarter of every lease: topping its
+    lease up each time must not pile slice on slice until the bucket is empty, or the other
+    worker, a copy that has just started, is refused at its first requests."""
+    settings = gateway_settings(database_url, servers.redis_url, gateway_rate_lease_share=0.25)
+    client = Client("drill", "key:drill", 10.0, 400)  # slices of 100 tokens
+
+    def worker(redis: Any) -> RateLimiter:
+        return RateLimiter(settings, redis, Cache(settings, redis, Metrics(), lambda: None))
+
+    first = redis_client(servers.redis_url, settings, "test-first", 4)
+    second = redis_client(servers.redis_url, settings, "test-second", 4)
+    try:
+        busy, fresh = worker(first), worker(second)
+        held = []
+        for _ in range(16):  # 5 a second for 3.2 s: half the rate
+            assert await busy.take(client) is None
+            await asyncio.sleep(0.2)
+            await asyncio.gather(*busy.background())
+            lease = busy.leases.peek(client.bucket)
+            assert lease is not None
+            held.append(lease.tokens)
+        assert max(held) <= 100, held
+        waits = [await fresh.take(client) for _ in range(50)]
+        assert waits == [None] * 50
+    finally:
+        await first.aclose(close_connection_pool=True)
+        await second.aclose(close_connection_pool=True)

@@ -226,8 +226,14 @@ class RateLimiter:
                 return self._own(client, lease, time.monotonic())
 
     async def _fetch(self, client: Client, lease: _Lease) -> bool:
+        """Top the lease up to one slice: a worker never holds more than a slice. Fetched ahead
+        because the lease is about to expire, a worker still holding most of its slice asks for
+        only what it has spent, so a steady trickle of requests cannot pile slice on slice
+        until the shared bucket is empty for every other worker and copy."""
         assert self._take is not None and lease.fetching is not None
-        want = max(1, int(client.burst * self.settings.gateway.rate_lease_share))
+        size = max(1, int(client.burst * self.settings.gateway.rate_lease_share))
+        held = lease.tokens if time.monotonic() < lease.until else 0
+        want = max(1, size - held)
         try:
             granted, retry_ms, left = await self._take(
                 keys=[self.cache.prefix + "rate:" + client.bucket],
@@ -238,7 +244,7 @@ class RateLimiter:
             if int(granted) > 0:
                 left = lease.tokens if now < lease.until else 0
                 lease.tokens, lease.until = left + int(granted), now + LEASE_SECONDS
-                lease.low_water = want // 4
+                lease.low_water = size // 4
             elif lease.tokens <= 0 or now >= lease.until:
                 lease.tokens, lease.denied_until = 0, now + int(retry_ms) / 1000
         except REDIS_ERRORS as exc:
