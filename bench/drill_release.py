@@ -260,8 +260,10 @@ async def _with_servers(
         "OMNIUM_GRPC_TOKEN": TOKEN,
         "OMNIUM_GATEWAY_API_KEYS": f"drill:{READER_KEY}:10000:10000",
         # Every scorer here comes from one address: its console bucket is made roomy, since the
-        # per-address limits are not what a release rehearses.
-        "OMNIUM_GATEWAY_CONSOLE_RATE_PER_SECOND": "1000",
+        # per-address limits are not what a release rehearses. The refill is far above what
+        # every worker can take: the previous release's workers pile slice on slice (fixed
+        # since), which at 1,000 a second left a worker refused now and then (a scorer's 429).
+        "OMNIUM_GATEWAY_CONSOLE_RATE_PER_SECOND": "100000",
         "OMNIUM_GATEWAY_CONSOLE_BURST": "20000",
         "OMNIUM_LOG_LEVEL": "INFO",
         "OMNIUM_OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128",
