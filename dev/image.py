@@ -28,6 +28,7 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from omnium_devstack.roles import grant_services, prepare_migrator, service_urls
 from omnium_devstack.tls import Tls, make_tls
 
 REPO = Path(__file__).resolve().parents[1]
@@ -204,6 +205,18 @@ class ImageStack:
         # Mounted at the same path inside: podman wants it absolute.
         self.mounts = [path.resolve() for path in (folder, *mounts)]
         self.tls = Tls(Path(env["OMNIUM_GRPC_TLS_CA_FILE"]), Path(), Path())
+        # Each process's database address when it has its own login (see use_roles).
+        self.database_urls: dict[str, str] = {}
+        self._superuser_url = ""
+
+    async def use_roles(self, superuser_url: str) -> None:
+        """Production's database roles: the migration container logs in as the migration role,
+        and once it is done roles.sql is applied and each container logs in as its service's
+        own role, so a grant missing from roles.sql fails here as it would on a Games day.
+        `superuser_url` reaches the database as a superuser, which the set-up alone uses."""
+        self.database_urls = {"migrate": await prepare_migrator(superuser_url)}
+        self.database_urls |= service_urls(superuser_url)
+        self._superuser_url = superuser_url
 
     def name(self, process: str) -> str:
         return f"{self.prefix}-{process}"
@@ -211,6 +224,8 @@ class ImageStack:
     def _env_file(self, process: str) -> Path:
         # A file, not -e: the tokens stay out of the process list.
         env = dict(self.env)
+        if process in self.database_urls:
+            env["OMNIUM_DATABASE_URL"] = self.database_urls[process]
         if process in self.credentials.tokens:
             env["OMNIUM_GRPC_TOKEN"] = self.credentials.tokens[process]
         path = self.folder / f"{process}.env"
@@ -254,8 +269,11 @@ class ImageStack:
         self.run(self.name(process), SERVICES[process], self._env_file(process), detach=True)
 
     async def start_all(self, seconds: float = 120) -> None:
-        """The migration, then every process; command first while it still migrates."""
+        """The migration (then the services' roles, with use_roles), then every process;
+        command first."""
         self.migrate()
+        if self._superuser_url:
+            await grant_services(self._superuser_url)
         self.start("command")
         await self.wait_ready(["command"], seconds)
         for process in SERVICES:
@@ -454,13 +472,17 @@ def run_image(data_dir: Path, pg_port: int, redis_port: int) -> int:
         print("building the image (skipped when this version's is built)...", flush=True)
         tag = build_image()
         folder = (data_dir / "image").resolve()
-        return asyncio.run(_run_image(tag, folder, database_url, redis_url))
+        # Servers started here are ours to make roles on; elsewhere the URL's user is used.
+        roles = stack is not None
+        return asyncio.run(_run_image(tag, folder, database_url, redis_url, roles=roles))
     finally:
         if stack is not None:
             stack.stop(only_started=True)
 
 
-async def _run_image(tag: str, folder: Path, database_url: str, redis_url: str) -> int:
+async def _run_image(
+    tag: str, folder: Path, database_url: str, redis_url: str, *, roles: bool
+) -> int:
     import signal
 
     from dev.games_day import set_up_demo
@@ -488,6 +510,8 @@ async def _run_image(tag: str, folder: Path, database_url: str, redis_url: str) 
         tag, "omnium-image", env, credentials, folder / "secrets", [folder / "sftp-keys"]
     )
     stack.remove()  # what a run killed before left
+    if roles:
+        await stack.use_roles(database_url)
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

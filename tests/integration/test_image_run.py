@@ -206,6 +206,9 @@ async def test_image_run_every_service_runs_the_games_day_from_the_image_and_sto
     db: asyncpg.Connection,
 ) -> None:
     ports, _, environ = demo
+    # Each container as production runs it: the migration as the migration role, each service
+    # as its own role (a grant missing from roles.sql fails here).
+    await stack.use_roles(database_url)
     await stack.start_all()
     # Root on this machine, but never in the containers.
     assert {process: stack.user(process) for process in SERVICES} == {
@@ -257,6 +260,14 @@ async def test_image_run_every_service_runs_the_games_day_from_the_image_and_sto
     ndtv = data_dir / "sftp" / "ndtv"
     files = await _eventually("ndtv's files by SFTP", lambda: _files(ndtv), seconds=240)
     assert any("_DT_SCHEDULE." in name for name in files), files
+    # Every service did its work above as its own login, none as a superuser.
+    logins = await db.fetch(
+        "SELECT DISTINCT a.usename, r.rolsuper FROM pg_stat_activity a "
+        "JOIN pg_roles r ON r.rolname = a.usename "
+        "WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()"
+    )
+    assert {row["usename"] for row in logins} >= set(SERVICES) - {"providers"}, logins
+    assert not [row for row in logins if row["rolsuper"] and row["usename"] in SERVICES]
 
     # SIGTERM to each, as the kubelet sends it: out within the grace, exit 0.
     codes = {process: stack.stop(process) for process in reversed(list(SERVICES))}
