@@ -368,7 +368,7 @@ async def matrix_run(stack: Stack, faults: Sequence[str], timing: Timing) -> Res
     tasks += [asyncio.create_task(reader(load, base, cached[n % 3 :] + cached)) for n in range(2)]
     tasks += [asyncio.create_task(reader(load, base, uncached[n::2])) for n in range(2)]
     tasks.append(asyncio.create_task(probe(stack.url, ports, load, args.probe_every)))
-    etcd = stack.cluster.etcd.url
+    etcd = stack.cluster.etcd.urls
     watcher = asyncio.create_task(watch_leader(etcd, "omnium", matrix.leaders))
     results: Result = {}
     try:
@@ -416,6 +416,8 @@ async def one_run(args: argparse.Namespace, run_no: int) -> Result:
         redis_down_s=args.redis_down_seconds,
         down_s=args.down_seconds,
         stall_s=args.stall_seconds,
+        etcd_down_s=args.etcd_down_seconds,
+        cut_s=args.cut_seconds,
         synchronous="async" not in args.breaks,
     )
     load = Load(faults)
@@ -450,6 +452,8 @@ async def one_run(args: argparse.Namespace, run_no: int) -> Result:
         then,
         database_url=direct if "no-fence" in args.breaks else None,
         ready=asynchronous if "async" in args.breaks else None,
+        # Three etcd members (one can be lost) and a relay per Patroni (its link can be cut).
+        cluster_options={"etcd_members": 3, "cuttable": True},
     )
     return results
 
@@ -507,6 +511,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--slow-seconds", type=float, default=20.0)
     parser.add_argument("--redis-down-seconds", type=float, default=5.0)
     parser.add_argument("--stall-seconds", type=float, default=3.0)
+    parser.add_argument(
+        "--etcd-down-seconds",
+        type=float,
+        default=15.0,
+        help="etcd_member_lost: the killed etcd member starts again after (%(default)s)",
+    )
+    parser.add_argument(
+        "--cut-seconds",
+        type=float,
+        default=40.0,
+        help="primary_cut_from_etcd: the link stays cut at least this long, and until the "
+        "standby leads (%(default)s)",
+    )
     parser.add_argument(
         "--down-seconds", type=float, default=5.0, help="a killed node starts again after"
     )
