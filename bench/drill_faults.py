@@ -1,17 +1,23 @@
 """The fault matrix: every fault under the same load, each judged by a checker of its own.
 
-The HA profile as the copies drill runs it (a Patroni pair with a synchronous standby, etcd,
-HAProxy routing writes where Patroni says, Redis, two copies of every service behind HAProxy),
-and one load throughout: 20 scorers tapping through the load balancer as the console does, a
-Scout import run that is mid-run at each fault (the drill waits for a batch to be applied before
-it strikes), the SFTP and webhook clients, public readers of cached paths (the event, its
-schedule and medals) and of paths whose copy every tap drops (the scored units), and a fence
-probe that writes straight through the services' database route and notes which node answered.
+The HA profile as the copies drill runs it (a Patroni pair with a synchronous standby, three etcd
+members reached through a cuttable relay per Patroni, HAProxy routing writes where Patroni says,
+Redis, two copies of every service behind HAProxy), and one load throughout: 20 scorers tapping
+through the load balancer as the console does, a Scout import run that is mid-run at each fault
+(the drill waits for a batch to be applied before it strikes), the SFTP and webhook clients, public
+readers of cached paths (the event, its schedule and medals) and of paths whose copy every tap
+drops (the scored units), and a fence probe that writes straight through the services' database
+route and notes which node answered.
 
 Every client keeps its history (what it sent, when, what it was answered; the probe: by which
-node), and a watcher notes who holds Patroni's leader key in etcd. After each fault the checker
-(bench/faults/checker.py, which shares no code with the services) reads the fault's histories
-and every node's tables. Per fault it prints `<fault>_acked_lost`, `_split_writes`,
+node), and a watcher notes who holds Patroni's leader key in etcd. The faults (--faults, in
+bench/faults/inject.py) are the database's (leader_killed, postmaster_killed, patroni_killed,
+primary_frozen, switchover, standby_slowed, link_stalled_leader_killed), etcd's (etcd_member_lost:
+its raft leader killed, one of three, and started again; no failover may follow;
+primary_cut_from_etcd: the leader's Patroni partitioned from etcd, which must demote it before the
+standby is promoted), Redis's (redis_killed) and the copies' (copy_killed). After each fault the
+checker (bench/faults/checker.py, which shares no code with the services) reads the fault's
+histories and every node's tables. Per fault it prints `<fault>_acked_lost`, `_split_writes`,
 `_duplicates`, `_tap_max_wait_s`, `_write_gap_s`, `_api_errors`, `_delivery_missed` and
 `_import_in_flight`, and exits 1 when any misses its target. `--break async` (synchronous
 replication off) and `--break no-fence` (services connect to the nodes directly, not through
