@@ -176,6 +176,10 @@ class PatroniCluster:
     ) -> None:
         # Before anything else, so a machine without them is told what to install.
         patroni, etcd = require_ha_binaries()
+        if etcd_members not in (1, 3):
+            raise ValueError(
+                f"etcd_members is 1 or 3 (a quorum that survives losing one), not {etcd_members}"
+            )
         self.data_dir = Path(data_dir).resolve()
         self.fsync = fsync
         self.timings = timings or HaTimings()
@@ -195,10 +199,6 @@ class PatroniCluster:
         def port(p: int) -> int:
             return p or free_port()
 
-        if etcd_members not in (1, 3):
-            raise ValueError(
-                f"etcd_members is 1 or 3 (a quorum that survives losing one), not {etcd_members}"
-            )
         first = (port(etcd_ports[0]), port(etcd_ports[1]))
         others = [(free_port(), free_port()) for _ in range(etcd_members - 1)]
         self.etcd = Etcd(self.home, etcd, [first, *others])

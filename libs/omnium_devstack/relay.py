@@ -118,6 +118,11 @@ class Relay:
                 if writer is not None:
                     writer.transport.abort()
         self._servers.clear()
+        # Every connection's task ends here, so the loop stops with nothing pending.
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
         return []
 
     async def _serve(

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from omnium_devstack.etcd import Etcd
+from omnium_devstack.ha import PatroniCluster
 from omnium_devstack.relay import Relay
 from omnium_devstack.server import free_port
 
@@ -147,3 +148,12 @@ def test_three_etcd_members_survive_losing_their_leader(tmp_path: Path) -> None:
         etcd.stop()
     assert all(not m.alive() for m in etcd.members)
     assert time.monotonic() - began < 60
+
+
+def test_etcd_runs_one_member_or_three_and_says_so(tmp_path: Path) -> None:
+    binary = Path(shutil.which("etcd") or "etcd")
+    with pytest.raises(ValueError, match="one member or three, not 2"):
+        Etcd(tmp_path, binary, [(free_port(), free_port())] * 2)
+    with pytest.raises(ValueError, match="etcd_members is 1 or 3"):
+        PatroniCluster(tmp_path / "pair", etcd_members=2)
+    assert not (tmp_path / "pair").exists()  # refused before anything was made
