@@ -1,9 +1,9 @@
 """A PostgreSQL pair under Patroni with etcd, on one machine: the HA profile's database.
 
-etcd (one member, or three for the fault drill) holds the leader key; two Patroni nodes each
-run PostgreSQL 15. The first leads;
-the second copies it and streams from it as the synchronous standby, so a commit is answered
-once the standby has it. Services reach the leader through HAProxy, which asks Patroni.
+etcd (one member, or three for the fault drill: omnium_devstack.etcd) holds the leader key; two
+Patroni nodes each run PostgreSQL 15. The first leads; the second copies it and streams from it
+as the synchronous standby, so a commit is answered once the standby has it. Services reach the
+leader through HAProxy, which asks Patroni.
 
 Patroni talks to etcd's v2 API: Debian's Patroni 3.0.2 renews an expired leader key on etcd3
 with an unconditional put, so a primary that wakes from a freeze longer than the TTL takes the
