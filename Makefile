@@ -156,7 +156,7 @@ drill-release: install system-ha ## Drill: roll from the previous version to thi
 	$(PY) -m bench.drill_release $(DRILL_ARGS)
 
 .PHONY: drill-faults
-drill-faults: install system-ha ## Drill: every database, cache and copy fault under one load, judged by bench/faults/checker.py (FAULTS=a,b RUNS=n BREAK=async|no-fence)
+drill-faults: install system-ha ## Drill: every database, etcd, cache and copy fault under one load, judged by bench/faults/checker.py (FAULTS=a,b RUNS=n BREAK=async|no-fence)
 	$(PY) -m bench.drill_faults $(if $(FAULTS),--faults $(FAULTS)) $(if $(RUNS),--runs $(RUNS)) $(if $(BREAK),--break $(BREAK)) $(DRILL_ARGS)
 
 .PHONY: drill-abuse

@@ -180,13 +180,14 @@ def child_env(settings_env: Mapping[str, str]) -> dict[str, str]:
 
 
 @contextlib.asynccontextmanager
-async def database(data_dir: Path) -> AsyncIterator[Any]:
+async def database(data_dir: Path, **options: Any) -> AsyncIterator[Any]:
     """A Patroni pair (synchronous standby) and etcd under data_dir/ha; their logs copied to
-    data_dir/logs when it stops."""
+    data_dir/logs when it stops. `options` go to PatroniCluster (etcd_members, cuttable)."""
     from omnium_devstack.ha import PatroniCluster
 
-    cluster = PatroniCluster(data_dir / "ha", fsync=True)
-    say("database: starting a Patroni pair (synchronous standby) and etcd")
+    cluster = PatroniCluster(data_dir / "ha", fsync=True, **options)
+    members = len(cluster.etcd.members)
+    say(f"database: starting a Patroni pair (synchronous standby) and etcd ({members} members)")
     began = time.monotonic()
     try:
         await asyncio.to_thread(cluster.start)
@@ -198,8 +199,9 @@ async def database(data_dir: Path) -> AsyncIterator[Any]:
         for node in cluster.nodes:
             with contextlib.suppress(OSError):
                 shutil.copy(node.logfile, logs / f"patroni-{node.name}.log")
-        with contextlib.suppress(OSError):
-            shutil.copy(cluster.etcd.logfile, logs / "etcd.log")
+        for member in cluster.etcd.members:
+            with contextlib.suppress(OSError):
+                shutil.copy(member.logfile, logs / member.logfile.name)
 
 
 # --- set-up ------------------------------------------------------------------------------------

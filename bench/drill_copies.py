@@ -697,11 +697,13 @@ async def with_stack(
     *,
     database_url: Callable[[Any], str] | None = None,
     ready: Callable[[Any], Awaitable[None]] | None = None,
+    cluster_options: dict[str, Any] | None = None,
 ) -> dict[str, float | str]:
     """The Patroni pair, Redis and two copies of every service up, the demo set up and the
     scorers seeded; then `then(stack)`, and everything stopped whatever happens.
     `database_url(cluster)` is the URL the services get (HAProxy's route by default);
-    `ready(cluster)` runs once the pair leads and streams."""
+    `ready(cluster)` runs once the pair leads and streams; `cluster_options` go to the
+    PatroniCluster (bench._drill.database)."""
     from omnium_devstack import RedisServer
 
     # SIGTERM stops the drill as Ctrl-C does: the task is cancelled and every finally runs.
@@ -714,7 +716,7 @@ async def with_stack(
     shutil.rmtree(data_dir, ignore_errors=True)
     logs = data_dir / "logs"
     logs.mkdir(parents=True)
-    async with database(data_dir) as cluster:
+    async with database(data_dir, **(cluster_options or {})) as cluster:
         if ready is not None:
             await ready(cluster)
         redis = RedisServer(data_dir, 0)

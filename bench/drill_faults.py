@@ -1,17 +1,23 @@
 """The fault matrix: every fault under the same load, each judged by a checker of its own.
 
-The HA profile as the copies drill runs it (a Patroni pair with a synchronous standby, etcd,
-HAProxy routing writes where Patroni says, Redis, two copies of every service behind HAProxy),
-and one load throughout: 20 scorers tapping through the load balancer as the console does, a
-Scout import run that is mid-run at each fault (the drill waits for a batch to be applied before
-it strikes), the SFTP and webhook clients, public readers of cached paths (the event, its
-schedule and medals) and of paths whose copy every tap drops (the scored units), and a fence
-probe that writes straight through the services' database route and notes which node answered.
+The HA profile as the copies drill runs it (a Patroni pair with a synchronous standby, three etcd
+members reached through a cuttable relay per Patroni, HAProxy routing writes where Patroni says,
+Redis, two copies of every service behind HAProxy), and one load throughout: 20 scorers tapping
+through the load balancer as the console does, a Scout import run that is mid-run at each fault
+(the drill waits for a batch to be applied before it strikes), the SFTP and webhook clients, public
+readers of cached paths (the event, its schedule and medals) and of paths whose copy every tap
+drops (the scored units), and a fence probe that writes straight through the services' database
+route and notes which node answered.
 
 Every client keeps its history (what it sent, when, what it was answered; the probe: by which
-node), and a watcher notes who holds Patroni's leader key in etcd. After each fault the checker
-(bench/faults/checker.py, which shares no code with the services) reads the fault's histories
-and every node's tables. Per fault it prints `<fault>_acked_lost`, `_split_writes`,
+node), and a watcher notes who holds Patroni's leader key in etcd. The faults (--faults, in
+bench/faults/inject.py) are the database's (leader_killed, postmaster_killed, patroni_killed,
+primary_frozen, switchover, standby_slowed, link_stalled_leader_killed), etcd's (etcd_member_lost:
+its raft leader killed, one of three, and started again; no failover may follow;
+primary_cut_from_etcd: the leader's Patroni partitioned from etcd, which must demote it before the
+standby is promoted), Redis's (redis_killed) and the copies' (copy_killed). After each fault the
+checker (bench/faults/checker.py, which shares no code with the services) reads the fault's
+histories and every node's tables. Per fault it prints `<fault>_acked_lost`, `_split_writes`,
 `_duplicates`, `_tap_max_wait_s`, `_write_gap_s`, `_api_errors`, `_delivery_missed` and
 `_import_in_flight`, and exits 1 when any misses its target. `--break async` (synchronous
 replication off) and `--break no-fence` (services connect to the nodes directly, not through
@@ -368,7 +374,7 @@ async def matrix_run(stack: Stack, faults: Sequence[str], timing: Timing) -> Res
     tasks += [asyncio.create_task(reader(load, base, cached[n % 3 :] + cached)) for n in range(2)]
     tasks += [asyncio.create_task(reader(load, base, uncached[n::2])) for n in range(2)]
     tasks.append(asyncio.create_task(probe(stack.url, ports, load, args.probe_every)))
-    etcd = stack.cluster.etcd.url
+    etcd = stack.cluster.etcd.urls
     watcher = asyncio.create_task(watch_leader(etcd, "omnium", matrix.leaders))
     results: Result = {}
     try:
@@ -416,6 +422,8 @@ async def one_run(args: argparse.Namespace, run_no: int) -> Result:
         redis_down_s=args.redis_down_seconds,
         down_s=args.down_seconds,
         stall_s=args.stall_seconds,
+        etcd_down_s=args.etcd_down_seconds,
+        cut_s=args.cut_seconds,
         synchronous="async" not in args.breaks,
     )
     load = Load(faults)
@@ -450,6 +458,8 @@ async def one_run(args: argparse.Namespace, run_no: int) -> Result:
         then,
         database_url=direct if "no-fence" in args.breaks else None,
         ready=asynchronous if "async" in args.breaks else None,
+        # Three etcd members (one can be lost) and a relay per Patroni (its link can be cut).
+        cluster_options={"etcd_members": 3, "cuttable": True},
     )
     return results
 
@@ -507,6 +517,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--slow-seconds", type=float, default=20.0)
     parser.add_argument("--redis-down-seconds", type=float, default=5.0)
     parser.add_argument("--stall-seconds", type=float, default=3.0)
+    parser.add_argument(
+        "--etcd-down-seconds",
+        type=float,
+        default=15.0,
+        help="etcd_member_lost: the killed etcd member starts again after (%(default)s)",
+    )
+    parser.add_argument(
+        "--cut-seconds",
+        type=float,
+        default=40.0,
+        help="primary_cut_from_etcd: the link stays cut at least this long, and until the "
+        "standby leads (%(default)s)",
+    )
     parser.add_argument(
         "--down-seconds", type=float, default=5.0, help="a killed node starts again after"
     )

@@ -40,6 +40,8 @@ class Timing:
     redis_down_s: float = 5.0  # Redis is started again after this
     down_s: float = 10.0  # a killed node (or its Patroni) is started again this long after
     stall_s: float = 3.0  # the replication link stalled before the leader is lost
+    etcd_down_s: float = 15.0  # a killed etcd member is started again after this
+    cut_s: float = 40.0  # the leader's Patroni is cut from etcd at least this long
     synchronous: bool = True  # False with BREAK=async: no synchronous standby to wait for
 
 
@@ -83,6 +85,7 @@ async def wait_whole(cluster: Any, timing: Timing, within: float) -> str:
         within,
         lambda: cluster.route.servers_up() == {leader},
     )
+    await until("etcd was not whole (every member healthy, one leader)", within, cluster.etcd.whole)
     return leader
 
 
@@ -251,6 +254,70 @@ async def link_stalled_leader_killed(stack: Any, mark: Mark, timing: Timing) -> 
     await _start_again(cluster, old, timing.down_s)
 
 
+async def etcd_member_lost(stack: Any, mark: Mark, timing: Timing) -> None:
+    """kill -9 of etcd's raft leader (found from etcd's own status API), started again on its
+    data after `etcd_down_s`, and waited for until the three members are whole. The two left
+    are a quorum: they elect a leader within a second or two, well inside Patroni's
+    retry_timeout, so the database leader keeps its key. A failover (another node leading, or
+    the same node demoted and promoted again: a new timeline) fails the fault."""
+    cluster = stack.cluster
+    etcd = cluster.etcd
+    if len(etcd.members) < 3:
+        raise BenchError("etcd_member_lost needs three etcd members (the drill starts three)")
+    leader = await wait_leader(cluster, 30)
+    timeline = _patroni_view(cluster, leader).get("timeline")
+    victim = await until("etcd named no raft leader", 30, etcd.leader)
+    mark()
+    await asyncio.to_thread(etcd.kill_member, victim)
+    say(f"etcd_member_lost: killed etcd's raft leader {victim}")
+    try:
+        elected = await until("the two etcd members left elected no leader", 30, etcd.leader)
+        say(f"etcd_member_lost: {elected} leads etcd; {victim} down for {timing.etcd_down_s:.0f} s")
+        await asyncio.sleep(timing.etcd_down_s)
+    finally:
+        await asyncio.to_thread(etcd.start_member, victim)
+    await until(f"etcd was not whole after {victim} started again", 60, etcd.whole)
+    say(f"etcd_member_lost: {victim} rejoined; etcd whole, {etcd.leader()} leads it")
+    now = await wait_leader(cluster, 30)
+    again = _patroni_view(cluster, now).get("timeline")
+    if now != leader or again != timeline:
+        raise BenchError(
+            f"losing one etcd member of three failed the database over: {leader} led on "
+            f"timeline {timeline}, now {now} on timeline {again}"
+        )
+
+
+async def primary_cut_from_etcd(stack: Any, mark: Mark, timing: Timing) -> None:
+    """The leader's Patroni partitioned from every etcd member (its relay cut: bytes dropped,
+    nothing answered), while its PostgreSQL, the standby, the clients and the other Patroni
+    keep their links. Patroni cannot renew the key within retry_timeout and demotes its
+    PostgreSQL; the key expires after the TTL and the standby is promoted. The link is healed
+    once that has happened and at least `cut_s` after the cut; the old leader then rejoins as
+    the standby (wait_whole)."""
+    cluster = stack.cluster
+    if not getattr(cluster, "cuttable", False):
+        raise BenchError("primary_cut_from_etcd needs the HA profile's relays (cuttable=True)")
+    old = await wait_leader(cluster, 30)
+    mark()
+    began = time.monotonic()
+    await asyncio.to_thread(cluster.cut_from_etcd, old)
+    say(f"primary_cut_from_etcd: {old}'s Patroni cut from etcd")
+    try:
+
+        def demoted() -> bool:
+            status = cluster.node(old).status()
+            return status is not None and status.get("role") not in ("master", "primary")
+
+        await until(f"{old} did not demote itself while cut from etcd", 60, demoted)
+        say(f"primary_cut_from_etcd: {old} demoted {time.monotonic() - began:.1f} s after the cut")
+        new = await wait_leader(cluster, 120, not_name=old)
+        say(f"primary_cut_from_etcd: {new} leads {time.monotonic() - began:.1f} s after the cut")
+        await asyncio.sleep(max(0.0, timing.cut_s - (time.monotonic() - began)))
+    finally:
+        await asyncio.to_thread(cluster.heal_etcd_link, old)
+    say(f"primary_cut_from_etcd: {old}'s link to etcd healed")
+
+
 FAULTS: dict[str, Callable[[Any, Mark, Timing], Awaitable[None]]] = {
     "leader_killed": leader_killed,
     "postmaster_killed": postmaster_killed,
@@ -261,6 +328,8 @@ FAULTS: dict[str, Callable[[Any, Mark, Timing], Awaitable[None]]] = {
     "copy_killed": copy_killed,
     "standby_slowed": standby_slowed,
     "link_stalled_leader_killed": link_stalled_leader_killed,
+    "etcd_member_lost": etcd_member_lost,
+    "primary_cut_from_etcd": primary_cut_from_etcd,
 }
 
 
@@ -294,12 +363,21 @@ def leader_key(etcd_url: str, scope: str) -> str | None:
     return base64.b64decode(kvs[0]["value"]).decode() if kvs else ""
 
 
-async def watch_leader(etcd_url: str, scope: str, records: list[dict[str, Any]]) -> None:
-    """A `leader` record each time the key changes hands, looked at every 100 ms."""
+def any_leader_key(etcd_urls: list[str], scope: str) -> str | None:
+    """`leader_key` from the first etcd member that answers (one may be down by design)."""
+    for url in etcd_urls:
+        if (found := leader_key(url, scope)) is not None:
+            return found
+    return None
+
+
+async def watch_leader(etcd_urls: list[str], scope: str, records: list[dict[str, Any]]) -> None:
+    """A `leader` record each time the key changes hands, looked at every 100 ms on whichever
+    etcd member answers."""
     last: str | None = None
     while True:
         at = time.monotonic()
-        now = await asyncio.to_thread(leader_key, etcd_url, scope)
+        now = await asyncio.to_thread(any_leader_key, etcd_urls, scope)
         if now is not None and now != last:
             records.append({"kind": "leader", "node": now, "since": at})
             last = now

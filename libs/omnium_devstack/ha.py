@@ -1,8 +1,9 @@
 """A PostgreSQL pair under Patroni with etcd, on one machine: the HA profile's database.
 
-One etcd member holds the leader key; two Patroni nodes each run PostgreSQL 15. The first leads;
-the second copies it and streams from it as the synchronous standby, so a commit is answered
-once the standby has it. Services reach the leader through HAProxy, which asks Patroni.
+etcd (one member, or three for the fault drill: omnium_devstack.etcd) holds the leader key; two
+Patroni nodes each run PostgreSQL 15. The first leads; the second copies it and streams from it
+as the synchronous standby, so a commit is answered once the standby has it. Services reach the
+leader through HAProxy, which asks Patroni.
 
 Patroni talks to etcd's v2 API: Debian's Patroni 3.0.2 renews an expired leader key on etcd3
 with an unconditional put, so a primary that wakes from a freeze longer than the TTL takes the
@@ -21,14 +22,13 @@ import shutil
 import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omnium_devstack.binaries import MissingBinaries, find_postgres
+from omnium_devstack.etcd import Etcd, http_json, kill, start_process, stop_process
 from omnium_devstack.ha_route import RoutedNode, WriteRoute
 from omnium_devstack.postgres import (
     DATABASE,
@@ -38,6 +38,7 @@ from omnium_devstack.postgres import (
     fallback_folder,
     make_fallback,
 )
+from omnium_devstack.relay import Relay
 from omnium_devstack.server import (
     HOST,
     StackError,
@@ -103,92 +104,6 @@ def require_ha_binaries() -> tuple[Path, Path]:
     return patroni, etcd
 
 
-def _http_json(url: str, timeout: float = 1.0) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as answer:
-        return json.loads(answer.read())
-
-
-def _start_process(cmd: list[str], logfile: Path) -> subprocess.Popen[bytes]:
-    with logfile.open("ab") as out:
-        # Own session: Ctrl-C in the terminal reaches the launcher, which stops these in order.
-        return subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=_clean_env(),
-            cwd="/",
-            start_new_session=True,
-        )
-
-
-def _kill(pid: int | None, sig: signal.Signals) -> None:
-    if pid is not None and pid > 0:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-
-
-def _stop_process(proc: subprocess.Popen[bytes] | None, timeout: float) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    _kill(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        _kill(proc.pid, signal.SIGKILL)
-        proc.wait(5)
-
-
-class Etcd:
-    """One etcd member on loopback: enough for Patroni's leader key on one machine."""
-
-    def __init__(self, home: Path, binary: Path, client_port: int, peer_port: int) -> None:
-        self.home = home
-        self.binary = binary
-        self.client_port = client_port
-        self.peer_port = peer_port
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{HOST}:{self.client_port}"
-
-    @property
-    def logfile(self) -> Path:
-        return self.home / "etcd.log"
-
-    def start(self) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
-        peer = f"http://{HOST}:{self.peer_port}"
-        cmd = [
-            str(self.binary),
-            "--name=omnium-etcd",
-            f"--data-dir={self.home / 'etcd'}",
-            f"--listen-client-urls={self.url}",
-            f"--advertise-client-urls={self.url}",
-            f"--listen-peer-urls={peer}",
-            f"--initial-advertise-peer-urls={peer}",
-            f"--initial-cluster=omnium-etcd={peer}",
-            "--initial-cluster-state=new",
-            "--enable-v2=true",
-        ]
-        self.proc = _start_process(cmd, self.logfile)
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(OSError, ValueError):
-                if _http_json(f"{self.url}/health").get("health") == "true":
-                    return
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise StackError(
-                    f"etcd did not start on {self.url}:\n--- {self.logfile} ---\n"
-                    + tail(self.logfile)
-                )
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        _stop_process(self.proc, 10)
-
-
 @dataclass
 class PatroniNode:
     """One Patroni agent and the PostgreSQL it runs."""
@@ -199,6 +114,8 @@ class PatroniNode:
     rest_port: int
     who: _RunAs
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    # With `cuttable`: this Patroni's only way to etcd, which a drill can partition.
+    relay: Relay | None = field(default=None, repr=False)
 
     @property
     def pgdata(self) -> Path:
@@ -229,14 +146,20 @@ class PatroniNode:
     def status(self) -> dict[str, Any] | None:
         """Patroni's own view of this node (`GET /patroni`), None when it does not answer."""
         try:
-            found: dict[str, Any] = _http_json(f"{self.rest_url}/patroni")
+            found: dict[str, Any] = http_json(f"{self.rest_url}/patroni")
         except (OSError, ValueError):
             return None
         return found
 
 
 class PatroniCluster:
-    """etcd and two Patroni nodes under one data folder; `start()`, then `stop()`."""
+    """etcd and two Patroni nodes under one data folder; `start()`, then `stop()`.
+
+    `etcd_members` is 1 or 3 (`etcd_ports` are then the first member's; the others take free
+    ports). `cuttable` puts a relay (omnium_devstack.relay) between each Patroni and every etcd
+    member, and tells Patroni the relays are proxies, so it never finds the members' own
+    addresses and a cut relay partitions that Patroni from etcd alone.
+    """
 
     def __init__(
         self,
@@ -245,12 +168,18 @@ class PatroniCluster:
         pg_ports: tuple[int, int] = (0, 0),
         rest_ports: tuple[int, int] = (0, 0),
         etcd_ports: tuple[int, int] = (0, 0),
+        etcd_members: int = 1,
+        cuttable: bool = False,
         route_port: int = 0,
         fsync: bool = True,
         timings: HaTimings | None = None,
     ) -> None:
         # Before anything else, so a machine without them is told what to install.
         patroni, etcd = require_ha_binaries()
+        if etcd_members not in (1, 3):
+            raise ValueError(
+                f"etcd_members is 1 or 3 (a quorum that survives losing one), not {etcd_members}"
+            )
         self.data_dir = Path(data_dir).resolve()
         self.fsync = fsync
         self.timings = timings or HaTimings()
@@ -270,7 +199,10 @@ class PatroniCluster:
         def port(p: int) -> int:
             return p or free_port()
 
-        self.etcd = Etcd(self.home, etcd, port(etcd_ports[0]), port(etcd_ports[1]))
+        first = (port(etcd_ports[0]), port(etcd_ports[1]))
+        others = [(free_port(), free_port()) for _ in range(etcd_members - 1)]
+        self.etcd = Etcd(self.home, etcd, [first, *others])
+        self.cuttable = cuttable
         self.nodes = [
             PatroniNode(
                 f"pg{n + 1}",
@@ -281,6 +213,9 @@ class PatroniCluster:
             )
             for n in range(2)
         ]
+        if cuttable:
+            for node in self.nodes:
+                node.relay = Relay(node.name, [m.client_port for m in self.etcd.members])
         self.route = WriteRoute(
             self.home, [RoutedNode(n.name, n.pg_port, n.rest_port) for n in self.nodes], route_port
         )
@@ -340,7 +275,7 @@ class PatroniCluster:
                 "listen": f"{HOST}:{node.rest_port}",
                 "connect_address": f"{HOST}:{node.rest_port}",
             },
-            "etcd": {"hosts": [f"{HOST}:{self.etcd.client_port}"]},
+            "etcd": self._etcd_config(node),
             "bootstrap": {
                 "dcs": {
                     "ttl": t.ttl,
@@ -386,6 +321,15 @@ class PatroniCluster:
         node.logfile.touch(exist_ok=True)
         self.who.chown(node.logfile)
 
+    def _etcd_config(self, node: PatroniNode) -> dict[str, Any]:
+        """Every etcd member; through the node's relay (as proxies, so Patroni asks etcd for no
+        other address) when the cluster is cuttable."""
+        if node.relay is None:
+            return {"hosts": [f"{HOST}:{m.client_port}" for m in self.etcd.members]}
+        if not node.relay.ports:
+            raise StackError(f"{node.name}'s relay to etcd is not running")
+        return {"hosts": [f"{HOST}:{p}" for p in node.relay.ports], "use_proxies": True}
+
     def _as_pg_user(self, cmd: list[str]) -> list[str]:
         """The command run as `postgres` by exec, not by a forking wrapper: the pid we hold
         must be Patroni's own, so a drill's kill -9 reaches it."""
@@ -405,6 +349,9 @@ class PatroniCluster:
         self.home.mkdir(parents=True, exist_ok=True)
         self.etcd.start()
         try:
+            for node in self.nodes:
+                if node.relay is not None:
+                    node.relay.start()
             first = self.nodes[0]
             self.start_node(first.name)
             self.wait_for_leader(START_TIMEOUT)
@@ -425,17 +372,20 @@ class PatroniCluster:
         if node.patroni_alive():
             return
         self._write_config(node)
-        node.proc = _start_process(
+        node.proc = start_process(
             self._as_pg_user([str(self.patroni), str(node.config)]), node.logfile
         )
 
     def stop(self) -> None:
         """Stop the route, the standby, then the leader, then etcd (Patroni needs it to stop)."""
         self.route.stop()
+        for node in self.nodes:
+            if node.relay is not None and node.relay.is_cut:
+                node.relay.heal()
         leader = self.leader_name()
         ordered = sorted(self.nodes, key=lambda n: n.name == leader)
         for node in ordered:
-            _stop_process(node.proc, 60)
+            stop_process(node.proc, 60)
             pid = node.postmaster_pid()
             if pid is not None:
                 # Patroni stops its PostgreSQL; one left behind by a killed agent is ours to end.
@@ -448,7 +398,10 @@ class PatroniCluster:
                     env=_clean_env(),
                 )
                 if code != 0 or not wait_until_gone(pid, 10):
-                    _kill(pid, signal.SIGKILL)
+                    kill(pid, signal.SIGKILL)
+        for node in self.nodes:
+            if node.relay is not None:
+                node.relay.stop()
         self.etcd.stop()
 
     # -- what the drills and tests do to it
@@ -458,9 +411,9 @@ class PatroniCluster:
         node = self.node(name)
         postmaster = node.postmaster_pid()
         if node.proc is not None:
-            _kill(node.proc.pid, signal.SIGKILL)
+            kill(node.proc.pid, signal.SIGKILL)
             node.proc.wait(10)
-        _kill(postmaster, signal.SIGKILL)
+        kill(postmaster, signal.SIGKILL)
         if postmaster is not None:
             wait_until_gone(postmaster, 10)
 
@@ -468,7 +421,7 @@ class PatroniCluster:
         """kill -9 a node's Patroni alone: its PostgreSQL runs on, still a primary if it was."""
         node = self.node(name)
         if node.proc is not None:
-            _kill(node.proc.pid, signal.SIGKILL)
+            kill(node.proc.pid, signal.SIGKILL)
             node.proc.wait(10)
 
     def freeze_node(self, name: str) -> list[int]:
@@ -480,15 +433,28 @@ class PatroniCluster:
         if (postmaster := node.postmaster_pid()) is not None:
             pids += [postmaster, *child_pids(postmaster)]
         for pid in pids:
-            _kill(pid, signal.SIGSTOP)
+            kill(pid, signal.SIGSTOP)
         return pids
+
+    def cut_from_etcd(self, name: str) -> None:
+        """Partition a node's Patroni from every etcd member; all else keeps its links."""
+        self._relay(name).cut()
+
+    def heal_etcd_link(self, name: str) -> None:
+        self._relay(name).heal()
+
+    def _relay(self, name: str) -> Relay:
+        relay = self.node(name).relay
+        if relay is None:
+            raise StackError("this HA profile has no relays to etcd: start it with cuttable=True")
+        return relay
 
     def kill_postmaster(self, name: str) -> None:
         """kill -9 the postmaster alone: Patroni restarts it in place."""
         pid = self.node(name).postmaster_pid()
         if pid is None:
             raise StackError(f"node {name} runs no PostgreSQL")
-        _kill(pid, signal.SIGKILL)
+        kill(pid, signal.SIGKILL)
         wait_until_gone(pid, 10)
 
     # -- what it looks like
@@ -499,7 +465,7 @@ class PatroniCluster:
             if not node.patroni_alive():
                 continue
             with contextlib.suppress(OSError, ValueError):
-                found: list[dict[str, Any]] = _http_json(f"{node.rest_url}/cluster")["members"]
+                found: list[dict[str, Any]] = http_json(f"{node.rest_url}/cluster")["members"]
                 return found
         return []
 
@@ -559,7 +525,7 @@ class PatroniCluster:
 
     def describe(self) -> list[str]:
         lines = [
-            f"etcd: {self.etcd.url} (data {self.home / 'etcd'})",
+            f"etcd: {', '.join(self.etcd.urls)} (data {self.etcd.members[0].data})",
             f"writes: HAProxy {HOST}:{self.route.port}, to the node whose Patroni answers "
             f"/primary (now {sorted(self.route.servers_up() or [])})",
         ]
