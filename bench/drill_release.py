@@ -39,9 +39,11 @@ missed: `release_acked_lost`, `rollback_acked_lost`, `release_api_errors`,
 `release_copies_failed`, `rollback_copies_failed`. `release_seconds` is from the migration
 step's start to the last copy of this version ready.
 
-To see it fail with a protection taken away: `--stop-signal KILL` stops each copy without
-draining; `--previous-ahead-allowed 0` makes the previous version refuse a newer schema, as
-every release did before expand-then-contract.
+To see it fail with a protection taken away: `--previous-ahead-allowed 0` makes the previous
+version refuse a newer schema, as every release did before expand-then-contract (the rollback
+halts at its first copy). `--stop-signal KILL` stops each copy without draining: it shows what
+HAProxy's `retry-on` and the clients' resends cover (a run lost nothing and answered no error),
+not a failure.
 """
 
 from __future__ import annotations
@@ -473,8 +475,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--stop-signal",
         choices=("TERM", "KILL"),
         default="TERM",
-        help="how a copy is stopped: TERM (drained, as Kubernetes stops a pod) or KILL (the "
-        "protection taken away: no draining)",
+        help="how a copy is stopped: TERM (drained, as Kubernetes stops a pod) or KILL (no "
+        "draining: what HAProxy's retries and the clients' resends must then cover)",
     )
     parser.add_argument(
         "--previous-ahead-allowed",

@@ -68,11 +68,16 @@ START_TIMEOUT = 90.0
 class HaTimings:
     """Patroni's DCS timings (ttl ≥ loop_wait + 2 × retry_timeout).
 
-    ttl 20 s: a leader that stops renewing its key is replaced 20 s later, inside the seed's
-    2 minutes and the drill's 30 s target, while a busy 2-core machine never misses a renewal.
+    ttl 14 s: a leader that stops renewing its key (killed, frozen) is replaced 12-14 s after
+    its last renewal, so the writes stop for less than the 20 s a failover may cost (the key,
+    then the promotion, HAProxy's next check and the consoles' retry: 23-25 s with a 20 s
+    TTL). It is still seven renewals (`loop_wait`) long, so a leader on a busy machine that
+    misses a few keeps its key, and it is more than `loop_wait` + 2 × `retry_timeout` (12 s),
+    which Patroni requires: a leader that cannot reach etcd demotes itself before its key can
+    expire. A shorter TTL fails over on shorter hiccups; Patroni's own default is 30 s.
     """
 
-    ttl: int = 20
+    ttl: int = 14
     loop_wait: int = 2
     retry_timeout: int = 5
     # Not strict: with the standby gone the primary goes on alone (see docs/high-availability.md,
