@@ -10,7 +10,7 @@ from typing import Any
 from omnium.imports.v1 import imports_pb2
 from omnium_accounts import Account, Session
 from omnium_admin import _names, _present
-from omnium_admin._app import make_templates, render
+from omnium_admin._console import make_templates, render
 from omnium_settings import Settings
 
 SETTINGS = Settings.from_env({})

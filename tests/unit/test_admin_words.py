@@ -10,7 +10,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from omnium.delivery.v1 import delivery_pb2
 from omnium.imports.v1 import imports_pb2
 from omnium_admin import _names, _present, _times
-from omnium_admin._app import make_templates
+from omnium_admin._console import make_templates
 
 TOKYO = _times.zone_named("Asia/Tokyo")
 NOON_UTC = datetime(2026, 9, 21, 3, 0, 0, tzinfo=UTC)  # 12:00 in Tokyo

@@ -10,7 +10,8 @@ from typing import Any
 from aiohttp import web
 
 from omnium_accounts import ROLES, AccountError, ApiKeys, Assignments, audit
-from omnium_admin._auth import a_role, console, refused_unless, session_of
+from omnium_admin._auth import a_role, refused_unless, session_of
+from omnium_admin._console import console
 from omnium_admin._pages import back, page, who
 from omnium_process import client_address
 

@@ -7,7 +7,6 @@ import math
 import secrets
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from aiohttp import web
@@ -24,13 +23,10 @@ from omnium_accounts.web import (
     same_token,
     set_session_cookie,
 )
+from omnium_admin._console import console
 from omnium_db import pool_answers
 from omnium_process import client_address
 
-if TYPE_CHECKING:
-    from omnium_admin._app import AdminApp
-
-CONSOLE: web.AppKey[AdminApp] = web.AppKey("console")
 SESSION: web.RequestKey[Session] = web.RequestKey("session")
 # Before sign-in there is no session to hold a CSRF token: the form carries a random value
 # that must match this cookie (a forged cross-site form cannot read or set it).
@@ -41,10 +37,6 @@ PUBLIC = ("/sign-in", *PROBES)
 SCREEN = "admin"
 # Who reads when admin_sign_in_required is off: a viewer, who can act on nothing.
 NOBODY = Account(uuid.UUID(int=0), "nobody", "nobody (sign-in is off)", "viewer")
-
-
-def console(request: web.Request) -> AdminApp:
-    return request.app[CONSOLE]
 
 
 def session_of(request: web.Request) -> Session:

@@ -13,7 +13,8 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from grpc import aio
 
-from omnium_admin._auth import PUBLIC, SESSION, console, plain_page, session_of
+from omnium_admin._auth import PUBLIC, SESSION, plain_page, session_of
+from omnium_admin._console import console
 from omnium_admin._sql import QUERIES
 from omnium_db import DATABASE_ERRORS
 

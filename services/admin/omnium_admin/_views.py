@@ -14,8 +14,9 @@ from omnium.command.v1 import command_pb2
 from omnium.common.v1 import actor_pb2
 from omnium.delivery.v1 import delivery_pb2
 from omnium.imports.v1 import imports_pb2
-from omnium_admin import _admins, _names, _present
-from omnium_admin._auth import console, may_act, plain_page, session_of
+from omnium_admin import _names, _present
+from omnium_admin._auth import may_act, plain_page, session_of
+from omnium_admin._console import console
 from omnium_admin._pages import back, deadline, page, who, zone
 from omnium_admin._sql import QUERIES
 from omnium_admin._times import local, shown
@@ -554,4 +555,3 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/api/delivery", delivery_json)
     r.add_post("/delivery/{code}/resend", resend)
     r.add_post("/delivery/{code}/rotate-secret", rotate_secret)
-    _admins.add_routes(app)
