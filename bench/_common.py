@@ -7,7 +7,10 @@ import contextlib
 import math
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -16,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from omnium_devstack.stack import dev_process_environ
+from omnium_devstack.stack import dev_process_environ, running_stack
 
 
 class BenchError(RuntimeError):
@@ -38,8 +41,6 @@ def database_server(data_dir: Path) -> Iterator[str]:
         say(f"database: OMNIUM_DATABASE_URL ({urlsplit(given).hostname}:{urlsplit(given).port})")
         yield given
         return
-    from omnium_devstack.stack import running_stack
-
     say(f"database: starting a private PostgreSQL in {data_dir} (fsync on)")
     with running_stack(data_dir, pg_port=0, redis_port=0, fsync=True) as stack:
         yield stack.database_url
@@ -53,8 +54,6 @@ def servers(data_dir: Path, say: Callable[[str], None] = say) -> Iterator[tuple[
         say("servers: OMNIUM_DATABASE_URL and OMNIUM_REDIS_URL")
         yield db, redis
         return
-    from omnium_devstack.stack import running_stack
-
     say(f"servers: a private PostgreSQL and Redis in {data_dir} (fsync on)")
     with running_stack(data_dir, pg_port=0, redis_port=0, fsync=True) as stack:
         yield stack.database_url, stack.redis_url
@@ -226,9 +225,6 @@ class TraceSink:
     """The OTLP sink's process (bench.otlp_sink) and the settings that send traces to it."""
 
     def __init__(self, ratio: float, out: Path | None = None) -> None:
-        import subprocess
-        import sys
-
         self.ratio = ratio
         self.port = free_port()
         self.spans: int | None = None
@@ -253,8 +249,6 @@ class TraceSink:
         }
 
     def close(self) -> None:
-        import signal
-
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             out, _ = self.proc.communicate(timeout=15)

@@ -35,6 +35,9 @@ import asyncpg
 from aiohttp import web
 
 from bench._common import BenchError, add_scored_match, percentile, say
+from omnium_accounts import hash_password
+from omnium_devstack.ha import PatroniCluster
+from omnium_devstack.roles import grant_services, prepare_migrator
 from omnium_devstack.stack import dev_process_environ
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,8 +186,6 @@ def child_env(settings_env: Mapping[str, str]) -> dict[str, str]:
 async def database(data_dir: Path, **options: Any) -> AsyncIterator[Any]:
     """A Patroni pair (synchronous standby) and etcd under data_dir/ha; their logs copied to
     data_dir/logs when it stops. `options` go to PatroniCluster (etcd_members, cuttable)."""
-    from omnium_devstack.ha import PatroniCluster
-
     cluster = PatroniCluster(data_dir / "ha", fsync=True, **options)
     members = len(cluster.etcd.members)
     say(f"database: starting a Patroni pair (synchronous standby) and etcd ({members} members)")
@@ -218,8 +219,6 @@ async def migration_step(
     """The release's migration step as the Job runs it: `python -m omnium_db migrate` (of the
     code `env` and `cwd` give) as the migration login, then the services' roles and logins
     (roles.sql); its output in logs/<name>.log. Returns its seconds; BenchError if it failed."""
-    from omnium_devstack.roles import grant_services, prepare_migrator
-
     began = time.monotonic()
     migrate_url = await prepare_migrator(superuser_url)
     log = logs / f"{name}.log"
@@ -252,8 +251,6 @@ async def fetch(url: str, query: str, *args: Any) -> list[asyncpg.Record]:
 
 async def seed_scorers(url: str, scorers: int) -> list[tuple[str, str]]:
     """One football match per scorer, outside Scout's units, and an account per scorer."""
-    from omnium_accounts import hash_password
-
     conn = await connect(url)
     try:
         event, discipline = await conn.fetchrow(

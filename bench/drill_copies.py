@@ -79,6 +79,17 @@ from bench._drill import (
     steady,
     tap_checks,
 )
+from dev.copies import (
+    READY_PATH,  # the ready checks HAProxy reads
+    addresses,
+    two_copies,
+)
+from dev.games_day import services, set_up_demo
+from omnium_delivery.sinks import ensure_keys
+from omnium_devstack import RedisServer
+from omnium_devstack.launcher import host_port
+from omnium_devstack.roles import own_logins
+from omnium_settings import Settings
 
 # What the drill runs; the services in DOUBLED run in two copies, in the order they are faulted.
 SERVICES = (
@@ -298,9 +309,6 @@ def cpu_top(before: dict[tuple[str, int], float], after: dict[tuple[str, int], f
 
 
 def make_copies(specs: Sequence[Any], env: dict[str, str], replay_seconds: float) -> list[Copy]:
-    from dev.copies import READY_PATH  # the ready checks HAProxy reads
-    from omnium_devstack.launcher import host_port
-
     out = []
     for spec in specs:
         service = spec.name.rpartition("-")[0] if spec.name[-1:].isdigit() else spec.name
@@ -704,8 +712,6 @@ async def with_stack(
     `database_url(cluster)` is the URL the services get (HAProxy's route by default);
     `ready(cluster)` runs once the pair leads and streams; `cluster_options` go to the
     PatroniCluster (bench._drill.database)."""
-    from omnium_devstack import RedisServer
-
     # SIGTERM stops the drill as Ctrl-C does: the task is cancelled and every finally runs.
     task = asyncio.current_task()
     assert task is not None
@@ -735,11 +741,6 @@ async def _with_servers(
     database_parts: tuple[Any, Any, str],
     then: Callable[[Stack], Awaitable[dict[str, float | str]]],
 ) -> dict[str, float | str]:
-    from dev.copies import addresses, two_copies
-    from dev.games_day import services, set_up_demo
-    from omnium_delivery.sinks import ensure_keys
-    from omnium_settings import Settings
-
     cluster, redis, url = database_parts
     redis_url = redis.redis_url
     data_dir = args.data_dir.resolve()
@@ -767,8 +768,6 @@ async def _with_servers(
     (data_dir / "webhook-secret").write_text("whsec_ZHJpbGwtd2ViaG9vay1zZWNyZXQtMDEyMzQ1Njc4OQ==\n")
     # The webhook client is this process (it keeps each body); the sink takes the SFTP files.
     sink_settings = settings.replace(webhook_sink_port=free_port())
-    from omnium_devstack.roles import own_logins
-
     # Each service as its own database role, as production runs them.
     specs = [s for s in services(settings, data_dir / "scout-secret") if s.name in SERVICES]
     specs = own_logins(specs, url)

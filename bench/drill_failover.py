@@ -67,7 +67,13 @@ from bench._drill import (
     tap_checks,
     until,
 )
+from dev.games_day import services, set_up_demo
 from omnium_db import DATABASE_ERRORS, connect_each_host
+from omnium_delivery.sinks import ensure_keys
+from omnium_devstack import RedisServer
+from omnium_devstack.launcher import host_port
+from omnium_devstack.roles import own_logins
+from omnium_settings import Settings
 
 # Services the drill runs; the admin console and the provider pull play no part in a failover.
 SERVICES = ("command", "scoring", "imports", "delivery", "gateway", "scout-sim", "client-sinks")
@@ -258,10 +264,6 @@ async def writes_back(drill: Drill, case: Case, within: float) -> None:
 
 
 async def one_run(args: argparse.Namespace, run_no: int) -> dict[str, float | str]:
-    from dev.games_day import services, set_up_demo
-    from omnium_devstack import RedisServer
-    from omnium_settings import Settings
-
     # SIGTERM stops the drill as Ctrl-C does: the task is cancelled and every finally runs.
     task = asyncio.current_task()
     assert task is not None
@@ -322,14 +324,10 @@ async def _with_servers(
     env = child_env(values)
     secret = "drill-scout-secret-" + os.urandom(6).hex()
     (data_dir / "scout-secret").write_text(secret + "\n")
-    from omnium_delivery.sinks import ensure_keys
-
     ensure_keys(data_dir / "sftp-keys")
     (data_dir / "webhook-secret").write_text("whsec_ZHJpbGwtd2ViaG9vay1zZWNyZXQtMDEyMzQ1Njc4OQ==\n")
     # The webhook client is this process (it keeps each body); the sink takes the SFTP files.
     sink_settings = settings.replace(webhook_sink_port=free_port())
-    from omnium_devstack.roles import own_logins
-
     # Each service as its own database role, as production runs them.
     specs = {s.name: s for s in own_logins(services(settings, data_dir / "scout-secret"), url)}
     specs["client-sinks"] = next(
@@ -348,8 +346,6 @@ async def _with_servers(
             own_env = env | dict(spec.env)
             running.append(await start_service(name, command_line(spec, extra), own_env, logs))
         for service, name in zip(running, SERVICES, strict=True):
-            from omnium_devstack.launcher import host_port
-
             for _, where in specs[name].listens:
                 await wait_for_port(
                     service.proc, host_port(where)[1], service.log, 90, f"the {name} process"

@@ -37,6 +37,7 @@ import math
 import random
 import sys
 import time
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -61,6 +62,7 @@ from bench._drill import (
     reader,
     scorer,
     steady,
+    until,
 )
 from bench.drill_copies import Stack, with_stack
 from bench.faults import checker
@@ -439,8 +441,6 @@ async def one_run(args: argparse.Namespace, run_no: int) -> Result:
         return f"postgresql://postgres@{hosts}/omnium?target_session_attrs=read-write"
 
     async def asynchronous(cluster: Any) -> None:
-        from bench._drill import until
-
         leader = cluster.node(cluster.leader_name())
         patch = {"synchronous_mode": False}
         await asyncio.to_thread(_patch_config, leader.rest_url, patch)
@@ -465,8 +465,6 @@ async def one_run(args: argparse.Namespace, run_no: int) -> Result:
 
 
 def _patch_config(rest_url: str, patch: dict[str, Any]) -> None:
-    import urllib.request
-
     request = urllib.request.Request(
         f"{rest_url}/config", data=json.dumps(patch).encode(), method="PATCH"
     )

@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -88,6 +89,13 @@ from bench._drill import (
     tap_checks,
 )
 from bench.drill_copies import DOUBLED, SERVICES, Copy, Fleet, drill_ports, make_copies, sent_twice
+from dev.copies import addresses, two_copies
+from dev.games_day import services, set_up_demo
+from dev.previous_release import PreviousReleaseError, kept_checkout
+from omnium_delivery.sinks import ensure_keys
+from omnium_devstack import RedisServer
+from omnium_devstack.roles import own_logins
+from omnium_settings import Settings
 
 PHASES = ("release", "rollback")
 TARGETS = (
@@ -117,8 +125,6 @@ class Version:
 
 
 def versions(args: argparse.Namespace) -> tuple[Version, Version]:
-    from dev.previous_release import PreviousReleaseError, kept_checkout
-
     folder = args.data_dir.resolve().parent / "releases"
     try:
         checkout = kept_checkout(folder)
@@ -208,8 +214,6 @@ async def roll(
 
 
 async def one_run(args: argparse.Namespace, run_no: int) -> dict[str, float | str]:
-    from omnium_devstack import RedisServer
-
     task = asyncio.current_task()
     assert task is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
@@ -239,12 +243,6 @@ async def _with_servers(
     redis_url: str,
     both: tuple[Version, Version],
 ) -> dict[str, float | str]:
-    from dev.copies import addresses, two_copies
-    from dev.games_day import services, set_up_demo
-    from omnium_delivery.sinks import ensure_keys
-    from omnium_devstack.roles import own_logins
-    from omnium_settings import Settings
-
     previous, _ = both
     data_dir = args.data_dir.resolve()
     logs = data_dir / "logs"
@@ -501,8 +499,6 @@ def misses(runs: Sequence[Mapping[str, float | str]]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    import logging
-
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     runs: list[dict[str, float | str]] = []

@@ -35,6 +35,7 @@ from bench._common import (
 from omnium_devstack import free_port
 from omnium_devstack.stack import dev_process_environ
 from omnium_devstack.varnish import RunningVarnish, running_varnish
+from omnium_settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 API_KEY = "bench-api-key-0001"
@@ -236,8 +237,6 @@ async def db_reads(url: str) -> dict[str, float]:
 async def run(
     database_url: str, redis_url: str, args: argparse.Namespace, trace_env: dict[str, str]
 ) -> Results:
-    from omnium_settings import Settings
-
     live_ttl = Settings.from_env({}).gateway.cache_ttl_live
     url = await seed(database_url, args.units)
     conn = await asyncpg.connect(url)

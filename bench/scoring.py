@@ -40,8 +40,13 @@ from bench._common import (
     say,
     wait_for_port,
 )
+from omnium_accounts import hash_password
 from omnium_db import apply_migrations
 from omnium_devstack.stack import dev_process_environ
+from omnium_gateway import ScorerRoutes
+from omnium_gateway._server import run_worker
+from omnium_settings import Settings
+from omnium_telemetry import setup_tracing, shutdown_tracing
 
 ROOT = Path(__file__).resolve().parents[1]
 DB_NAME = "omnium_bench_scoring"
@@ -54,8 +59,6 @@ log = logging.getLogger("bench.scoring")
 
 async def seed(db_url: str, scorers: int) -> list[str]:
     """One football match per scorer, each with its two teams, and one account per scorer."""
-    from omnium_accounts import hash_password
-
     conn = await asyncpg.connect(db_url)
     try:
         applied = await apply_migrations(conn)
@@ -381,11 +384,6 @@ async def run(server_url: str, args: argparse.Namespace) -> dict[str, float]:
 
 async def gateway() -> None:
     """The real gateway app with the scorer routes: one worker of `python -m omnium_gateway`."""
-    from omnium_gateway import ScorerRoutes
-    from omnium_gateway._server import run_worker
-    from omnium_settings import Settings
-    from omnium_telemetry import setup_tracing, shutdown_tracing
-
     settings = Settings.from_env()
     # run_worker builds make_app(settings, route_sets=[...]) on the gateway's port and stops on
     # SIGTERM: one worker, so this process's CPU is the whole gateway's.

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from dev.games_day import run_games_day
+from dev.image import run_image
 from omnium_devstack.__main__ import add_server_options, exit_code, log_to_stderr
 
 
@@ -35,8 +36,6 @@ def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     log_to_stderr()
     if args.command == "run-image":
-        from dev.image import run_image
-
         return run_image(args.data_dir, args.pg_port, args.redis_port)
     if args.ha:
         return run_games_day(args.data_dir / "ha", args.pg_port, args.redis_port, ha=True)

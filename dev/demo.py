@@ -88,7 +88,7 @@ async def demo_integrations(
 def demo_clients(settings: Settings, data_dir: Path, event: str) -> list[dict[str, Any]]:
     """The seed's media clients: one gets 7 files by SFTP, one the top-5 medal table by webhook."""
     # Only the dev stack and the drills have clients: the import tests need not load SFTP.
-    from omnium_delivery.sinks import ensure_keys
+    from omnium_delivery.sinks import ensure_keys  # noqa: PLC0415
 
     host_key, client_key = ensure_keys(data_dir / "sftp-keys")
     host = settings.server.bind_host

@@ -19,6 +19,8 @@ import httpx
 from dev.copies import addresses, two_copies
 from dev.demo import MEDALS, SCHEDULE, demo_clients, demo_integrations, webhook_secret
 from omnium_db import init_connection
+from omnium_delivery import load_clients
+from omnium_delivery.sinks import ensure_keys
 from omnium_devstack import RedisServer, Stack
 from omnium_devstack.ha import PatroniCluster
 from omnium_devstack.launcher import ServiceSpec, run_services
@@ -188,8 +190,6 @@ async def set_up_demo(
         await demo_integrations(conn, reference, base, secret, check_seconds=60)
         event = reference["event"]["code"]
         if data_dir is not None:
-            from omnium_delivery import load_clients
-
             await load_clients(conn, demo_clients(settings, data_dir, event), settings)
     finally:
         await conn.close()
@@ -253,8 +253,6 @@ async def _run(
         specs = two_copies(specs, settings, data_dir)
     running = asyncio.ensure_future(run_services(specs, env))
     # Made before the sinks start, so the sink and the demo clients agree on them.
-    from omnium_delivery.sinks import ensure_keys
-
     ensure_keys(data_dir / "sftp-keys")
     webhook_secret(data_dir)
     demo = asyncio.ensure_future(set_up_demo(database_url, settings, secret, data_dir))

@@ -18,6 +18,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -28,8 +29,13 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from dev.demo import MEDALS, SCHEDULE, webhook_secret
+from dev.games_day import set_up_demo
+from omnium_delivery.sinks import ensure_keys
+from omnium_devstack import Stack
 from omnium_devstack.roles import grant_services, prepare_migrator, service_urls
 from omnium_devstack.tls import Tls, make_tls
+from omnium_settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / "deploy" / "image" / "build.sh"
@@ -389,8 +395,6 @@ def demo_environ(host: str, ports: Ports, database_url: str, redis_url: str) -> 
 
 def demo_commands(data_dir: Path, host: str, ports: Ports) -> dict[str, list[str]]:
     """Scout (simulated, replaying a Games day) and the demo clients' servers, on this machine."""
-    from dev.demo import MEDALS, SCHEDULE
-
     doorbell = f"http://{host}:{ports.doorbell}"
     python = sys.executable
     return {
@@ -431,9 +435,6 @@ def demo_commands(data_dir: Path, host: str, ports: Ports) -> dict[str, list[str
 def prepare_demo(data_dir: Path) -> str:
     """The keys and secrets the simulator, the sinks and the demo clients agree on; the Scout
     secret. The client's SFTP key is the delivery container's to read."""
-    from dev.demo import webhook_secret
-    from omnium_delivery.sinks import ensure_keys
-
     data_dir.mkdir(parents=True, exist_ok=True)
     ensure_keys(data_dir / "sftp-keys")
     webhook_secret(data_dir)
@@ -453,9 +454,6 @@ def tool_missing() -> str | None:
 def run_image(data_dir: Path, pg_port: int, redis_port: int) -> int:
     """`make run-image`: the dev stack's PostgreSQL and Redis (or OMNIUM_DATABASE_URL's and
     OMNIUM_REDIS_URL's), the image built if it is not, every service from it until Ctrl-C."""
-    from omnium_devstack import Stack
-    from omnium_settings import Settings
-
     missing = tool_missing()
     if missing:
         print(missing, file=sys.stderr)
@@ -483,11 +481,6 @@ def run_image(data_dir: Path, pg_port: int, redis_port: int) -> int:
 async def _run_image(
     tag: str, folder: Path, database_url: str, redis_url: str, *, roles: bool
 ) -> int:
-    import signal
-
-    from dev.games_day import set_up_demo
-    from omnium_settings import Settings
-
     host = host_address()
     ports = Ports()
     secret = prepare_demo(folder)

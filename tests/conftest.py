@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 
 from omnium_db import apply_migrations, init_connection
+from omnium_devstack.stack import running_stack
 from tests.support.servers import Servers
 from tests.support.streams import name_stream_origins
 
@@ -39,8 +40,6 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     if database_url and redis_url:
         yield Servers(database_url, redis_url)
         return
-    from omnium_devstack.stack import running_stack
-
     data_dir = tmp_path_factory.mktemp("stack")
     with running_stack(data_dir, pg_port=0, redis_port=0, fsync=False) as stack:
         yield Servers(stack.database_url, stack.redis_url)

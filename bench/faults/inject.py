@@ -26,6 +26,7 @@ from typing import Any
 
 from bench._common import BenchError, say
 from bench._drill import until
+from omnium_devstack import RedisServer
 from omnium_devstack.server import child_pids
 
 Mark = Callable[[], None]
@@ -174,8 +175,6 @@ async def switchover(stack: Any, mark: Mark, timing: Timing) -> None:
 async def redis_killed(stack: Any, mark: Mark, timing: Timing) -> None:
     """kill -9 of Redis (the cache, the outbox's stream, the live fan-out); started again on
     the same port after `redis_down_s`, empty, as a restarted cache would be."""
-    from omnium_devstack import RedisServer
-
     redis = stack.redis
     found = redis.running()
     if found is None:

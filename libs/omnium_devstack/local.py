@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from omnium_devstack.__main__ import DEFAULT_DATA_DIR, DEFAULT_PG_PORT, DEFAULT_REDIS_PORT
+from omnium_devstack.stack import Stack
 from omnium_settings import Settings
 
 
@@ -19,9 +21,6 @@ def dev_database(settings: Settings) -> Iterator[str]:
     if settings.server.database_url:
         yield settings.server.database_url
         return
-    from omnium_devstack.__main__ import DEFAULT_DATA_DIR, DEFAULT_PG_PORT, DEFAULT_REDIS_PORT
-    from omnium_devstack.stack import Stack
-
     stack = Stack(DEFAULT_DATA_DIR, DEFAULT_PG_PORT, DEFAULT_REDIS_PORT, True)
     stack.start()
     try:
@@ -41,8 +40,6 @@ def dev_grpc_token(settings: Settings, data_dir: Path | None = None) -> str | No
     """OMNIUM_GRPC_TOKEN, or the token `make run` made for its services (beside its data)."""
     if settings.grpc.token:
         return settings.grpc.token
-    from omnium_devstack.__main__ import DEFAULT_DATA_DIR
-
     path = (data_dir or DEFAULT_DATA_DIR) / "grpc-token"
     try:
         return path.read_text().strip() or None

@@ -11,6 +11,8 @@ import sys
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
+from aiohttp.http_exceptions import HttpProcessingError
+
 from omnium_db import SchemaMismatch
 from omnium_metrics import serve_metrics
 from omnium_process._address import client_address, nearest_untrusted
@@ -113,8 +115,6 @@ class _MalformedHttpAsInfo(logging.Filter):
     request"). It is the client's mistake, already answered 400: one INFO line says so."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from aiohttp.http_exceptions import HttpProcessingError
-
         exc = record.exc_info[1] if record.exc_info else None
         if isinstance(exc, HttpProcessingError):
             record.levelno, record.levelname = logging.INFO, "INFO"

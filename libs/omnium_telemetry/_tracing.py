@@ -113,7 +113,10 @@ def setup_tracing(
     elif settings.telemetry.exporter == "console":
         provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
     else:
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        # Only a process that sends traces to a collector loads the OTLP exporter (and its gRPC).
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # noqa: PLC0415
+            OTLPSpanExporter,
+        )
 
         endpoint = settings.telemetry.otlp_endpoint
         # TLS unless the collector is named with http:// (production refuses that but for a
@@ -133,10 +136,14 @@ def setup_tracing(
 
 def _instrument(provider: TracerProvider) -> None:
     """OpenTelemetry's own instrumentation for the clients every service uses."""
-    from opentelemetry.instrumentation.aiohttp_client import AioHttpClientInstrumentor
-    from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
-    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-    from opentelemetry.instrumentation.redis import RedisInstrumentor
+    # Loaded only once tracing is on: each one imports the client it patches (httpx, redis...),
+    # which a process with tracing off (the default) may never use.
+    from opentelemetry.instrumentation.aiohttp_client import (  # noqa: PLC0415
+        AioHttpClientInstrumentor,
+    )
+    from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor  # noqa: PLC0415
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor  # noqa: PLC0415
+    from opentelemetry.instrumentation.redis import RedisInstrumentor  # noqa: PLC0415
 
     _uninstrument()
     for instrumentor in (
@@ -202,7 +209,8 @@ def grpc_server_interceptors(settings: Settings) -> list[aio.ServerInterceptor]:
     del settings  # tracing is on when set up, whatever the call site's settings
     if _provider is None:
         return []
-    from opentelemetry.instrumentation.grpc import aio_server_interceptor
+    # Loaded only once tracing is on, as the clients' instrumentation is (_instrument).
+    from opentelemetry.instrumentation.grpc import aio_server_interceptor  # noqa: PLC0415
 
     return [aio_server_interceptor(tracer_provider=_provider)]  # type: ignore[no-untyped-call]
 
@@ -211,7 +219,8 @@ def grpc_client_interceptors(settings: Settings) -> list[aio.ClientInterceptor]:
     del settings
     if _provider is None:
         return []
-    from opentelemetry.instrumentation.grpc import aio_client_interceptors
+    # Loaded only once tracing is on, as the clients' instrumentation is (_instrument).
+    from opentelemetry.instrumentation.grpc import aio_client_interceptors  # noqa: PLC0415
 
     return list(aio_client_interceptors(tracer_provider=_provider))  # type: ignore[no-untyped-call]
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
+import asyncssh
 import httpx
 import pytest
 import redis.asyncio as aioredis
@@ -278,7 +279,5 @@ async def test_the_sftp_sample_fetches_every_file(
 
 
 def _other_key() -> str:
-    import asyncssh
-
     key = asyncssh.generate_private_key("ssh-ed25519")
     return key.export_public_key().decode().split()[1]

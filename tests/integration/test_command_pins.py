@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncpg
 
 from omnium.command.v1 import command_pb2
+from omnium.common.v1 import actor_pb2
 from tests.support.command import import_batch, running_command, unit_row
 from tests.support.games import make_games, make_run
 
@@ -103,8 +104,6 @@ async def test_an_integration_command_respects_pins(
     database_url: str, db: asyncpg.Connection
 ) -> None:
     """results.set_status from an integration (auto-cancel) never overrides a person."""
-    from omnium.common.v1 import actor_pb2
-
     games = await make_games(db, units=1)
     unit = games.units[0]
     robot = actor_pb2.Actor(

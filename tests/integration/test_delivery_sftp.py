@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
 from omnium.command.v1 import command_pb2
-from omnium_delivery import load_clients
+from omnium_delivery import load_clients, read_clients_file
 from tests.support.command import running_command
 from tests.support.delivery import running_delivery, sends, settled
 from tests.support.games import EVENT, make_games
@@ -155,12 +156,10 @@ async def test_a_new_client_from_settings_alone_gets_its_files(
             settings_file.write_text(
                 '{"clients": [{"code": "news18", "name": "News18", "event": "AG2026", '
                 '"transport": "sftp", "sftp": '
-                + __import__("json").dumps(server.sftp_settings())
+                + json.dumps(server.sftp_settings())
                 + ', "feeds": [{"kind": "schedule", "format": "csv"}, '
                 '{"kind": "medals", "format": "json", "top": 5}]}]}'
             )
-            from omnium_delivery import read_clients_file
-
             await load_clients(db, read_clients_file(settings_file))
             await eventually(lambda: settled(db, "news18"), what="the new client's files")
         landed = files(server.root)

@@ -3,11 +3,16 @@ exit status, over made-up histories and real rows (a file, or plain SQL on a rea
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import asyncpg
+
+from bench.faults.checker import _replayed
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -152,11 +157,6 @@ def test_a_history_it_cannot_read_is_named_with_its_line(tmp_path: Path) -> None
 def test_a_standby_is_waited_for_up_to_the_primary_lsn(database_url: str) -> None:
     """The primary's position, read as PostgreSQL gives it, is compared on a standby without a
     type error (a primary has replayed nothing: the wait runs out and returns)."""
-    import asyncio
-
-    import asyncpg
-
-    from bench.faults.checker import _replayed
 
     async def wait() -> None:
         conn = await asyncpg.connect(database_url)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
+
 from omnium.command.v1 import command_pb2
 from tests.support.command import command, person
 from tests.support.imports import GamesDay, games_day
@@ -168,14 +170,10 @@ async def test_a_batch_that_keeps_answering_try_again_then_a_rerun(database_url:
 
 
 async def _connect(day: GamesDay):  # type: ignore[no-untyped-def]
-    import asyncpg
-
     return await asyncpg.connect(day.database_url)
 
 
 async def _reset(database_url: str) -> None:
-    import asyncpg
-
     conn = await asyncpg.connect(database_url)
     try:
         await conn.execute(

@@ -11,10 +11,10 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from omnium_imports import add_version, mapping_file
+from omnium_imports import ImportsApp, add_version, mapping_file
 from omnium_imports._queue import enqueue_start
 from omnium_scout_sim import Run
-from tests.support.imports import GamesDay, games_day
+from tests.support.imports import GamesDay, games_day, import_settings
 from tests.support.waiting import eventually
 
 
@@ -189,9 +189,6 @@ async def test_a_failed_run_alerts_once_and_clears(database_url: str) -> None:
 
 
 async def test_no_new_run_for_three_intervals_alerts(database_url: str) -> None:
-    from omnium_imports import ImportsApp
-    from tests.support.imports import import_settings
-
     async with games_day(database_url) as day:
         await _load(day)
         await day.db.execute(

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from dev.games_day import grpc_callers, services
+from dev.games_day import _api_keys, grpc_callers, services
 from omnium_devstack import free_port
 from omnium_devstack.launcher import Launcher, RestartPolicy, ServiceSpec, run_services
+from omnium_grpc import Callers
 from omnium_settings import Settings
 from tests.support.servers import Servers
 
@@ -316,8 +317,6 @@ def test_the_dev_stack_gives_each_calling_process_a_caller_of_its_own(tmp_path: 
     """`make run`: every server takes the same callers; admin and the gateway act for people
     through console roles, imports and scoring (and the provider pull) as services, and the
     printed token is a caller of its own. The tokens stay the same across restarts."""
-    from omnium_grpc import Callers
-
     callers, tokens = grpc_callers(tmp_path, "tools-token")
     assert grpc_callers(tmp_path, "tools-token") == (callers, tokens)
     known = Callers.parse(callers.split(","))
@@ -343,8 +342,6 @@ def test_the_dev_stack_makes_an_api_key_for_the_samples_unless_keys_are_set(
 ) -> None:
     """`make run` gives the gateway one API key (kept beside the data, the same across
     restarts) and prints it for docs/clients/; keys set in OMNIUM_GATEWAY_API_KEYS win."""
-    from dev.games_day import _api_keys
-
     made = _api_keys(Settings.from_env({}), tmp_path)
     name, _, key = made.partition(":")
     assert name == "dev" and len(key) >= 24

@@ -28,7 +28,7 @@ from opentelemetry.trace import SpanKind
 
 from omnium_delivery import ClientSettingsError, load_clients
 from omnium_imports._scout import ScoutClient, ScoutError, ScoutRun
-from omnium_settings import Settings
+from omnium_settings import Settings, SettingsError
 from omnium_telemetry import setup_tracing, shutdown_tracing
 from tests.support.command import settings_for
 from tests.support.delivery import running_delivery, sends
@@ -396,8 +396,6 @@ def test_httpx_does_not_log_each_request_at_info() -> None:
 
 
 def test_settings_refuse_an_allowed_network_that_is_not_one() -> None:
-    from omnium_settings import SettingsError
-
     with pytest.raises(SettingsError) as refused:
         Settings.from_env({"OMNIUM_OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8,localhost"})
     assert "'localhost', which is not an address or a CIDR range" in str(refused.value)

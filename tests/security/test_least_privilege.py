@@ -17,7 +17,7 @@ from omnium.command.v1 import command_pb2, command_pb2_grpc
 from omnium.common.v1 import actor_pb2
 from omnium.imports.v1 import imports_pb2, imports_pb2_grpc
 from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
-from omnium_grpc import Callers, open_channel
+from omnium_grpc import Callers, Person, open_channel
 from omnium_imports import ImportsApp
 from omnium_settings import Settings, deploy_problems
 from tests.support.command import (
@@ -322,8 +322,6 @@ async def test_the_gateway_s_scorer_console_sends_its_scorer_s_session(
 
 
 def test_a_console_s_actor_is_its_signed_in_person_whatever_the_call_names() -> None:
-    from omnium_grpc import Person
-
     callers = Callers.parse(
         ["admin-console:operator-console:t-admin", "gateway:scorer-console:t-gateway"]
     )

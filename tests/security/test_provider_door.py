@@ -14,16 +14,20 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+import redis.asyncio as aioredis
 from aiohttp import web
 
+from dev.games_day import DEV_PROVIDERS
 from omnium_accounts import AccountsUnavailable
-from omnium_scorer_web._provider_door import ProviderKeys
+from omnium_devstack.stack import DEV_PROVIDERS_DIR, dev_environment
+from omnium_gateway import ScorerRoutes, make_app
+from omnium_scorer_web._provider_door import DoorLimits, ProviderKeys
 from omnium_scoring import ProviderFileError, load_provider_file
 from omnium_scoring._providers import load_provider_folder
-from omnium_settings import Settings, deploy_problems
+from omnium_settings import Settings, SettingsError, deploy_problems
 from tests.support.command import settings_for
 from tests.support.games import make_games
-from tests.support.scoring import ConsoleSite, running_console
+from tests.support.scoring import ConsoleSite, running_console, running_scoring
 from tests.support.servers import Servers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,8 +57,6 @@ async def door(
 async def another_gateway(site: ConsoleSite, redis_url: str) -> AsyncIterator[httpx.AsyncClient]:
     """A second gateway copy, as a load balancer spreads pushes over copies: same settings,
     same Redis, same scoring."""
-    from omnium_gateway import ScorerRoutes, make_app
-
     settings = site.scoring.settings.replace(
         scoring_address=f"127.0.0.1:{site.scoring.port}",
         redis_url=redis_url,
@@ -94,9 +96,6 @@ def test_the_image_providers_folder_has_no_provider_with_its_key_written_in() ->
 
 
 def test_the_dev_stack_names_the_demo_provider_and_production_refuses_its_key() -> None:
-    from dev.games_day import DEV_PROVIDERS
-    from omnium_devstack.stack import DEV_PROVIDERS_DIR, dev_environment
-
     env = dev_environment()
     assert env["OMNIUM_SCORING_PROVIDERS_DIR"] == str(DEV_PROVIDERS_DIR)
     assert DEV_PROVIDERS == DEV_PROVIDERS_DIR  # what `make run` names
@@ -156,8 +155,6 @@ def test_a_provider_file_keeps_keys_and_passwords_out_of_itself_in_production(
 async def test_a_pull_provider_reads_its_password_from_the_mounted_file_at_each_pull(
     db: asyncpg.Connection, database_url: str, tmp_path: Path
 ) -> None:
-    from tests.support.scoring import running_scoring
-
     await make_games(db, units=1)
     secret = tmp_path / "password"
     secret.write_text("first-password\n")
@@ -560,11 +557,6 @@ async def test_crafted_headers_and_values_answer_plainly_never_500(
 
 
 async def test_while_redis_is_down_each_worker_limits_on_its_own() -> None:
-    import redis.asyncio as aioredis
-
-    from omnium_scorer_web._provider_door import DoorLimits
-    from omnium_settings import SettingsError
-
     # Nothing listens on port 1: every call fails at once, as with Redis down.
     down = aioredis.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=1)
     limits = DoorLimits(Settings.from_env({}), down)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
 import threading
 import uuid
@@ -20,7 +21,7 @@ import httpx
 import pytest
 from aiohttp import web
 
-from omnium_accounts import Accounts
+from omnium_accounts import Accounts, password_checks
 from omnium_admin import AdminApp
 from omnium_db import PoolRoad, create_pool
 from omnium_gateway import ScorerRoutes, make_app
@@ -160,8 +161,6 @@ async def test_with_redis_down_the_scorer_console_counts_in_postgresql(
 
 
 async def test_a_refused_attempt_costs_no_password_check(doors: Doors) -> None:
-    from omnium_accounts import password_checks
-
     checks = password_checks(doors.settings)
     async with doors.scorer("203.0.113.2") as guesser:
         for _ in range(5):
@@ -211,8 +210,6 @@ async def test_many_addresses_cannot_hold_a_scorer_s_login_for_long(
 async def test_unknown_turned_off_and_other_console_accounts_answer_as_a_wrong_password(
     doors: Doors,
 ) -> None:
-    from omnium_accounts import password_checks
-
     await doors.accounts.create("gone", "Gone Away", "scorer", PASSWORD)
     await doors.accounts.set_disabled("gone", True)
     await doors.accounts.create("ada", "Ada Admin", "admin", PASSWORD)
@@ -233,8 +230,6 @@ async def test_unknown_turned_off_and_other_console_accounts_answer_as_a_wrong_p
 async def test_past_the_pool_of_password_checks_sign_in_answers_503_at_once(
     database_url: str,
 ) -> None:
-    from omnium_accounts import password_checks
-
     async with consoles(database_url, sign_in_hash_threads=1, sign_in_hash_queue=0) as doors:
         await doors.accounts.create("mina", "Mina Park", "scorer", PASSWORD)
         checks = password_checks(doors.settings)
@@ -324,10 +319,6 @@ async def test_sign_ins_and_changes_are_audited_without_secrets(
 async def test_password_checks_run_only_on_cpu_time_nothing_else_wants() -> None:
     """Linux's SCHED_IDLE on each check's thread (the event loop's thread keeps its policy):
     a flood of sign-ins waits for the CPU; a scorer's tap does not wait for a hash."""
-    import os
-
-    from omnium_accounts import password_checks
-
     checks = password_checks(Settings.from_env({}, sign_in_hash_threads=1, sign_in_hash_queue=0))
     policy = await checks.run(lambda: os.sched_getscheduler(0))
     assert policy == os.SCHED_IDLE

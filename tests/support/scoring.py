@@ -9,11 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+from aiohttp import web
 from google.protobuf import json_format, struct_pb2
 from grpc import aio
 
 from omnium.common.v1 import actor_pb2
 from omnium.scoring.v1 import scoring_pb2, scoring_pb2_grpc
+from omnium_accounts import Accounts
+from omnium_db import PoolRoad, create_pool
+from omnium_gateway import ScorerRoutes, make_app
 from omnium_grpc import actor_message, open_channel
 from omnium_scoring import ScoringApp
 from omnium_settings import Settings
@@ -223,12 +227,6 @@ async def running_console(
     `gateway_token`: the gateway calls scoring as that caller (the tests' service caller when
     unset), e.g. the scorer console's own role.
     """
-    from aiohttp import web
-
-    from omnium_accounts import Accounts
-    from omnium_db import PoolRoad, create_pool
-    from omnium_gateway import ScorerRoutes, make_app
-
     async with running_scoring(database_url, **overrides) as scoring:
         settings = scoring.settings.replace(
             scoring_address=f"127.0.0.1:{scoring.port}", redis_url=redis_url

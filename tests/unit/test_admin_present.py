@@ -3,6 +3,7 @@ chart, a held row's lookup read from its question, and where sign-in may send a 
 
 from __future__ import annotations
 
+from omnium.command.v1 import command_pb2
 from omnium.imports.v1 import imports_pb2
 from omnium_accounts.web import local_path
 from omnium_admin import _present
@@ -45,8 +46,6 @@ def test_a_card_with_no_run_yet_is_waiting_only_while_its_first_is_not_due() -> 
 
 
 def test_a_row_links_to_the_unit_its_changes_were_written_to() -> None:
-    from omnium.command.v1 import command_pb2
-
     def entry(kind: str, subject_id: str) -> imports_pb2.RowEntry:
         change = command_pb2.FieldChange(subject_kind=kind, subject_id=subject_id, field="x")
         return imports_pb2.RowEntry(key="k", kept_by_hand=[change])

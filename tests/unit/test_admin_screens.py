@@ -7,6 +7,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from omnium.command.v1 import command_pb2
 from omnium.imports.v1 import imports_pb2
 from omnium_accounts import Account, Session
 from omnium_admin import _names, _present
@@ -161,8 +162,6 @@ def test_a_card_just_added_waits_for_its_first_run_and_does_not_ask_for_a_look()
 
 
 def _row(key: str, unit_id: str, kind: str = "unit") -> imports_pb2.RowEntry:
-    from omnium.command.v1 import command_pb2
-
     change = command_pb2.FieldChange(subject_kind=kind, subject_id=unit_id, field="venue")
     return imports_pb2.RowEntry(position=3, key=key, outcome="accepted", changes=[change])
 

@@ -18,6 +18,7 @@ import omnium_delivery as delivery
 import omnium_gateway as gateway
 import omnium_imports as imports
 from omnium_delivery import check_client
+from omnium_grpc import Callers
 from omnium_settings import Settings, describe_settings
 from tests.support.manifests import DEPLOYMENTS, DOCUMENTS, OVERLAYS, RENDERED, VERSION
 from tests.support.manifests import containers as _containers
@@ -128,8 +129,6 @@ def test_each_containers_settings_load(deployment: str, container: dict[str, Any
 def test_each_calling_process_sends_a_token_of_its_own_caller_with_the_right_role() -> None:
     """Every gRPC server takes the same callers; each process that calls another sends the
     token of its own caller, whose role allows what that process calls (docs/callers.md)."""
-    from omnium_grpc import Callers
-
     envs = {name: _environment(container) for name, container in _containers()}
     servers = {
         name: env["OMNIUM_GRPC_CALLERS"]

@@ -13,8 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from omnium_accounts import hash_key
 from omnium_gateway import Entry, Gateway, Metrics
+from omnium_gateway._cache import Cache, CacheKey
 from omnium_gateway._gateway import _etag_matches
-from omnium_gateway._limits import parse_api_keys
+from omnium_gateway._limits import Client, RateLimiter, parse_api_keys, quota_headers
 from omnium_gateway._metrics import render_directory, use_files
 from omnium_gateway._openapi import document
 from omnium_gateway._outbox import groups_for
@@ -145,8 +146,6 @@ def test_metrics_sum_every_worker(tmp_path: Path) -> None:
 
 
 async def test_a_worker_s_memory_lets_the_least_recently_used_response_go_first() -> None:
-    from omnium_gateway._cache import Cache, CacheKey
-
     settings = Settings.from_env({}, gateway_local_max_entries=2)
     cache = Cache(settings, None, Metrics(), lambda: None)
 
@@ -168,9 +167,6 @@ async def test_a_worker_s_memory_lets_the_least_recently_used_response_go_first(
 
 
 async def test_without_redis_a_worker_s_own_bucket_gives_the_quota_it_counts() -> None:
-    from omnium_gateway._cache import Cache
-    from omnium_gateway._limits import Client, RateLimiter, quota_headers
-
     settings = Settings.from_env({})
     limiter = RateLimiter(settings, None, Cache(settings, None, Metrics(), lambda: None))
     client = Client("ndtv", "key:ndtv", 0.001, 3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from omnium_imports._batches import Clearing
-from omnium_imports._guards import Limits, cleared_and_reopened
+from omnium_imports._guards import Limits, cleared_and_reopened, too_few
 from omnium_imports.mapping import MappedRow
 
 LIMITS = Limits(
@@ -49,7 +49,5 @@ def test_a_status_a_person_pinned_is_not_counted_as_reopened() -> None:
 
 
 def test_too_few_rows_says_one_row_not_one_rows() -> None:
-    from omnium_imports._guards import too_few
-
     said = too_few(1, 14, LIMITS)
     assert said is not None and said.startswith("Scout sent 1 row; it usually sends about 14.")

@@ -4,11 +4,18 @@ names its file, line and field, and says what to do."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from omnium_imports._files import integration_from, lookups_from, mapping_file, mapping_from
+from omnium_imports._files import (
+    INTEGRATION_SETTINGS,
+    integration_from,
+    lookups_from,
+    mapping_file,
+    mapping_from,
+)
 from omnium_imports._inputs import Document, SetupError, read_document
 from omnium_imports._reference import check_reference, unread_fields
 from omnium_scout_sim import ScoutSimulator
@@ -298,11 +305,6 @@ def test_lookups_in_json_name_the_field() -> None:
 def test_the_settings_column_names_every_key_an_integration_file_may_set() -> None:
     """The database's own description of integration.settings (its newest COMMENT) names the
     keys the integration file takes, no more and no fewer: a DBA reads the schema, not _files."""
-    import re
-    from pathlib import Path
-
-    from omnium_imports._files import INTEGRATION_SETTINGS
-
     migrations = Path(__file__).resolve().parents[2] / "libs" / "omnium_db" / "migrations"
     comments = [
         m

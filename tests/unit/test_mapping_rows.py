@@ -8,10 +8,12 @@ import hashlib
 import json
 import random
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import omnium_imports.mapping as module
 from omnium_db import UNIT_STATUSES
 from omnium_imports.mapping import (
     OPS,
@@ -282,10 +284,6 @@ def test_a_broken_spec_is_refused_with_the_step_and_what_is_wrong(spec: Any, mes
 
 
 def test_every_op_is_documented() -> None:
-    from pathlib import Path
-
-    import omnium_imports.mapping as module
-
     readme = (Path(module.__file__).parents[2] / "README-mapping.md").read_text()
     assert module.__doc__ is not None
     for op in OPS:

@@ -53,7 +53,7 @@ class StandbyWatch:
         http: httpx.AsyncClient | None = None
         if self.settings.server.alert_webhook_url:
             # Only then: the command process does not load httpx otherwise.
-            from omnium_outbound import outbound_client
+            from omnium_outbound import outbound_client  # noqa: PLC0415
 
             http = outbound_client(self.settings)
         try:

@@ -34,6 +34,8 @@ from omnium_db import (
     create_pool,
     init_connection,
 )
+from omnium_devstack import MissingBinaries, StackError
+from omnium_devstack.local import dev_database, dev_grpc_token
 from omnium_imports import _queue
 from omnium_imports._check import CommandUnavailable, check_mapping, describe
 from omnium_imports._files import (
@@ -192,8 +194,6 @@ def main(argv: Sequence[str], out: TextIO | None = None) -> int:
 def _act(args: argparse.Namespace, settings: Settings, prepared: object, out: TextIO) -> int:
     """Runs the command on the database (the dev stack's when none is set); its exit code."""
     try:
-        from omnium_devstack.local import dev_database, dev_grpc_token
-
         with dev_database(settings) as url:
             if not settings.server.database_url:
                 settings = settings.replace(grpc_token=dev_grpc_token(settings))
@@ -212,13 +212,9 @@ def _act(args: argparse.Namespace, settings: Settings, prepared: object, out: Te
     except DATABASE_ERRORS as exc:
         print(f"the database: {exc}. Nothing more was done.", file=sys.stderr)
         return 1
-    except Exception as exc:
-        from omnium_devstack import MissingBinaries, StackError
-
-        if isinstance(exc, StackError | MissingBinaries):
-            print(f"the dev stack: {exc}", file=sys.stderr)
-            return 2
-        raise
+    except (StackError, MissingBinaries) as exc:
+        print(f"the dev stack: {exc}", file=sys.stderr)
+        return 2
 
 
 def _refused(exc: Exception) -> int:
