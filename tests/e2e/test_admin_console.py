@@ -17,6 +17,7 @@ from omnium_admin import AdminApp
 from omnium_admin._auth import PUBLIC
 from tests.support.admin_console import PASSWORD, Console
 from tests.support.imports import SCHEDULE, GamesDay
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -245,14 +246,14 @@ async def test_a_run_s_bar_moves_while_it_runs(console: Console) -> None:
 
 
 async def _run_id(day: GamesDay, scout_run_id: str) -> str:
-    for _ in range(600):
-        found = await day.db.fetchval(
+    found = await eventually(
+        lambda: day.db.fetchval(
             "SELECT id::text FROM integration_run WHERE scout_run_id = $1", scout_run_id
-        )
-        if found:
-            return str(found)
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"no run of {scout_run_id}")
+        ),
+        within=30,
+        what=f"a run of {scout_run_id}",
+    )
+    return str(found)
 
 
 async def test_a_field_set_by_hand_is_kept_and_listed(console: Console) -> None:

@@ -22,6 +22,7 @@ from tests.support.delivery import query_until
 from tests.support.games import make_games
 from tests.support.outage import crashable_postgres
 from tests.support.scoring import assign, running_scoring
+from tests.support.waiting import eventually
 
 OUT = command_pb2
 SET_STATUS = {"code": "results.set_status", "payload": {"status": "RUNNING"}}
@@ -48,10 +49,7 @@ async def _standby(db: asyncpg.Connection, url: str, names: str | None) -> None:
         finally:
             await conn.close()
 
-    deadline = asyncio.get_running_loop().time() + 30
-    while not await seen():
-        assert asyncio.get_running_loop().time() < deadline, "the reload was never seen"
-        await asyncio.sleep(0.1)
+    await eventually(seen, within=30, every=0.1, what="the reload to be seen")
 
 
 async def _recorded(db: asyncpg.Connection, command_id: str) -> int:

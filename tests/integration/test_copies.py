@@ -9,9 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from dev.copies import _HTTP, addresses, haproxy_spec, http_port, two_copies
 from dev.games_day import services
 from omnium_devstack import port_is_free
 from omnium_settings import Settings
+from tests.support.waiting import eventually
 
 
 def _settings() -> Settings:
@@ -62,16 +62,14 @@ async def _copy(
             await runner.cleanup()
 
 
-async def _until(check: object, within: float = 20) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            if await check():  # type: ignore[operator]
-                return
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "HAProxy never sent requests to both copies"
-        await asyncio.sleep(0.2)
+async def _until(check: Callable[[], Awaitable[bool]], within: float = 20) -> None:
+    await eventually(
+        check,
+        within=within,
+        every=0.2,
+        ignoring=(httpx.HTTPError,),
+        what="HAProxy to send requests to both copies",
+    )
 
 
 async def test_haproxy_spreads_over_both_copies_and_skips_one_that_stops(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from tests.support.command import running_command
 from tests.support.games import EVENT, make_games
 from tests.support.gateway import gateway_process, gateway_settings, running_gateway
 from tests.support.servers import Servers
+from tests.support.waiting import eventually
 
 OPEN = {"gateway_anonymous_rate_per_second": 1e6, "gateway_anonymous_burst": 1_000_000}
 
@@ -228,8 +229,8 @@ async def test_a_stray_message_on_the_channel_does_not_stop_invalidations(
             unit_id=unit,
             payload={"status": "DELAYED"},
         )
-        for _ in range(100):
-            if (await gw.get(path)).json()["status"] == "DELAYED":
-                break
-            await asyncio.sleep(0.02)
-        assert (await gw.get(path)).json()["status"] == "DELAYED"
+
+        async def status() -> str:
+            return str((await gw.get(path)).json()["status"])
+
+        await eventually(status, "DELAYED", within=2, every=0.02, what="the unit's new status")

@@ -23,6 +23,7 @@ from tests.support.command import running_command
 from tests.support.games import EVENT, make_games
 from tests.support.gateway import gateway_process, gateway_settings, running_gateway
 from tests.support.servers import Servers
+from tests.support.waiting import eventually
 
 OPEN = {"gateway_anonymous_rate_per_second": "1000000", "gateway_anonymous_burst": "1000000"}
 OPEN_IN_PROCESS = {"gateway_anonymous_rate_per_second": 1e6, "gateway_anonymous_burst": 1_000_000}
@@ -62,19 +63,18 @@ async def test_redis_stopped_mid_test_answers_keep_coming(
                     unit_id=games.units[0],
                     payload={"status": "RUNNING"},
                 )
-                for _ in range(100):
+
+                async def first_status() -> str:
                     unit = await http.get(paths[0])
                     assert unit.status_code == 200
-                    if unit.json()["status"] == "RUNNING":
-                        break
-                    await asyncio.sleep(0.05)
-                assert unit.json()["status"] == "RUNNING"
+                    return str(unit.json()["status"])
+
+                async def redis_state() -> str:
+                    return str((await http.get("/readyz")).json()["redis"])
+
+                await eventually(first_status, "RUNNING", within=5, what="the unit's new status")
                 redis.start()  # same port: the workers find it again
-                for _ in range(100):
-                    if (await http.get("/readyz")).json()["redis"] == "ok":
-                        break
-                    await asyncio.sleep(0.1)
-                assert (await http.get("/readyz")).json()["redis"] == "ok"
+                await eventually(redis_state, "ok", within=10, every=0.1, what="Redis in /readyz")
                 assert {(await http.get(p)).status_code for p in paths} == {200}
     finally:
         redis.stop()
@@ -114,12 +114,13 @@ async def test_database_down_serves_cached_copies_and_503_for_misses(
             ready = (await gw.get("/readyz")).json()
             assert ready["database"] == "down" and ready["ready"]
             await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
-            for _ in range(50):
-                answer = await gw.get(uncached)
-                if answer.status_code == 200:
-                    break
-                await asyncio.sleep(0.1)
-            assert answer.status_code == 200
+            await eventually(
+                lambda: gw.get(uncached),
+                until=lambda answer: answer.status_code == 200,
+                within=5,
+                every=0.1,
+                what="a read once the database takes connections again",
+            )
     finally:
         await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
         await admin.close()
@@ -170,14 +171,16 @@ async def test_relay_keeps_its_lease_and_catches_up_when_redis_is_slow(
                 await asyncio.sleep(1.2)
             finally:
                 await admin.execute_command("CLIENT", "UNPAUSE")
-            statuses: list[str] = []
-            for _ in range(100):
-                statuses = [(await gw.get(p)).json()["status"] for p in paths]
-                if statuses == ["RUNNING"] * len(paths):
-                    break
-                await asyncio.sleep(0.05)
-            watcher.cancel()
-            assert statuses == ["RUNNING"] * len(paths)
+
+            async def statuses() -> list[str]:
+                return [(await gw.get(p)).json()["status"] for p in paths]
+
+            try:
+                await eventually(
+                    statuses, ["RUNNING"] * len(paths), within=5, what="every change in the caches"
+                )
+            finally:
+                watcher.cancel()
             assert all(led) and relay.leading
             metrics = gw.gateway.metrics
             assert metrics.value("omnium_gateway_relay_redis_retries_total") > 0

@@ -21,6 +21,7 @@ from tests.support.games import EVENT, make_games
 from tests.support.gateway import RunningGateway, gateway_settings, running_gateway
 from tests.support.servers import Servers
 from tests.support.sse import read_events, reading
+from tests.support.waiting import eventually
 
 
 def gateway_requests(gw: RunningGateway, route: str) -> float:
@@ -207,9 +208,11 @@ async def test_varnish_serves_its_copy_when_the_gateway_errs_on_a_refresh(
             errors = gw.gateway.metrics.requests("unit", 503)
             stale = await http.get(path)  # served from grace; refreshed in the background
             assert stale.status_code == 200 and stale.content == kept.content
-            async with asyncio.timeout(15):
-                while gw.gateway.metrics.requests("unit", 503) == errors:  # noqa: ASYNC110
-                    await asyncio.sleep(0.05)
+            await eventually(
+                lambda: gw.gateway.metrics.requests("unit", 503) != errors,
+                within=15,
+                what="the background refresh's 503",
+            )
             after = await http.get(path)
             assert after.status_code == 200, "the gateway's error replaced Varnish's copy"
             assert after.content == kept.content and after.headers["X-Cache"] == "HIT"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,6 +23,7 @@ from omnium_grpc import open_channel
 from omnium_settings import Settings
 from tests.support.command import command, settings_for
 from tests.support.games import make_games
+from tests.support.waiting import eventually
 
 OUT = command_pb2
 
@@ -81,13 +83,15 @@ async def two_copies(
 
 async def _both_connected(copies: Copies, unit_id: str) -> None:
     # round_robin sends to the copies it is connected to; the second connects a moment later.
-    deadline = time.monotonic() + 10
-    n = 0
-    while not all(service.submits for service in copies.services):
-        assert time.monotonic() < deadline, "the second copy never got a call in 10 s"
-        n += 1
-        await copies.submit(f"warm-{n}", unit_id)
-        await asyncio.sleep(0.01)
+    sent = itertools.count(1)
+
+    async def both_called() -> bool:
+        if all(service.submits for service in copies.services):
+            return True
+        await copies.submit(f"warm-{next(sent)}", unit_id)
+        return False
+
+    await eventually(both_called, within=10, every=0.01, what="a call to each copy")
 
 
 async def _writes(db: asyncpg.Connection, command_id: str) -> int:

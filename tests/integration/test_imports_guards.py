@@ -200,10 +200,9 @@ async def test_no_new_run_for_three_intervals_alerts(database_url: str) -> None:
         )
         await scheduler.start(0, workers=0, scheduler=True, grpc_port=0)
         try:
-            for _ in range(50):
-                if await _open(day, "alert", "quiet"):
-                    break
-                await asyncio.sleep(0.1)
+            await eventually(
+                lambda: _open(day, "alert", "quiet"), within=5, every=0.1, what="the quiet alert"
+            )
             await asyncio.sleep(1)  # five more scheduler ticks: still one alert
         finally:
             await scheduler.stop(grace=1)

@@ -18,6 +18,7 @@ from omnium_imports._worker import Worker
 from tests.support.command import CALLERS_ENV, TOKEN
 from tests.support.delivery import query_until
 from tests.support.imports import GamesDay, games_day
+from tests.support.waiting import eventually
 
 LEASE = 3.0
 
@@ -138,12 +139,11 @@ async def test_a_killed_worker_s_run_is_finished_by_another(database_url: str) -
 
 
 async def _wait_run_id(day: GamesDay, scout_run_id: str) -> str:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        run_id = await day.db.fetchval(
+    run_id = await eventually(
+        lambda: day.db.fetchval(
             "SELECT id::text FROM integration_run WHERE scout_run_id = $1", scout_run_id
-        )
-        if run_id:
-            return str(run_id)
-        await asyncio.sleep(0.05)
-    raise AssertionError("the run was never recorded")
+        ),
+        within=30,
+        what="the run to be recorded",
+    )
+    return str(run_id)

@@ -41,6 +41,7 @@ from tests.support.onboarding import (
     typed_commands,
     walkthrough,
 )
+from tests.support.waiting import eventually
 
 
 async def test_add_an_integration_in_ten_minutes(tmp_path: Path) -> None:
@@ -215,17 +216,17 @@ async def _venue(db: asyncpg.Connection, external_id: str) -> str | None:
 
 
 async def _finished_run(db: asyncpg.Connection, seconds: float = 60) -> asyncpg.Record:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while loop.time() < deadline:
-        run = await db.fetchrow(
+    run: asyncpg.Record = await eventually(
+        lambda: db.fetchrow(
             "SELECT status, reason, outcomes, version FROM integration_run "
             "WHERE status NOT IN ('received', 'applying')"
-        )
-        if run is not None:
-            return run
-        await asyncio.sleep(0.1)
-    raise AssertionError("no run finished after `integration resume`")
+        ),
+        until=lambda run: run is not None,
+        within=seconds,
+        every=0.1,
+        what="a run to finish after `integration resume`",
+    )
+    return run
 
 
 async def test_the_check_says_which_words_the_mapping_lacks_and_fails(
@@ -457,14 +458,15 @@ async def test_serve_and_no_command_both_start_the_service(
 
 
 async def _doorbell_port(log: Path, process: asyncio.subprocess.Process) -> int:
-    for _ in range(600):
+    def said() -> re.Match[str] | None:
         found = re.search(r"doorbell on http://[^:]+:(\d+)", _text(log))
-        if found:
-            return int(found[1])
-        if process.returncode is not None:
-            break
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"the service did not start:\n{_text(log)}")
+        if not found and process.returncode is not None:
+            raise AssertionError(f"the service did not start:\n{_text(log)}")
+        return found
+
+    found = await eventually(said, within=30, what="the service to say its doorbell port")
+    assert found is not None
+    return int(found[1])
 
 
 def _text(log: Path) -> str:

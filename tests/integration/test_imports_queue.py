@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from omnium_imports import ImportsApp
 from tests.support.imports import games_day, import_settings
+from tests.support.waiting import eventually
 
 
 async def test_the_scheduler_checks_a_quiet_integration_and_sees_scout_failing(
@@ -79,11 +80,12 @@ async def test_the_row_log_keeps_thirty_days(database_url: str) -> None:
         scheduler = ImportsApp(import_settings(database_url, day.command.port))
         await scheduler.start(0, workers=0, scheduler=True, grpc_port=0)
         try:
-            for _ in range(50):
-                left = await day.db.fetchval("SELECT array_agg(subject_key) FROM integration_row")
-                if left == ["29 days"]:
-                    break
-                await asyncio.sleep(0.1)
+            await eventually(
+                lambda: day.db.fetchval("SELECT array_agg(subject_key) FROM integration_row"),
+                ["29 days"],
+                within=5,
+                every=0.1,
+                what="the rows older than the keeping time gone",
+            )
         finally:
             await scheduler.stop(grace=1)
-    assert left == ["29 days"]

@@ -17,6 +17,7 @@ from omnium_devstack.launcher import Launcher, RestartPolicy, ServiceSpec, run_s
 from omnium_grpc import Callers
 from omnium_settings import Settings
 from tests.support.servers import Servers
+from tests.support.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {"PYTHONPATH": str(REPO)}
@@ -63,16 +64,10 @@ def _nice(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[19 - 3])
 
 
-async def _until(check: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"after {seconds:.0f} s: {what}")
-        await asyncio.sleep(0.02)
-
-
 async def _gone(pids: list[int], seconds: float = 10.0) -> None:
-    await _until(lambda: not any(_alive(p) for p in pids), f"still running: {pids}", seconds)
+    await eventually(
+        lambda: not any(_alive(p) for p in pids), within=seconds, every=0.02, what=f"{pids} to end"
+    )
 
 
 def _new_copy(launcher: Launcher, name: str, old: int) -> Callable[[], bool]:
@@ -112,12 +107,12 @@ async def test_a_killed_service_is_started_again_with_growing_waits(
     for round_ in range(1, 4):
         old = launcher.pid("beta")
         assert old is not None
-        await _until(_lines(tmp_path / "beta-workers.pid", round_), "no worker")
+        await eventually(_lines(tmp_path / "beta-workers.pid", round_), every=0.02, what="a worker")
         os.kill(old, signal.SIGKILL)
         killed = time.monotonic()
-        await _until(_new_copy(launcher, "beta", old), "beta was not restarted")
+        await eventually(_new_copy(launcher, "beta", old), every=0.02, what="beta restarted")
         gaps.append(time.monotonic() - killed)
-        await _until(_counted(launcher, "beta", round_), "restart not counted")
+        await eventually(_counted(launcher, "beta", round_), every=0.02, what="the restart counted")
 
     restarts = launcher.restarts["beta"]
     assert [r.returncode for r in restarts] == [-signal.SIGKILL] * 3
@@ -153,8 +148,10 @@ async def test_waits_start_over_once_a_copy_stayed_up(tmp_path: Path) -> None:
             assert old is not None
             await asyncio.sleep(pause)
             os.kill(old, signal.SIGKILL)
-            await _until(_new_copy(launcher, "beta", old), "beta was not restarted")
-            await _until(_counted(launcher, "beta", round_), "restart not counted")
+            await eventually(_new_copy(launcher, "beta", old), every=0.02, what="beta restarted")
+            await eventually(
+                _counted(launcher, "beta", round_), every=0.02, what="the restart counted"
+            )
         # Up only a moment twice (0.2 s, then 0.4 s), then up over 1.5 s: back to 0.2 s.
         assert [r.wait for r in launcher.restarts["beta"]] == [0.2, 0.4, 0.2]
         assert launcher.restarts["beta"][2].uptime >= 2.0
@@ -172,7 +169,9 @@ async def test_a_service_that_exits_by_itself_is_started_again(
     launcher = Launcher(specs, ENV, ready_timeout=30)
     task = asyncio.create_task(launcher.run())
     try:
-        await _until(lambda: len(launcher.restarts["beta"]) >= 2, "beta was not restarted twice")
+        await eventually(
+            lambda: len(launcher.restarts["beta"]) >= 2, every=0.02, what="beta restarted twice"
+        )
         assert all(r.returncode == 3 and r.started for r in launcher.restarts["beta"])
         assert not task.done()
         assert len(_pids(tmp_path / "alpha.pid")) == 1
@@ -240,11 +239,11 @@ async def test_ctrl_c_stops_everything_even_while_a_restart_waits(
     before = signal.getsignal(signal.SIGINT)
     task = asyncio.create_task(launcher.run())
     await _started(launcher, task)
-    await _until(_lines(tmp_path / "alpha-workers.pid", 1), "no worker")
+    await eventually(_lines(tmp_path / "alpha-workers.pid", 1), every=0.02, what="a worker")
     beta_pid = launcher.pid("beta")
     assert beta_pid is not None
     os.kill(beta_pid, signal.SIGKILL)
-    await _until(_counted(launcher, "beta", 1), "beta's exit not seen")
+    await eventually(_counted(launcher, "beta", 1), every=0.02, what="beta's exit seen")
 
     os.kill(os.getpid(), signal.SIGINT)
     # Well inside beta's 30 s wait: the stop does not sit out a pending restart.

@@ -335,15 +335,14 @@ async def _equal(got: Awaitable[list[int]], want: list[int]) -> bool:
 async def _retrying(write: Callable[[], Awaitable[Any]]) -> Any:
     """The first write after a restart may meet a pooled connection the crash broke: the road
     answers try_again (or the call fails) and the same command id is sent again."""
-    async with asyncio.timeout(WITHIN * 3):
-        while True:
-            try:
-                answer = await write()
-            except aio.AioRpcError:
-                answer = None
-            if answer is not None and answer.outcome != command_pb2.OUTCOME_TRY_AGAIN:
-                return answer
-            await asyncio.sleep(0.1)
+    return await eventually(
+        write,
+        until=lambda answer: answer.outcome != command_pb2.OUTCOME_TRY_AGAIN,
+        ignoring=(aio.AioRpcError,),
+        within=WITHIN * 3,
+        every=0.1,
+        what="the write to be answered",
+    )
 
 
 # -- imports ----------------------------------------------------------------------------------
@@ -406,16 +405,15 @@ async def test_watch_match_wakes_on_a_change_after_a_restart(tmp_path: Path) -> 
 
 
 async def _retrying_act(scoring: Any, unit: str) -> scoring_pb2.ActAnswer:
-    async with asyncio.timeout(WITHIN * 3):
-        while True:
-            try:
-                answer: scoring_pb2.ActAnswer = await scoring.act(unit, "d:1", "start_period")
-            except aio.AioRpcError:
-                await asyncio.sleep(0.1)
-                continue
-            if answer.state.seq == 1:
-                return answer
-            await asyncio.sleep(0.1)
+    answer: scoring_pb2.ActAnswer = await eventually(
+        lambda: scoring.act(unit, "d:1", "start_period"),
+        until=lambda answer: answer.state.seq == 1,
+        ignoring=(aio.AioRpcError,),
+        within=WITHIN * 3,
+        every=0.1,
+        what="the action to be taken",
+    )
+    return answer
 
 
 # -- the gateway's relay ----------------------------------------------------------------------

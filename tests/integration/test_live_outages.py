@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,6 +31,7 @@ from tests.support.games import EVENT, Games, make_event, make_games
 from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.outage import CONNECT_RACE, crashable_redis
 from tests.support.receiver import webhook_receiver
+from tests.support.waiting import eventually
 
 UNIT = "ATHM100M--------------FNL-000100--"
 
@@ -87,20 +87,14 @@ async def listening(url: str, headers: dict[str, str] | None = None) -> AsyncIte
     heard = Heard()
     task = asyncio.create_task(_listen(url, heard, headers or {}))
     try:
-        await _until(lambda: heard.comments > 0 or bool(heard.events), 10, "the stream to open")
+        await eventually(
+            lambda: heard.comments > 0 or bool(heard.events), within=10, what="the stream to open"
+        )
         yield heard
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-
-
-async def _until(check: Callable[[], bool], within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {within} s for {what}")
-        await asyncio.sleep(0.05)
 
 
 async def test_a_quiet_stream_gets_keepalives_never_errors(
@@ -186,19 +180,27 @@ async def test_after_a_redis_crash_listeners_learn_what_they_missed(
             url = f"{base}/v1/events/{EVENT}/live"
             async with listening(url) as connected:
                 await _save_score(command, games, 1)
-                await _until(lambda: connected.scores() == ["1"], 10, "the first change")
+                await eventually(
+                    lambda: connected.scores() == ["1"], within=10, what="the first change"
+                )
                 seen_id = connected.events[-1]["id"]
 
                 await redis.crash()
-                await _until(lambda: "error" in connected.kinds(), 10, "live updates paused")
+                await eventually(
+                    lambda: "error" in connected.kinds(), within=10, what="live updates paused"
+                )
                 sends = len(receiver.got)
                 await _save_score(command, games, 2)
                 await _save_score(command, games, 3)
                 # Feeds and files do not wait for Redis.
-                await _until(lambda: len(receiver.got) > sends, 15, "a webhook send")
+                await eventually(
+                    lambda: len(receiver.got) > sends, within=15, what="a webhook send"
+                )
 
                 await redis.start()  # empty: Redis keeps nothing on disk here
-                await _until(lambda: connected.scores()[-2:] == ["2", "3"], 30, "the replay")
+                await eventually(
+                    lambda: connected.scores()[-2:] == ["2", "3"], within=30, what="the replay"
+                )
                 after_crash = connected.kinds()[connected.kinds().index("error") :]
                 assert "gap" in after_crash
                 assert after_crash.index("gap") < len(after_crash) - 2  # before the replay
@@ -206,11 +208,17 @@ async def test_after_a_redis_crash_listeners_learn_what_they_missed(
                 # A client that saw only the first change reconnects with its id: that id is
                 # from before the restart, so it hears of the gap, then what is kept.
                 async with listening(url, {"Last-Event-ID": seen_id}) as back:
-                    await _until(lambda: back.scores() == ["2", "3"], 10, "the resumed stream")
+                    await eventually(
+                        lambda: back.scores() == ["2", "3"], within=10, what="the resumed stream"
+                    )
                     assert back.kinds()[0] == "gap"
                     await _save_score(command, games, 4)
-                    await _until(lambda: back.scores()[-1:] == ["4"], 10, "live push again")
-                    await _until(lambda: connected.scores()[-1:] == ["4"], 10, "live push again")
+                    await eventually(
+                        lambda: back.scores()[-1:] == ["4"], within=10, what="live push again"
+                    )
+                    await eventually(
+                        lambda: connected.scores()[-1:] == ["4"], within=10, what="live push again"
+                    )
             assert delivery.app.live is not None and delivery.app.live.backlog == 0
 
 
@@ -241,7 +249,9 @@ async def test_a_backlog_too_long_for_redis_ends_in_a_gap(tmp_path: Path) -> Non
             await asyncio.sleep(0.5)  # tried, and failed, meanwhile
             assert push.backlog == 2
             await redis.start()
-            await _until(lambda: push.backlog == 0 and not push.lost, 15, "the backlog sent")
+            await eventually(
+                lambda: push.backlog == 0 and not push.lost, within=15, what="the backlog sent"
+            )
             entries = await client.xrange(stream_key(EVENT))
         finally:
             stopping.set()

@@ -9,8 +9,7 @@ import json
 import os
 import socket
 import sys
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from tests.support.games import EVENT, make_games
 from tests.support.monitoring import metric_names
 from tests.support.receiver import webhook_receiver
 from tests.support.servers import Servers
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -72,14 +72,6 @@ async def scrape(port: int) -> Scrape:
     return Scrape(answer.text)
 
 
-async def _until(check: Callable[[], Awaitable[bool]], what: str, within: float = 60) -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {within}s for {what}")
-        await asyncio.sleep(0.1)
-
-
 async def _listening(port: int) -> bool:
     try:
         _, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -107,7 +99,7 @@ async def _process(
                     raise AssertionError(f"{name} exited ({proc.returncode}):\n{text}")
                 return await _listening(port)
 
-            await _until(up, f"{name} on port {port}")
+            await eventually(up, within=60, every=0.1, what=f"{name} on port {port}")
         yield
     finally:
         if proc.returncode is None:
@@ -227,7 +219,7 @@ async def test_every_service_serves_metrics_that_move_with_work(
                 "omnium_delivery_delay_seconds_count", transport="webhook", client="dailyhunt"
             )
 
-        await _until(delivered, "the change delivered and measured")
+        await eventually(delivered, within=60, every=0.1, what="the change delivered and measured")
 
         async def both_reads() -> bool:
             # A worker hands its request counts over within a second (FLUSH_SECONDS).
@@ -236,7 +228,7 @@ async def test_every_service_serves_metrics_that_move_with_work(
             was = before["gateway"].value("omnium_gateway_requests_total", **events)
             return s.value("omnium_gateway_requests_total", **events) - was >= 2
 
-        await _until(both_reads, "the gateway's two reads counted", within=10)
+        await eventually(both_reads, within=10, every=0.1, what="the gateway's two reads counted")
         await delivery.ListClients(delivery_pb2.ListClientsRequest(), timeout=10)
         after = {s: await scrape(metrics[s]) for s in SERVICES}
         # Not on the public port: the internet may not read them (OMNIUM_GATEWAY_PUBLIC_METRICS).

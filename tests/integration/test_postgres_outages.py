@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 
 import asyncpg
@@ -19,6 +18,7 @@ from tests.support.gateway import gateway_settings, running_gateway
 from tests.support.imports import SCHEDULE, games_day, sign
 from tests.support.outage import CONNECT_RACE, crashable_postgres
 from tests.support.servers import Servers
+from tests.support.waiting import eventually
 
 pytestmark = CONNECT_RACE
 
@@ -49,12 +49,13 @@ async def test_the_doorbell_answers_503_while_the_database_is_down(
             assert "the database did not answer" in said[0].getMessage()
 
             await pg.start()
-            deadline = time.monotonic() + 20
-            while True:
-                again = await http.post(url, content=body, headers=headers)
-                if again.status_code != 503 or time.monotonic() > deadline:
-                    break
-                await asyncio.sleep(0.2)
+            again = await eventually(
+                lambda: http.post(url, content=body, headers=headers),
+                until=lambda answer: answer.status_code != 503,
+                within=20,
+                every=0.2,
+                what="the doorbell to answer once PostgreSQL is back",
+            )
         assert again.status_code == 200, again.text
         assert again.json()["queued"] is True
         conn = await asyncpg.connect(pg.database_url)
@@ -146,7 +147,10 @@ async def test_the_gateway_with_the_database_crashed_serves_cached_and_never_500
             me = await gw.get("/score/api/me", headers={"Cookie": f"{COOKIE}={'x' * 40}"})
             assert me.status_code == 503, me.text  # whether the session is known cannot be read
             await pg.start()
-            deadline = time.monotonic() + 20
-            while (answer := await gw.get(uncached)).status_code != 200:
-                assert time.monotonic() < deadline, answer.text
-                await asyncio.sleep(0.2)
+            await eventually(
+                lambda: gw.get(uncached),
+                until=lambda answer: answer.status_code == 200,
+                within=20,
+                every=0.2,
+                what="a read once PostgreSQL is back",
+            )

@@ -21,6 +21,7 @@ from tests.support.games import make_games
 from tests.support.imports import GamesDay, games_day
 from tests.support.outage import CONNECT_RACE, crashable_postgres
 from tests.support.scoring import ScoringClient, assign, running_console
+from tests.support.waiting import eventually
 
 OUT = command_pb2
 SET_STATUS = {"code": "results.set_status", "payload": {"status": "RUNNING"}}
@@ -202,19 +203,18 @@ async def _first_load_then_move(day: GamesDay) -> str:
 async def _run_status(
     conn: asyncpg.Connection, scout_run_id: str, want: str, seconds: float
 ) -> asyncpg.Record:
-    deadline = time.monotonic() + seconds
-    while True:
-        row = await conn.fetchrow(
+    row: asyncpg.Record = await eventually(
+        lambda: conn.fetchrow(
             "SELECT id::text, status, reason, batch_total, batch_done FROM integration_run "
             "WHERE scout_run_id = $1",
             scout_run_id,
-        )
-        if row is not None and row["status"] == want:
-            return row
-        assert time.monotonic() < deadline, (
-            f"run {scout_run_id} is not {want} after {seconds} s: {row}"
-        )
-        await asyncio.sleep(0.1)
+        ),
+        until=lambda row: row is not None and row["status"] == want,
+        within=seconds,
+        every=0.1,
+        what=f"run {scout_run_id} to be {want}",
+    )
+    return row
 
 
 async def _saved_once(conn: asyncpg.Connection, run_id: str, batches: int) -> None:
@@ -249,14 +249,15 @@ async def test_an_import_run_outlasts_a_database_outage_and_ends_done(
         await tx.start()
         await holder.execute("SELECT 1 FROM unit WHERE id = $1 FOR UPDATE", locked)
         run = await day.sim.make_run("schedule", wait_doorbell=True)
-        deadline = time.monotonic() + 30
-        while not await holder.fetchval(
-            "SELECT count(*) FROM command c JOIN integration_run r "
-            "ON c.command_id LIKE r.id::text || ':%' WHERE r.scout_run_id = $1",
-            run.id,
-        ):
-            assert time.monotonic() < deadline, "no batch of the run was saved"
-            await asyncio.sleep(0.05)
+        await eventually(
+            lambda: holder.fetchval(
+                "SELECT count(*) FROM command c JOIN integration_run r "
+                "ON c.command_id LIKE r.id::text || ':%' WHERE r.scout_run_id = $1",
+                run.id,
+            ),
+            within=30,
+            what="a batch of the run saved",
+        )
         await pg.crash()  # the lock goes with it
         await asyncio.sleep(3)
         await pg.start()

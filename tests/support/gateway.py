@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import re
 import signal
@@ -20,6 +19,7 @@ from aiohttp import web
 from omnium_devstack.stack import dev_process_environ
 from omnium_gateway import GATEWAY, Gateway, RouteSet, make_app
 from omnium_settings import Settings
+from tests.support.waiting import eventually
 
 
 def gateway_settings(database_url: str, redis_url: str, **overrides: Any) -> Settings:
@@ -81,9 +81,12 @@ async def wait_until_relay(gateway: Gateway, *, reading: bool = True) -> None:
             return False
         return relay.watermark is not None if reading else relay.leading
 
-    async with asyncio.timeout(10):
-        while not (gateway.cache.listening and relaying()):  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
+    await eventually(
+        lambda: gateway.cache.listening and relaying(),
+        within=10,
+        every=0.02,
+        what="the worker listening and the relay " + ("reading" if reading else "leading"),
+    )
 
 
 @dataclass(slots=True)

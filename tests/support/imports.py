@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
-import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,6 +16,7 @@ from omnium_db import init_connection
 from omnium_imports import ImportsApp
 from omnium_scout_sim import DoorbellTarget, ScoutSimulator, SimulatorConfig
 from tests.support.command import CommandClient, running_command, settings_for
+from tests.support.waiting import eventually
 
 SECRET = "doorbell-secret-1"
 SCHEDULE = demo.SCHEDULE.code
@@ -41,35 +40,41 @@ class GamesDay:
 
     async def wait_for_run(self, scout_run_id: str, seconds: float = 60) -> asyncpg.Record:
         """Our run of that Scout run, once it has finished."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+
+        async def run_and_open_jobs() -> tuple[asyncpg.Record | None, int | None]:
             row = await self.db.fetchrow(
                 "SELECT id::text, status, reason, batch_total, batch_done, outcomes, row_count "
                 "FROM integration_run WHERE scout_run_id = $1",
                 scout_run_id,
             )
-            if row is not None and row["status"] in FINISHED:
-                # The job closes just after its run (alerts, follow-ups): wait for that too.
-                open_jobs = await self.db.fetchval(
-                    "SELECT count(*) FROM integration_job "
-                    "WHERE run_id = $1::uuid AND status = 'running'",
-                    row["id"],
-                )
-                if open_jobs == 0:
-                    return row
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"run {scout_run_id} did not finish within {seconds} s: {row}")
+            if row is None or row["status"] not in FINISHED:
+                return row, None
+            # The job closes just after its run (alerts, follow-ups): wait for that too.
+            open_jobs = await self.db.fetchval(
+                "SELECT count(*) FROM integration_job "
+                "WHERE run_id = $1::uuid AND status = 'running'",
+                row["id"],
+            )
+            return row, open_jobs
+
+        row, _ = await eventually(
+            run_and_open_jobs,
+            until=lambda answer: answer[1] == 0,
+            within=seconds,
+            what=f"run {scout_run_id} to finish",
+        )
+        assert row is not None
+        return row
 
     async def jobs_idle(self, seconds: float = 30) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            busy = await self.db.fetchval(
+        await eventually(
+            lambda: self.db.fetchval(
                 "SELECT count(*) FROM integration_job WHERE status IN ('queued', 'running')"
-            )
-            if busy == 0:
-                return
-            await asyncio.sleep(0.05)
-        raise AssertionError("the import queue did not empty")
+            ),
+            0,
+            within=seconds,
+            what="the import queue to empty",
+        )
 
 
 def sign(body: bytes, secret: str = SECRET) -> str:

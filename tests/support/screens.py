@@ -20,6 +20,8 @@ from typing import Any, Protocol
 import httpx
 from playwright.async_api import BrowserContext, Page
 
+from tests.support.waiting import eventually
+
 ELEMENT = "element-6066-11e4-a52e-4f735466cecf"  # the WebDriver spec's key for an element
 
 
@@ -171,13 +173,11 @@ async def running_webkit(width: int = 1024, height: int = 768) -> AsyncIterator[
             stderr=subprocess.DEVNULL,
         )
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
-            for _ in range(200):
-                try:
-                    if (await client.get("/status")).json()["value"]["ready"]:
-                        break
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.05)
+
+            async def ready() -> bool:
+                return bool((await client.get("/status")).json()["value"]["ready"])
+
+            await eventually(ready, within=10, ignoring=(httpx.TransportError,), what="the driver")
             made = await client.post("/session", json={"capabilities": {"alwaysMatch": {}}})
             session = made.json()["value"]["sessionId"]
             try:

@@ -14,6 +14,8 @@ from typing import Any
 
 import asyncssh
 
+from tests.support.waiting import eventually
+
 
 @dataclass(slots=True)
 class SftpServer:
@@ -151,16 +153,16 @@ async def openssh_server(tmp_path: Path) -> AsyncIterator[SftpServer]:
         stderr=asyncio.subprocess.PIPE,
     )
     try:
-        for _ in range(200):
+
+        async def listening() -> bool:
             if proc.returncode is not None:
                 err = (await proc.stderr.read()).decode() if proc.stderr else ""
                 raise RuntimeError(f"sshd stopped at start: {err}")
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.close()
-                break
-            except OSError:
-                await asyncio.sleep(0.05)
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            return True
+
+        await eventually(listening, within=10, ignoring=(OSError,), what="sshd to listen")
         yield SftpServer("127.0.0.1", port, public(host), client_path, user, inbox, inbox)
     finally:
         if proc.returncode is None:

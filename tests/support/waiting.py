@@ -2,11 +2,16 @@
 
     await eventually(lambda: db.fetchval(query), what="the row")          # until truthy
     await eventually(text(screen, "#status"), "Saved", what="the status")  # until equal
+    answer = await eventually(lambda: http.get(url), until=lambda r: r.status_code == 200)
+    conn = await eventually(lambda: asyncpg.connect(url), ignoring=(OSError,))
 
 `check` may be a plain function or a coroutine function. It is asked every `every` seconds until
-its answer is truthy (or equal to `wanted`, when given); past `within` seconds the test fails
-with the last answer, so a wait that never ends says what it saw. A wait is never a timing
-target: `within` is how long a slow, shared machine may take, not how fast it should be.
+its answer is truthy (or equal to `wanted`, or passes `until`, when given); past `within` seconds
+the test fails with the last answer, so a wait that never ends says what it saw. An exception
+of a type in `ignoring` counts as "not yet" (a server still starting refuses connections); any
+other goes straight up, so a check can also fail the wait at once (a process that exited). A
+wait is never a timing target: `within` is how long a slow, shared machine may take, not how
+fast it should be.
 """
 
 from __future__ import annotations
@@ -28,17 +33,31 @@ async def eventually(
     within: float = 30.0,
     what: str = "",
     every: float = 0.05,
+    until: Callable[[T], object] | None = None,
+    ignoring: tuple[type[BaseException], ...] = (),
 ) -> T:
-    """`check()`'s first answer that is truthy (or equals `wanted`); fails after `within` s."""
+    """`check()`'s first answer that is truthy (or equals `wanted`, or passes `until`); fails
+    after `within` s."""
     deadline = time.monotonic() + within
     while True:
-        answer = check()
-        value: T = await answer if inspect.isawaitable(answer) else answer  # type: ignore[assignment]
-        if (value == wanted) if wanted is not _TRUTHY else bool(value):
-            return value
+        try:
+            answer = check()
+            value: T = await answer if inspect.isawaitable(answer) else answer  # type: ignore[assignment]
+        except ignoring as exc:
+            last: object = exc
+        else:
+            if until is not None:
+                done = bool(until(value))
+            elif wanted is not _TRUTHY:
+                done = value == wanted
+            else:
+                done = bool(value)
+            if done:
+                return value
+            last = value
         if time.monotonic() > deadline:
             looked_for = f"wanted {wanted!r}, " if wanted is not _TRUTHY else ""
             raise AssertionError(
-                f"waited {within:g} s for {what or check}: {looked_for}last answer {value!r}"
+                f"waited {within:g} s for {what or check}: {looked_for}last answer {last!r}"
             )
         await asyncio.sleep(every)
