@@ -39,6 +39,7 @@ from tests.support.gateway import RunningGateway, running_gateway
 from tests.support.imports import games_day
 from tests.support.outage import crashable_redis
 from tests.support.receiver import Receiver, webhook_receiver
+from tests.support.waiting import eventually
 
 # The module's one failover (start, kill, promote, finish the run, rejoin) runs in the first
 # test's setup.
@@ -117,17 +118,15 @@ def _status(cmd_id: str, unit_id: str, status: str) -> command_pb2.Command:
 
 
 async def _connect(url: str) -> asyncpg.Connection:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            conn = await asyncpg.connect(url, timeout=2)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
-            continue
-        await init_connection(conn)
-        return conn
+    conn: asyncpg.Connection = await eventually(
+        lambda: asyncpg.connect(url, timeout=2),
+        ignoring=(OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError),
+        within=60,
+        every=0.2,
+        what="a connection",
+    )
+    await init_connection(conn)
+    return conn
 
 
 @pytest.fixture(scope="module")
@@ -185,16 +184,16 @@ async def _switch(cluster: PatroniCluster, redis_url: str, hook: Receiver) -> Sw
         # Hold the run's row once a few batches are in, so the run is surely in flight at the
         # kill (each batch bumps batch_done on that row).
         holder = await _connect(cluster.node_url(cluster.node(old)))
-        deadline = time.monotonic() + 60
-        while True:
-            row = await holder.fetchrow(
+        row = await eventually(
+            lambda: holder.fetchrow(
                 "SELECT id::text, batch_done FROM integration_run WHERE scout_run_id = $1",
                 run.id,
-            )
-            if row is not None and row["batch_done"] >= 3:
-                break
-            assert time.monotonic() < deadline, "the import run never got going"
-            await asyncio.sleep(0.02)
+            ),
+            until=lambda row: row is not None and row["batch_done"] >= 3,
+            within=60,
+            every=0.02,
+            what="the import run to get going",
+        )
         switch = Switch(cluster, old, "")
         switch.relay_from = relay_from
         switch.run_id = row["id"]

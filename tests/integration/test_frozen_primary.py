@@ -24,6 +24,7 @@ from omnium_db import apply_migrations
 from omnium_devstack.ha import HaTimings, PatroniCluster
 from tests.support.command import CommandClient, command, running_command
 from tests.support.games import make_games
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -39,14 +40,14 @@ WRITERS = 5
 
 
 async def _connect(url: str) -> asyncpg.Connection:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            return await asyncpg.connect(url, timeout=3)
-        except ERRORS:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
+    conn: asyncpg.Connection = await eventually(
+        lambda: asyncpg.connect(url, timeout=3),
+        ignoring=ERRORS,
+        within=60,
+        every=0.2,
+        what="a connection",
+    )
+    return conn
 
 
 async def _saved_on(url: str, command_ids: list[str]) -> int:
