@@ -29,6 +29,7 @@ from omnium_devstack.stack import dev_process_environ
 from tests.support.command import CALLERS_ENV, TOKEN, import_batch, unit_row
 from tests.support.games import EVENT, make_games, make_run
 from tests.support.servers import Servers
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(420)
 PASSWORD = "a long password"
@@ -65,10 +66,9 @@ async def _wait_ready(
     processes: dict[str, asyncio.subprocess.Process],
     logs: dict[str, Path],
 ) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 120
     waiting = dict(checks)
-    while waiting:
+
+    async def still_waiting() -> list[str]:
         for name, check in list(waiting.items()):
             process = processes[name]
             assert process.returncode is None, (
@@ -77,8 +77,9 @@ async def _wait_ready(
             )
             if await check():
                 del waiting[name]
-        assert loop.time() < deadline, f"not ready in 120 s: {sorted(waiting)}"
-        await asyncio.sleep(0.3)
+        return sorted(waiting)
+
+    await eventually(still_waiting, [], within=120, every=0.3, what="every service ready")
 
 
 async def _scorer(db: asyncpg.Connection, event_id: str, unit_id: str) -> None:
