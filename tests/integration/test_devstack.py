@@ -18,6 +18,7 @@ import pytest
 from omnium_devstack import PortInUse, Stack, binaries, running_stack
 from omnium_devstack import __main__ as devstack_cli
 from omnium_devstack.binaries import find_postgres
+from tests.support.waiting import eventually_sync
 
 LIBS = Path(__file__).resolve().parents[2] / "libs"
 
@@ -33,15 +34,6 @@ def _alive(pid: int) -> bool:
     except OSError:
         return True
     return state not in ("Z", "X")
-
-
-def _wait_gone(pid: int, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while _alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def _port_free(port: int) -> bool:
@@ -123,8 +115,8 @@ def test_stack_starts_serves_stops_and_restarts(
         assert "cannot reach" in caplog.text
     else:
         assert home == data_dir.resolve()
-    assert _wait_gone(pg_pid), "postgres still running"
-    assert _wait_gone(redis_pid), "redis still running"
+    eventually_sync(lambda: not _alive(pg_pid), within=10, what="postgres to stop")
+    eventually_sync(lambda: not _alive(redis_pid), within=10, what="redis to stop")
     assert _port_free(pg_port)
     assert _port_free(redis_port)
 
@@ -158,7 +150,7 @@ def test_running_servers_are_reused_and_left_running(
     finally:
         owner.stop()
     assert pg_pid is not None
-    assert _wait_gone(pg_pid)
+    eventually_sync(lambda: not _alive(pg_pid), within=10, what="postgres to stop")
 
 
 def test_taken_port_is_a_clear_error(data_dirs: Callable[[bool], Path]) -> None:

@@ -5,7 +5,8 @@
     answer = await eventually(lambda: http.get(url), until=lambda r: r.status_code == 200)
     conn = await eventually(lambda: asyncpg.connect(url), ignoring=(OSError,))
 
-`check` may be a plain function or a coroutine function. It is asked every `every` seconds until
+`check` may be a plain function or a coroutine function (`eventually_sync`, for a test that
+runs no event loop, takes a plain one). It is asked every `every` seconds until
 its answer is truthy (or equal to `wanted`, or passes `until`, when given); past `within` seconds
 the test fails with the last answer, so a wait that never ends says what it saw. An exception
 of a type in `ignoring` counts as "not yet" (a server still starting refuses connections); any
@@ -46,18 +47,45 @@ async def eventually(
         except ignoring as exc:
             last: object = exc
         else:
-            if until is not None:
-                done = bool(until(value))
-            elif wanted is not _TRUTHY:
-                done = value == wanted
-            else:
-                done = bool(value)
-            if done:
+            if _done(value, wanted, until):
                 return value
             last = value
-        if time.monotonic() > deadline:
-            looked_for = f"wanted {wanted!r}, " if wanted is not _TRUTHY else ""
-            raise AssertionError(
-                f"waited {within:g} s for {what or check}: {looked_for}last answer {last!r}"
-            )
+        _give_up_after(deadline, within, what or str(check), wanted, last)
         await asyncio.sleep(every)
+
+
+def eventually_sync(
+    check: Callable[[], T],
+    wanted: Any = _TRUTHY,
+    *,
+    within: float = 30.0,
+    what: str = "",
+    every: float = 0.05,
+    until: Callable[[T], object] | None = None,
+    ignoring: tuple[type[BaseException], ...] = (),
+) -> T:
+    """`eventually` for a test that runs no event loop: the same answers, sleeping between."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            value = check()
+        except ignoring as exc:
+            last: object = exc
+        else:
+            if _done(value, wanted, until):
+                return value
+            last = value
+        _give_up_after(deadline, within, what or str(check), wanted, last)
+        time.sleep(every)
+
+
+def _done(value: T, wanted: Any, until: Callable[[T], object] | None) -> bool:
+    if until is not None:
+        return bool(until(value))
+    return (value == wanted) if wanted is not _TRUTHY else bool(value)
+
+
+def _give_up_after(deadline: float, within: float, what: str, wanted: Any, last: object) -> None:
+    if time.monotonic() > deadline:
+        looked_for = f"wanted {wanted!r}, " if wanted is not _TRUTHY else ""
+        raise AssertionError(f"waited {within:g} s for {what}: {looked_for}last answer {last!r}")

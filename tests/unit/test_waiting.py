@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, eventually_sync
 
 
 async def test_the_first_truthy_answer_is_returned() -> None:
@@ -55,3 +55,10 @@ async def test_a_wait_that_never_ends_says_what_it_saw_last() -> None:
 
 def _refused() -> None:
     raise ConnectionRefusedError("no")
+
+
+def test_the_sync_wait_answers_as_the_other_does() -> None:
+    answers = iter([None, None, "leader"])
+    assert eventually_sync(lambda: next(answers), every=0) == "leader"
+    with pytest.raises(AssertionError, match=r"waited 0\.1 s for a leader: last answer None"):
+        eventually_sync(lambda: None, within=0.1, what="a leader", every=0.01)
