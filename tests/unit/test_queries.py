@@ -180,7 +180,7 @@ def test_names_and_numbers_in_one_statement_are_an_error(tmp_path: Path) -> None
 
 
 def test_every_package_s_queries_load() -> None:
-    # Each service's statements, and those of the imports (still numbered) alike.
+    # Each service's statements and each library's.
     root = Path(__file__).resolve().parents[2]
     folders = sorted([*root.glob("services/*/*/sql"), *root.glob("libs/*/sql")])
     assert len(folders) >= 7
@@ -209,18 +209,11 @@ def test_bind_gives_the_text_and_the_arguments_in_order(tmp_path: Path) -> None:
         queries.bind("pick", a=1, b=2)
 
 
-# Services whose statements still take three or more arguments by position; each is turned to
-# names in its own change, and leaves this list then.
-STILL_NUMBERED = ("services/imports/", "services/delivery/")
-
-
 def test_a_statement_of_three_or_more_arguments_names_them() -> None:
     root = Path(__file__).resolve().parents[2]
     numbered = []
     for folder in sorted([*root.glob("services/*/*/sql"), *root.glob("libs/*/sql")]):
         where = str(folder.relative_to(root))
-        if where.startswith(STILL_NUMBERED):
-            continue
         queries = Queries.load(folder)
         for name in queries.names():
             statement = queries.statement(name)

@@ -343,7 +343,15 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
             # row is shown without its results until a person approves them.
             hidden = held_results_hidden()
             held = [d.upper() for d in self.settings.delivery.checker_disciplines]
-            rows = await conn.fetch(QUERIES["run_rows"], request.run_id, limit, hidden, held)
+            rows = await conn.fetch(
+                *QUERIES.bind(
+                    "run_rows",
+                    run_id=request.run_id,
+                    per_section=limit,
+                    hide_held=hidden,
+                    held_disciplines=held,
+                )
+            )
             totals = await conn.fetchrow(QUERIES["run_row_totals"], request.run_id)
         detail = imports_pb2.RunDetail(
             run=run_message(run),
