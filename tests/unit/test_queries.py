@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -220,3 +221,31 @@ def test_a_statement_of_three_or_more_arguments_names_them() -> None:
             if not queries.names_of(name) and len(statement.params) >= 3:
                 numbered.append(f"{name} ({where})")
     assert numbered == [], f"write these with :names: {', '.join(numbered)}"
+
+
+def test_no_statement_written_with_names_is_called_by_position() -> None:
+    # `QUERIES["x"]` is the text alone: passed with arguments in a row, a statement written with
+    # names would take them in the order its names first appear, not the caller's.
+    root = Path(__file__).resolve().parents[2]
+    by_position = []
+    for folder in sorted([*root.glob("services/*/*/sql"), *root.glob("libs/*/sql")]):
+        queries = Queries.load(folder)
+        for path in sorted(folder.parent.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (
+                    isinstance(node, ast.Subscript)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "QUERIES"
+                    and isinstance(node.slice, ast.Constant)
+                    and node.slice.value in queries
+                    and queries.names_of(node.slice.value)
+                ):
+                    by_position.append(f"{node.slice.value} ({path.relative_to(root)})")
+    assert by_position == [], f"call these with QUERIES.bind: {', '.join(by_position)}"
+
+
+def test_delivery_s_loops_call_its_stores() -> None:
+    # _app.py keeps the loops; the outbox's and sending's SQL calls are in their stores.
+    app = Path(__file__).resolve().parents[2] / "services/delivery/omnium_delivery/_app.py"
+    calls = re.findall(r"QUERIES|\.fetch\w*\(|\.execute\(", app.read_text())
+    assert calls == [], f"_app.py calls the database itself: {calls}"
