@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -180,7 +181,7 @@ def test_names_and_numbers_in_one_statement_are_an_error(tmp_path: Path) -> None
 
 
 def test_every_package_s_queries_load() -> None:
-    # Each service's statements, and those of the imports (still numbered) alike.
+    # Each service's statements and each library's.
     root = Path(__file__).resolve().parents[2]
     folders = sorted([*root.glob("services/*/*/sql"), *root.glob("libs/*/sql")])
     assert len(folders) >= 7
@@ -209,21 +210,42 @@ def test_bind_gives_the_text_and_the_arguments_in_order(tmp_path: Path) -> None:
         queries.bind("pick", a=1, b=2)
 
 
-# Services whose statements still take three or more arguments by position; each is turned to
-# names in its own change, and leaves this list then.
-STILL_NUMBERED = ("services/imports/", "services/delivery/")
-
-
 def test_a_statement_of_three_or_more_arguments_names_them() -> None:
     root = Path(__file__).resolve().parents[2]
     numbered = []
     for folder in sorted([*root.glob("services/*/*/sql"), *root.glob("libs/*/sql")]):
         where = str(folder.relative_to(root))
-        if where.startswith(STILL_NUMBERED):
-            continue
         queries = Queries.load(folder)
         for name in queries.names():
             statement = queries.statement(name)
             if not queries.names_of(name) and len(statement.params) >= 3:
                 numbered.append(f"{name} ({where})")
     assert numbered == [], f"write these with :names: {', '.join(numbered)}"
+
+
+def test_no_statement_written_with_names_is_called_by_position() -> None:
+    # `QUERIES["x"]` is the text alone: passed with arguments in a row, a statement written with
+    # names would take them in the order its names first appear, not the caller's.
+    root = Path(__file__).resolve().parents[2]
+    by_position = []
+    for folder in sorted([*root.glob("services/*/*/sql"), *root.glob("libs/*/sql")]):
+        queries = Queries.load(folder)
+        for path in sorted(folder.parent.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (
+                    isinstance(node, ast.Subscript)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "QUERIES"
+                    and isinstance(node.slice, ast.Constant)
+                    and node.slice.value in queries
+                    and queries.names_of(node.slice.value)
+                ):
+                    by_position.append(f"{node.slice.value} ({path.relative_to(root)})")
+    assert by_position == [], f"call these with QUERIES.bind: {', '.join(by_position)}"
+
+
+def test_delivery_s_loops_call_its_stores() -> None:
+    # _app.py keeps the loops; the outbox's and sending's SQL calls are in their stores.
+    app = Path(__file__).resolve().parents[2] / "services/delivery/omnium_delivery/_app.py"
+    calls = re.findall(r"QUERIES|\.fetch\w*\(|\.execute\(", app.read_text())
+    assert calls == [], f"_app.py calls the database itself: {calls}"

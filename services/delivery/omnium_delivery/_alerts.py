@@ -24,7 +24,9 @@ async def client_alert(
     message: str,
 ) -> None:
     """One open alert per client and cause; a new one also goes to the alert webhook."""
-    alert_id = await conn.fetchval(QUERIES["raise_alert"], client.id, kind, message)
+    alert_id = await conn.fetchval(
+        *QUERIES.bind("raise_alert", client_id=client.id, kind=kind, message=message)
+    )
     if alert_id is None:
         return
     log.warning("delivery alert %s for %s (%s): %s", alert_id, client.code, kind, message)

@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 import omnium_db
 from omnium.delivery.v1 import delivery_pb2_grpc
 from omnium_db import DATABASE_ERRORS, NotifyListener, PoolRoad, create_pool, is_outage
-from omnium_delivery import _metrics
+from omnium_delivery import _metrics, _outbox_store, _sending_store
 from omnium_delivery._alerts import client_alert
 from omnium_delivery._build import FeedRow, build, held_disciplines
 from omnium_delivery._clients import load_clients, read_clients_file
@@ -31,7 +31,6 @@ from omnium_delivery._live import LivePush
 from omnium_delivery._promise import PromiseWatch
 from omnium_delivery._service import SERVICE_NAME, DeliveryService
 from omnium_delivery._sftp import SftpTransport
-from omnium_delivery._sql import QUERIES
 from omnium_delivery._transport import (
     ClientRow,
     ClientSettingsError,
@@ -203,10 +202,10 @@ class DeliveryApp:
             return
         try:
             async with asyncio.timeout(HAND_OVER_SECONDS), self.pool.acquire() as conn:
-                released = await conn.fetchval(QUERIES["release_clients"], self.me, sending)
-                await conn.execute(QUERIES["wake_senders"])
+                released = await _sending_store.release_clients(conn, copy=self.me, sending=sending)
+                await _sending_store.wake_senders(conn)
                 if cursor_held:
-                    await conn.execute(QUERIES["wake_readers"])
+                    await _outbox_store.wake_readers(conn)
         except _HAND_OVER_ERRORS as exc:
             log.warning("delivery: clients not handed over (%s); their leases will free them", exc)
             return
@@ -256,35 +255,35 @@ class DeliveryApp:
         assert self.pool is not None
         settings = self.settings
         async with self.pool.acquire() as conn, conn.transaction():
-            cursor = await conn.fetchrow(QUERIES["claim_cursor"])
+            cursor = await _outbox_store.claim_cursor(conn)
             if cursor is None:
                 return 0
             self.holds_cursor = True
-            rows = await conn.fetch(
-                QUERIES["read_outbox"],
-                cursor["last_id"],
-                cursor["recent_ids"],
-                settings.delivery.outbox_lag_seconds,
-                _OUTBOX_BATCH,
-                [d.upper() for d in settings.delivery.checker_disciplines],
+            rows = await _outbox_store.read_outbox(
+                conn,
+                after_id=cursor["last_id"],
+                recent_ids=cursor["recent_ids"],
+                lag_seconds=settings.delivery.outbox_lag_seconds,
+                batch_size=_OUTBOX_BATCH,
+                held_disciplines=[d.upper() for d in settings.delivery.checker_disciplines],
             )
             if not rows:
                 return 0
             ids = [r["id"] for r in rows]
-            marked = await conn.fetch(
-                QUERIES["mark_feeds"],
+            marked = await _outbox_store.mark_feeds(
+                conn,
                 ids,
-                settings.delivery.feed_debounce_seconds,
-                settings.delivery.live_debounce_seconds,
+                debounce_seconds=settings.delivery.feed_debounce_seconds,
+                live_debounce_seconds=settings.delivery.live_debounce_seconds,
             )
-            await conn.execute(
-                QUERIES["move_cursor"],
-                max(ids),
-                [*cursor["recent_ids"], *ids],
-                settings.delivery.outbox_lag_seconds,
+            await _outbox_store.move_cursor(
+                conn,
+                last_id=max(ids),
+                recent_ids=[*cursor["recent_ids"], *ids],
+                lag_seconds=settings.delivery.outbox_lag_seconds,
             )
             if marked:
-                await conn.execute(QUERIES["wake_senders"])
+                await _sending_store.wake_senders(conn)
         if self.live is not None:
             # Queued once the cursor moved, never sent here: a Redis that is down must not
             # hold up the feeds.
@@ -315,9 +314,9 @@ class DeliveryApp:
         whose bytes did not change are not sent."""
         assert self.pool is not None
         async with self.pool.acquire() as conn:
-            marked = await conn.fetch(QUERIES["sweep"])
+            marked = await _outbox_store.sweep(conn)
             if marked:
-                await conn.execute(QUERIES["wake_senders"])
+                await _sending_store.wake_senders(conn)
         self.dispatch_wake.set()
         return len(marked)
 
@@ -326,9 +325,7 @@ class DeliveryApp:
         what "last received" says. Returns how many were forgotten."""
         assert self.pool is not None
         async with self.pool.acquire() as conn:
-            gone: int = await conn.fetchval(
-                QUERIES["trim_attempts"], self.settings.delivery.log_days
-            )
+            gone = await _sending_store.trim_attempts(conn, self.settings.delivery.log_days)
         if gone:
             log.info(
                 "delivery: %s sends older than %s days forgotten",
@@ -344,7 +341,7 @@ class DeliveryApp:
         while not self.stopping.is_set():
             try:
                 async with self.pool.acquire() as conn:
-                    row = await conn.fetchrow(QUERIES["outbox_lag"])
+                    row = await _outbox_store.outbox_lag(conn)
                 _metrics.OUTBOX_LAG.set(row["lag"])
                 _metrics.FEEDS_OWED.set(row["owed"])
             except DATABASE_ERRORS as exc:
@@ -375,19 +372,20 @@ class DeliveryApp:
         async with self.pool.acquire() as conn:
             free = settings.delivery.clients_at_once - len(self.busy)
             if free > 0:
-                claimed = await conn.fetch(
-                    QUERIES["claim_clients"],
-                    self.me,
-                    settings.delivery.lease_seconds,
-                    list(self.busy),
-                    free,
+                claimed = await _sending_store.claim_clients(
+                    conn,
+                    copy=self.me,
+                    lease_seconds=settings.delivery.lease_seconds,
+                    busy_client_ids=list(self.busy),
+                    at_most=free,
                 )
-                for row in claimed:
-                    client = ClientRow(**dict(row))
+                for client in claimed:
                     task = asyncio.create_task(self._work(client))
                     self.busy[client.id] = task
                     task.add_done_callback(functools.partial(self._done, client.id))
-            delay = await conn.fetchval(QUERIES["next_due"], self.me, list(self.busy))
+            delay = await _sending_store.next_due(
+                conn, copy=self.me, busy_client_ids=list(self.busy)
+            )
         if delay is None:
             return settings.delivery.poll_seconds
         return min(float(delay), settings.delivery.poll_seconds)
@@ -425,9 +423,7 @@ class DeliveryApp:
                 return
             while not self.stopping.is_set():
                 async with self.pool.acquire() as conn:
-                    feeds = [
-                        FeedRow.of(r) for r in await conn.fetch(QUERIES["due_feeds"], client.id)
-                    ]
+                    feeds = await _sending_store.due_feeds(conn, client.id)
                 if not feeds:
                     return
                 for feed in feeds:
@@ -435,10 +431,10 @@ class DeliveryApp:
                         return  # the send in flight is done; another copy sends the rest
                     if not await self._deliver(client, transport, feed):
                         async with self.pool.acquire() as conn:
-                            await conn.execute(
-                                QUERIES["postpone_client"],
-                                client.id,
-                                self.settings.delivery.retry_seconds,
+                            await _sending_store.postpone_client(
+                                conn,
+                                client_id=client.id,
+                                retry_seconds=self.settings.delivery.retry_seconds,
                             )
                         return
         except Exception as exc:
@@ -454,10 +450,10 @@ class DeliveryApp:
                 await renew
             with contextlib.suppress(Exception):
                 async with self.pool.acquire() as conn:
-                    await conn.execute(QUERIES["release_client"], client.id, self.me)
+                    await _sending_store.release_client(conn, client_id=client.id, copy=self.me)
                     if self.stopping.is_set():
                         # The other copies take the client now, not at their next poll.
-                        await conn.execute(QUERIES["wake_senders"])
+                        await _sending_store.wake_senders(conn)
 
     async def _renew(self, client: ClientRow) -> None:
         assert self.pool is not None
@@ -466,11 +462,11 @@ class DeliveryApp:
             await asyncio.sleep(every)
             try:
                 async with self.pool.acquire() as conn:
-                    await conn.execute(
-                        QUERIES["renew_client"],
-                        client.id,
-                        self.me,
-                        self.settings.delivery.lease_seconds,
+                    await _sending_store.renew_client(
+                        conn,
+                        client_id=client.id,
+                        copy=self.me,
+                        lease_seconds=self.settings.delivery.lease_seconds,
                     )
             except Exception as exc:
                 # A renew lost to an outage must not end the renewing: the next one holds the
@@ -493,21 +489,17 @@ class DeliveryApp:
             )
             self.builds += 1
             if document is None:  # a held medal table: the client keeps the version it has
-                await conn.execute(
-                    QUERIES["held_feed"], feed.id, feed.marks, window, feed.wanted_id
-                )
+                await _sending_store.hold_feed(conn, feed, window_seconds=window)
                 log.info("delivery: %s's medal table waits for a medal's approval", client.code)
                 return True
             content_sha = await off_loop(document, document.content_sha, feed.format)
             if content_sha == feed.delivered_content_sha and not feed.force:
-                await conn.execute(
-                    QUERIES["unchanged"], feed.id, feed.marks, window, feed.wanted_id
-                )
+                await _sending_store.keep_unchanged(conn, feed, window_seconds=window)
                 return True
             new = content_sha != feed.content_sha or feed.version == 0
             version = feed.version + 1 if new else feed.version
-            newest = await conn.fetchrow(
-                QUERIES["new_version"], feed.id, version, content_sha, new, feed.wanted_id
+            newest = await _sending_store.new_version(
+                conn, feed, version=version, content_sha=content_sha, is_new=new
             )
         saved_at = newest["saved_at"]
         # The send continues the trace of the newest change it carries (its outbox row's).
@@ -558,30 +550,16 @@ class DeliveryApp:
         )
         result = await transport.send(item)
         async with self.pool.acquire() as conn:
-            record = QUERIES.statement("record_send")
-            await conn.fetchval(
-                record.text,
-                *record.args(
-                    {
-                        "feed_id": feed.id,
-                        "client_id": client.id,
-                        "version": version,
-                        "file_name": item.file_name,
-                        "sha256": item.sha256,
-                        "bytes": len(body),
-                        "attempts": result.attempts,
-                        "outcome": result.outcome,
-                        "error": result.error,
-                        "outbox_id": feed.wanted_id,
-                        "saved_at": saved_at,
-                        "delivered_at": result.delivered_at,
-                        "resend": feed.force,
-                        "content_sha": content_sha,
-                        "marks": feed.marks,
-                        "retry_seconds": settings.delivery.retry_seconds,
-                        "window_seconds": window,
-                    }
-                ),
+            await _sending_store.record_send(
+                conn,
+                feed,
+                item,
+                result,
+                client_id=client.id,
+                content_sha=content_sha,
+                saved_at=saved_at,
+                retry_seconds=settings.delivery.retry_seconds,
+                window_seconds=window,
             )
             if result.outcome != "delivered" and result.alert:
                 await client_alert(
@@ -593,7 +571,7 @@ class DeliveryApp:
     async def _unreachable(self, client: ClientRow, kind: str, message: str) -> None:
         assert self.pool is not None
         async with self.pool.acquire() as conn:
-            await conn.execute(
-                QUERIES["postpone_client"], client.id, self.settings.delivery.retry_seconds
+            await _sending_store.postpone_client(
+                conn, client_id=client.id, retry_seconds=self.settings.delivery.retry_seconds
             )
             await client_alert(conn, self.http, self.settings, client, kind, message)

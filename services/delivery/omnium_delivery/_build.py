@@ -69,15 +69,22 @@ async def build(
     say which unit's result it counts, so no table goes out that might rest on it)."""
     if feed.kind == "medals":
         if (held is None or held) and await conn.fetchval(
-            QUERIES["medals_held"],
-            event_id,
-            feed.discipline_id,
-            sorted(held or ()),
-            held is None,
+            *QUERIES.bind(
+                "medals_held",
+                event_id=event_id,
+                discipline_id=feed.discipline_id,
+                held_disciplines=sorted(held or ()),
+                holds_every=held is None,
+            )
         ):
             return None
         rows = await conn.fetch(
-            QUERIES["medal_rows"], event_id, feed.discipline_id, feed.top_n or 10_000
+            *QUERIES.bind(
+                "medal_rows",
+                event_id=event_id,
+                discipline_id=feed.discipline_id,
+                at_most=feed.top_n or 10_000,
+            )
         )
         return Document(
             "medals", event_code, feed.discipline, feed.top_n, [medal_row(r) for r in rows]
@@ -86,7 +93,14 @@ async def build(
     only_results = feed.kind == "results" and held is not None and not held
     units = [
         dict(r)
-        for r in await conn.fetch(QUERIES["units"], event_id, feed.discipline_id, only_results)
+        for r in await conn.fetch(
+            *QUERIES.bind(
+                "units",
+                event_id=event_id,
+                discipline_id=feed.discipline_id,
+                only_results=only_results,
+            )
+        )
     ]
     if feed.kind == "results":
         units = await _results(conn, event_id, feed, units, held)

@@ -149,13 +149,15 @@ async def load_clients(
                     stored_hook(old), client["settings"]["webhook"], overlap, datetime.now(UTC)
                 )
             row = await conn.fetchrow(
-                QUERIES["upsert_client"],
-                client["code"],
-                client["name"],
-                event,
-                client["transport"],
-                client["settings"],
-                client["enabled"],
+                *QUERIES.bind(
+                    "upsert_client",
+                    code=client["code"],
+                    name=client["name"],
+                    event_code=event,
+                    transport=client["transport"],
+                    settings=client["settings"],
+                    enabled=client["enabled"],
+                )
             )
             if row is None:
                 raise ClientSettingsError(f"client {client['code']}: there is no Games {event}")
@@ -171,13 +173,15 @@ async def load_clients(
                         )
                 feed_ids.append(
                     await conn.fetchval(
-                        QUERIES["upsert_feed"],
-                        row["id"],
-                        feed["kind"],
-                        feed["format"],
-                        discipline_id,
-                        feed["top"],
-                        feed["live"],
+                        *QUERIES.bind(
+                            "upsert_feed",
+                            client_id=row["id"],
+                            kind=feed["kind"],
+                            format=feed["format"],
+                            discipline_id=discipline_id,
+                            top_n=feed["top"],
+                            live=feed["live"],
+                        )
                     )
                 )
             await conn.execute(QUERIES["drop_other_feeds"], row["id"], feed_ids)

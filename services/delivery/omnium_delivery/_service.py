@@ -141,7 +141,12 @@ class DeliveryService(delivery_pb2_grpc.DeliveryServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "limit is 1 to 500")
         async with self.pool.acquire() as conn:
             rows = await conn.fetch(
-                QUERIES["list_sends"], request.client_code, request.feed_id, limit
+                *QUERIES.bind(
+                    "list_sends",
+                    client_code=request.client_code,
+                    feed_id=request.feed_id,
+                    at_most=limit,
+                )
             )
         sends = []
         for row in rows:

@@ -128,11 +128,13 @@ class FollowUps:
                 )
                 return []
             claimed: list[asyncpg.Record] = await conn.fetch(
-                QUERIES["claim_due_reads"],
-                integration_id,
-                min(imports.followup_keys_per_run, room),
-                imports.followup_asked_wait_seconds,
-                imports.settle_until_hours * 3600,
+                *QUERIES.bind(
+                    "claim_due_reads",
+                    integration_id=integration_id,
+                    at_most=min(imports.followup_keys_per_run, room),
+                    asked_wait_seconds=imports.followup_asked_wait_seconds,
+                    settle_seconds=imports.settle_until_hours * 3600,
+                )
             )
         return claimed
 
@@ -143,11 +145,13 @@ class FollowUps:
         try:
             async with self.pool.acquire() as conn:
                 await conn.execute(
-                    QUERIES["give_back_due_reads"],
-                    integration_id,
-                    [row["subject_key"] for row in due],
-                    [row["was_due"] for row in due],
-                    [row["asked_again_at"] for row in due],
+                    *QUERIES.bind(
+                        "give_back_due_reads",
+                        integration_id=integration_id,
+                        subject_keys=[row["subject_key"] for row in due],
+                        were_due=[row["was_due"] for row in due],
+                        asked_again_at=[row["asked_again_at"] for row in due],
+                    )
                 )
         except DATABASE_ERRORS as exc:
             log.warning(

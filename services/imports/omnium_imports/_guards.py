@@ -215,7 +215,12 @@ async def verdicts(
     history = [
         r["row_count"]
         for r in await conn.fetch(
-            QUERIES["usual_row_counts"], integration.id, build, limits.usual_runs
+            *QUERIES.bind(
+                "usual_row_counts",
+                integration_id=integration.id,
+                build=build,
+                at_most=limits.usual_runs,
+            )
         )
     ]
     ids = [

@@ -75,7 +75,14 @@ class KeyStateCache:
         assert self.since is not None, "load() first"
         query = "changed_medal_rows_since" if self.target == "medal_row" else "changed_units_since"
         look = await conn.fetchrow(QUERIES["look_now"])
-        rows = await conn.fetch(QUERIES[query], self.integration_id, self.watermark, self.since)
+        rows = await conn.fetch(
+            *QUERIES.bind(
+                query,
+                integration_id=self.integration_id,
+                watermark=self.watermark,
+                since=self.since,
+            )
+        )
         for row in rows:
             subject_id, changed_seq = row["id"], row["changed_seq"]
             names = self.subject_keys.get(subject_id, ())

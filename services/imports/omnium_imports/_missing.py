@@ -46,10 +46,26 @@ async def mark(
     """Count the missing keys, in one transaction the caller opens: safe to repeat for the same
     run. `needed` runs in a row asks a person. Answers each key's count, and the keys asked
     about (to cancel, if the integration says so; one cancelled already is not among them)."""
-    rows = await conn.fetch(QUERIES["mark_missing"], integration_id, missing, back, run_id)
+    rows = await conn.fetch(
+        *QUERIES.bind(
+            "mark_missing",
+            integration_id=integration_id,
+            missing_keys=missing,
+            listed_keys=back,
+            run_id=run_id,
+        )
+    )
     # A key listed again is not missing: its question closes by itself.
     listed_again = [row["subject_key"] for row in rows if row["missing_runs"] == 0]
-    await conn.execute(QUERIES["close_reviews"], integration_id, "missing", listed_again, "import")
+    await conn.execute(
+        *QUERIES.bind(
+            "close_reviews",
+            integration_id=integration_id,
+            kind="missing",
+            subject_keys=listed_again,
+            resolved_by="import",
+        )
+    )
     counts: dict[str, int] = {}
     asked: list[Gone] = []
     for row in rows:
@@ -85,4 +101,13 @@ async def answered(
     """A key's missing question answered (in a transaction): closed, and the key not counted or
     asked about again until a run lists it and it goes missing once more."""
     await conn.execute(QUERIES["answer_missing"], integration_id, key)
-    await conn.execute(QUERIES["answer_review"], integration_id, "missing", key, status, by)
+    await conn.execute(
+        *QUERIES.bind(
+            "answer_review",
+            integration_id=integration_id,
+            kind="missing",
+            subject_key=key,
+            status=status,
+            resolved_by=by,
+        )
+    )

@@ -31,7 +31,12 @@ async def enqueue_pull(
     """A doorbell's job; None when a doorbell queued this Scout run before. The job carries the
     ring's trace, which the run continues."""
     job_id: int | None = await conn.fetchval(
-        QUERIES["enqueue_pull"], integration_id, scout_run_id, current_traceparent()
+        *QUERIES.bind(
+            "enqueue_pull",
+            integration_id=integration_id,
+            scout_run_id=scout_run_id,
+            trace_context=current_traceparent(),
+        )
     )
     if job_id is not None:
         await conn.execute("SELECT pg_notify($1, $2)", JOB_CHANNEL, str(job_id))
@@ -60,7 +65,13 @@ async def enqueue_resume(
     done = await resumes_of_run(conn, run_id)
     wait = min(first_seconds * 2**done, max_seconds)
     job_id: int | None = await conn.fetchval(
-        QUERIES["enqueue_resume"], run_id, wait, tries, past_guards
+        *QUERIES.bind(
+            "enqueue_resume",
+            run_id=run_id,
+            wait_seconds=wait,
+            max_resumes=tries,
+            past_guards=past_guards,
+        )
     )
     # No NOTIFY: the job may not be claimed before its wait is over; the workers' poll finds it.
     return None if job_id is None else (job_id, wait)
@@ -89,7 +100,10 @@ async def claim(conn: asyncpg.Connection, worker: str, lease_seconds: float) -> 
 
 
 async def renew(conn: asyncpg.Connection, job: Job, worker: str, lease_seconds: float) -> bool:
-    return await conn.fetchval(QUERIES["renew"], job.id, worker, lease_seconds) is not None
+    renewed = await conn.fetchval(
+        *QUERIES.bind("renew", job_id=job.id, worker=worker, lease_seconds=lease_seconds)
+    )
+    return renewed is not None
 
 
 async def finish(
@@ -102,7 +116,11 @@ async def finish(
     run_id: str | None = None,
 ) -> bool:
     status = "failed" if failed else "done"
-    done = await conn.fetchval(QUERIES["finish"], job.id, worker, status, error, run_id)
+    done = await conn.fetchval(
+        *QUERIES.bind(
+            "finish", job_id=job.id, worker=worker, status=status, error=error, run_id=run_id
+        )
+    )
     return done is not None
 
 

@@ -33,7 +33,13 @@ class Alerts:
     ) -> bool:
         """True when this raised a new alert; an open one of the same kind is left as it is."""
         alert_id = await conn.fetchval(
-            QUERIES["raise_alert"], integration_id, kind, message, run_id
+            *QUERIES.bind(
+                "raise_alert",
+                integration_id=integration_id,
+                kind=kind,
+                message=message,
+                run_id=run_id,
+            )
         )
         if alert_id is None:
             return False
@@ -59,7 +65,12 @@ class Alerts:
     ) -> None:
         """The open alert of this kind says `message` now; raised if none is open. A person
         already told of the cause is not told of it a second time."""
-        if await conn.fetchval(QUERIES["restate_alert"], integration_id, kind, message) is None:
+        restated = await conn.fetchval(
+            *QUERIES.bind(
+                "restate_alert", integration_id=integration_id, kind=kind, message=message
+            )
+        )
+        if restated is None:
             await self.raise_(conn, integration_id, kind, message, run_id)
 
     async def clear(self, conn: asyncpg.Connection, integration_id: str, *kinds: str) -> None:
@@ -77,7 +88,15 @@ async def open_review(
 ) -> int | None:
     """A new item in Waiting for you; None when an open one for the same key is there."""
     item: int | None = await conn.fetchval(
-        QUERIES["open_review"], integration_id, kind, subject_key, question, run_id, subject_id
+        *QUERIES.bind(
+            "open_review",
+            integration_id=integration_id,
+            kind=kind,
+            subject_key=subject_key,
+            question=question,
+            run_id=run_id,
+            subject_id=subject_id,
+        )
     )
     return item
 
@@ -111,16 +130,24 @@ async def ask_about_held(
     for key, question in held.items():
         await open_review(conn, integration_id, "held", key, question, run_id)
     await conn.execute(
-        QUERIES["close_reviews"],
-        integration_id,
-        "held",
-        sorted(answered.difference(held)),
-        "import",
+        *QUERIES.bind(
+            "close_reviews",
+            integration_id=integration_id,
+            kind="held",
+            subject_keys=sorted(answered.difference(held)),
+            resolved_by="import",
+        )
     )
     listed = [row.key for row in mapped if row.key]
     if complete and listed:
         await conn.execute(
-            QUERIES["close_unlisted_reviews"], integration_id, "held", listed, "import"
+            *QUERIES.bind(
+                "close_unlisted_reviews",
+                integration_id=integration_id,
+                kind="held",
+                listed_keys=listed,
+                resolved_by="import",
+            )
         )
 
 
@@ -184,7 +211,11 @@ async def tell_of_run(
     if status == "done":
         # A failed run is answered by itself done, by a full run done, or (a check that could
         # not read Scout at all, with no run) by any run read and written.
-        await conn.execute(QUERIES["clear_run_failed"], integration_id, run_id, full)
+        await conn.execute(
+            *QUERIES.bind(
+                "clear_run_failed", integration_id=integration_id, run_id=run_id, full_run=full
+            )
+        )
     if run is not None and full:
         # A new full run from Scout: it is not quiet.
         await alerts.clear(conn, integration_id, "quiet")

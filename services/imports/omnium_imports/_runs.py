@@ -155,7 +155,12 @@ async def newer_applied(
 ) -> str | None:
     """The Scout id of a newer run applied already, which this one must not take back."""
     row = await conn.fetchrow(
-        QUERIES["newer_applied_run"], integration.id, run.finished_at, run.build
+        *QUERIES.bind(
+            "newer_applied_run",
+            integration_id=integration.id,
+            finished_after=run.finished_at,
+            build=run.build,
+        )
     )
     return None if row is None else str(row[0])
 
@@ -191,7 +196,9 @@ async def plan(
     else:
         groups = _batches.chunks(_batches.ordered(ready, target, unit_ids), size)
     keys = [[row.key or "" for row, _ in group] for group in groups]
-    await conn.execute(QUERIES["set_batches"], run_id, len(groups), keys)
+    await conn.execute(
+        *QUERIES.bind("set_batches", run_id=run_id, batch_total=len(groups), plan=keys)
+    )
     return groups
 
 
@@ -203,15 +210,17 @@ async def log_mapping(
     await conn.execute(QUERIES["forget_mapping_rows"], run_id)
     if logged:
         await conn.execute(
-            QUERIES["log_mapping_rows"],
-            run_id,
-            integration.id,
-            integration.target,
-            [row.position for row in logged],
-            [row.key or f"row {row.position}" for row in logged],
-            [row.hash for row in logged],
-            [row.outcome for row in logged],
-            [row.reason for row in logged],
+            *QUERIES.bind(
+                "log_mapping_rows",
+                run_id=run_id,
+                integration_id=integration.id,
+                subject_kind=integration.target,
+                positions=[row.position for row in logged],
+                keys=[row.key or f"row {row.position}" for row in logged],
+                hashes=[row.hash for row in logged],
+                outcomes=[row.outcome for row in logged],
+                reasons=[row.reason for row in logged],
+            )
         )
 
 
@@ -219,7 +228,11 @@ async def finish(
     conn: asyncpg.Connection, run_id: str, status: str, reason: str | None, outcomes: Counter[str]
 ) -> None:
     """The run closed with its status and outcomes (in a transaction)."""
-    await conn.execute(QUERIES["finish_run"], run_id, status, reason, dict(outcomes))
+    await conn.execute(
+        *QUERIES.bind(
+            "finish_run", run_id=run_id, status=status, reason=reason, outcomes=dict(outcomes)
+        )
+    )
     if status in _NO_LONGER_PAUSED:
         await conn.execute(QUERIES["close_outdated_guards"], run_id)
         # A paused run this one overtook would end older if started: it says so, and no

@@ -339,11 +339,17 @@ class ImportsService(imports_pb2_grpc.ImportsServiceServicer):
             if run is None:
                 await context.abort(grpc.StatusCode.NOT_FOUND, f"there is no run {request.run_id}")
             limit = request.rows_per_section or _ROWS_PER_SECTION
-            # Another team's reader never sees a result the checker holds: such a
-            # row is shown without its results until a person approves them.
-            hidden = held_results_hidden()
+            # Another team's reader sees a row without the results the checker holds.
             held = [d.upper() for d in self.settings.delivery.checker_disciplines]
-            rows = await conn.fetch(QUERIES["run_rows"], request.run_id, limit, hidden, held)
+            rows = await conn.fetch(
+                *QUERIES.bind(
+                    "run_rows",
+                    run_id=request.run_id,
+                    per_section=limit,
+                    hide_held=held_results_hidden(),
+                    held_disciplines=held,
+                )
+            )
             totals = await conn.fetchrow(QUERIES["run_row_totals"], request.run_id)
         detail = imports_pb2.RunDetail(
             run=run_message(run),

@@ -54,19 +54,23 @@ async def open_windows(
     ]
     if official:
         await conn.execute(
-            QUERIES["mark_official"],
-            integration_id,
-            official,
-            first_read(official_at, settings),
-            official_at,
+            *QUERIES.bind(
+                "mark_official",
+                integration_id=integration_id,
+                subject_keys=official,
+                next_read_at=first_read(official_at, settings),
+                official_at=official_at,
+            )
         )
     if build == "page":
         listed = [row.key for row in mapped if row.key]
         settling = await conn.fetch(QUERIES["settling"], integration_id, listed)
         if settling:
             await conn.execute(
-                QUERIES["settle_listed"],
-                integration_id,
-                [row["subject_key"] for row in settling],
-                [next_read(row["official_at"], now, settings) for row in settling],
+                *QUERIES.bind(
+                    "settle_listed",
+                    integration_id=integration_id,
+                    subject_keys=[row["subject_key"] for row in settling],
+                    next_reads=[next_read(row["official_at"], now, settings) for row in settling],
+                )
             )

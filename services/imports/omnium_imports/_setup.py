@@ -92,7 +92,12 @@ async def add_version(
     checked_mapping(mapping, ())
     try:
         row = await conn.fetchrow(
-            QUERIES["add_version"], integration_id, json.dumps(dict(mapping)), note
+            *QUERIES.bind(
+                "add_version",
+                integration_id=integration_id,
+                mapping=json.dumps(dict(mapping)),
+                note=note,
+            )
         )
     except asyncpg.ForeignKeyViolationError:
         row = None
@@ -106,7 +111,13 @@ async def add_lookups(
 ) -> None:
     """Scout's ids (keys) to ours (values), for the mapping's look-up steps."""
     await conn.execute(
-        QUERIES["add_lookups"], integration_id, kind, list(ours), list(ours.values())
+        *QUERIES.bind(
+            "add_lookups",
+            integration_id=integration_id,
+            kind=kind,
+            external_ids=list(ours),
+            our_ids=list(ours.values()),
+        )
     )
 
 
@@ -115,7 +126,9 @@ async def resolve_ours(
 ) -> list[str | None]:
     """Our ids for codes (or ids) of competitors or units of the integration's event, in order;
     None for one we do not have."""
-    rows = await conn.fetch(QUERIES["resolve_ours"], integration_id, kind, list(ours))
+    rows = await conn.fetch(
+        *QUERIES.bind("resolve_ours", integration_id=integration_id, kind=kind, ours=list(ours))
+    )
     return [row["id"] for row in rows]
 
 
@@ -144,29 +157,35 @@ async def load_reference(conn: asyncpg.Connection, reference: Mapping[str, Any])
     event = reference["event"]
     async with conn.transaction():
         event_id = await conn.fetchval(
-            QUERIES["upsert_event"],
-            event["code"],
-            event["name"],
-            event["timeZone"],
-            _date(event.get("firstDay")),
-            _date(event.get("lastDay")),
+            *QUERIES.bind(
+                "upsert_event",
+                code=event["code"],
+                name=event["name"],
+                time_zone=event["timeZone"],
+                starts_on=_date(event.get("firstDay")),
+                ends_on=_date(event.get("lastDay")),
+            )
         )
         disciplines = reference["disciplines"]
         await conn.execute(
-            QUERIES["upsert_disciplines"],
-            event_id,
-            [d["code"] for d in disciplines],
-            [d["name"] for d in disciplines],
+            *QUERIES.bind(
+                "upsert_disciplines",
+                event_id=event_id,
+                codes=[d["code"] for d in disciplines],
+                names=[d["name"] for d in disciplines],
+            )
         )
         competitors = reference["competitors"]
         await conn.execute(
-            QUERIES["upsert_competitors"],
-            event_id,
-            [c["externalId"] for c in competitors],
-            [c["name"] for c in competitors],
-            [c["noc"] for c in competitors],
-            ["team" if c.get("kind") == "team" else "person" for c in competitors],
-            [c.get("discipline") for c in competitors],
+            *QUERIES.bind(
+                "upsert_competitors",
+                event_id=event_id,
+                codes=[c["externalId"] for c in competitors],
+                names=[c["name"] for c in competitors],
+                nocs=[c["noc"] for c in competitors],
+                kinds=["team" if c.get("kind") == "team" else "person" for c in competitors],
+                disciplines=[c.get("discipline") for c in competitors],
+            )
         )
         rows = await conn.fetch(
             QUERIES["competitor_ids"], event_id, [c["externalId"] for c in competitors]

@@ -2,7 +2,7 @@
 
 -- name: upsert_client
 INSERT INTO client (code, name, event_id, transport, settings, enabled)
-SELECT $1, $2, e.id, $4, $5, $6 FROM event e WHERE e.code = $3
+SELECT :code, :name, e.id, :transport, :settings, :enabled FROM event e WHERE e.code = :event_code
 ON CONFLICT (code) DO UPDATE SET
   name = EXCLUDED.name, event_id = EXCLUDED.event_id, transport = EXCLUDED.transport,
   settings = EXCLUDED.settings, enabled = EXCLUDED.enabled, updated_at = now()
@@ -13,7 +13,7 @@ SELECT d.code, d.id::text FROM discipline d JOIN event e ON e.id = d.event_id WH
 
 -- name: upsert_feed
 INSERT INTO client_feed (client_id, kind, format, discipline_id, top_n, live)
-VALUES ($1, $2, $3, $4, $5, $6)
+VALUES (:client_id, :kind, :format, :discipline_id, :top_n, :live)
 ON CONFLICT (client_id, kind, format, discipline_id, top_n) DO UPDATE SET live = EXCLUDED.live
 RETURNING id;
 
@@ -49,9 +49,9 @@ SELECT f.id, f.client_id::text, f.kind, f.format, d.code AS discipline, f.top_n,
 SELECT a.feed_id, c.code AS client_code, a.version AS a_version, a.sha256, a.bytes, a.attempts,
        a.outcome, a.error, a.saved_at, a.delivered_at, a.file_name, a.resend
   FROM delivery_attempt a JOIN client c ON c.id = a.client_id
- WHERE c.code = $1 AND ($2::bigint = 0 OR a.feed_id = $2)
+ WHERE c.code = :client_code AND (:feed_id::bigint = 0 OR a.feed_id = :feed_id)
  ORDER BY a.id DESC
- LIMIT $3;
+ LIMIT :at_most;
 
 -- name: resend
 UPDATE client_feed f SET force = true, due_at = clock_timestamp()

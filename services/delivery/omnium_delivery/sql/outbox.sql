@@ -9,28 +9,28 @@ SELECT last_id, recent_ids FROM delivery_cursor WHERE name = 'outbox' FOR UPDATE
 SELECT pg_notify('omnium_domain_event', '');
 
 -- name: read_outbox
--- Past the cursor, and rows saved within the lag window not read yet: a transaction that took
--- an id early and committed late is still read once. `held`: the checker holds the unit's
--- results for everyone ($5: the disciplines held by setting), so live push leaves them out;
--- for a medal row, the public medal table is held (a medal waits for approval), so live push
--- leaves the row's change out as /medals leaves the rows out.
+-- Past the cursor, and rows saved within the lag window not read yet: a transaction that took an id
+-- early and committed late is still read once. `held`: the checker holds the unit's results for
+-- everyone (:held_disciplines: the disciplines held by setting), so live push leaves them out; for
+-- a medal row, the public medal table is held (a medal waits for approval), so live push leaves the
+-- row's change out as /medals leaves the rows out.
 WITH batch AS (
   SELECT d.* FROM domain_event d
-   WHERE d.id > $1
-      OR (d.saved_at > clock_timestamp() - make_interval(secs => $3::float8)
-          AND NOT d.id = ANY($2::bigint[]))
+   WHERE d.id > :after_id
+      OR (d.saved_at > clock_timestamp() - make_interval(secs => :lag_seconds::float8)
+          AND NOT d.id = ANY(:recent_ids::bigint[]))
    ORDER BY d.id
-   LIMIT $4
+   LIMIT :batch_size
 ),
 -- Asked once per Games in the batch, not once per medal row (an import brings dozens).
 medal_tables AS (
-  SELECT x.event_id, event_medals_held(x.event_id, $5::text[]) AS held
+  SELECT x.event_id, event_medals_held(x.event_id, :held_disciplines::text[]) AS held
     FROM (SELECT DISTINCT b.event_id FROM batch b WHERE b.subject_kind = 'medal_row') x
 )
 SELECT d.id, d.kind, d.subject_kind, d.unit_id::text, e.code AS event_code, d.payload, d.saved_at,
        d.trace_context,
        CASE WHEN d.subject_kind = 'medal_row' THEN coalesce(m.held, false)
-            ELSE coalesce(results_held(d.event_id, dd.code, $5::text[]), false) END AS held
+            ELSE coalesce(results_held(d.event_id, dd.code, :held_disciplines::text[]), false) END AS held
   FROM batch d
   JOIN event e ON e.id = d.event_id
   LEFT JOIN unit u ON u.id = d.unit_id
@@ -41,10 +41,10 @@ SELECT d.id, d.kind, d.subject_kind, d.unit_id::text, e.code AS event_code, d.pa
 -- name: move_cursor
 -- recent_ids keeps only what is still inside the lag window.
 UPDATE delivery_cursor SET
-  last_id = greatest(last_id, $1),
+  last_id = greatest(last_id, :last_id),
   recent_ids = coalesce((SELECT array_agg(d.id ORDER BY d.id) FROM domain_event d
-                          WHERE d.id = ANY($2::bigint[])
-                            AND d.saved_at > clock_timestamp() - make_interval(secs => $3::float8)), '{}'),
+                          WHERE d.id = ANY(:recent_ids::bigint[])
+                            AND d.saved_at > clock_timestamp() - make_interval(secs => :lag_seconds::float8)), '{}'),
   updated_at = now()
  WHERE name = 'outbox';
 
@@ -67,7 +67,7 @@ WITH ev AS (
     FROM domain_event d
     LEFT JOIN unit u ON u.id = d.unit_id
     LEFT JOIN medal_row m ON d.subject_kind = 'medal_row' AND m.id = d.subject_id
-   WHERE d.id = ANY($1::bigint[])
+   WHERE d.id = ANY(:event_ids::bigint[])
 ),
 hits AS (
   SELECT f.id, max(ev.id) AS top
@@ -88,7 +88,7 @@ hits AS (
 UPDATE client_feed f SET
   due_at = CASE WHEN f.marks > f.built_marks AND f.due_at IS NOT NULL THEN f.due_at
                 ELSE clock_timestamp()
-                     + make_interval(secs => CASE WHEN f.live THEN $3::float8 ELSE $2::float8 END) END,
+                     + make_interval(secs => CASE WHEN f.live THEN :live_debounce_seconds::float8 ELSE :debounce_seconds::float8 END) END,
   marks = f.marks + 1,
   wanted_id = greatest(f.wanted_id, h.top)
   FROM hits h

@@ -3,23 +3,23 @@
 -- name: claim_clients
 -- Clients with a feed due, not held by another copy (SKIP LOCKED, then a lease), and not one
 -- this copy is already working.
-UPDATE client c SET leased_by = $1, lease_until = clock_timestamp() + make_interval(secs => $2::float8)
+UPDATE client c SET leased_by = :copy, lease_until = clock_timestamp() + make_interval(secs => :lease_seconds::float8)
  WHERE c.id IN (
    SELECT x.id FROM client x
-    WHERE x.enabled AND NOT x.id = ANY($3::uuid[])
-      AND (x.lease_until IS NULL OR x.lease_until < clock_timestamp() OR x.leased_by = $1)
+    WHERE x.enabled AND NOT x.id = ANY(:busy_client_ids::uuid[])
+      AND (x.lease_until IS NULL OR x.lease_until < clock_timestamp() OR x.leased_by = :copy)
       AND EXISTS (SELECT 1 FROM client_feed f
                    WHERE f.client_id = x.id AND (f.marks > f.built_marks OR f.force)
                      AND f.due_at <= clock_timestamp())
     ORDER BY x.id
     FOR UPDATE SKIP LOCKED
-    LIMIT $4)
+    LIMIT :at_most)
 RETURNING c.id::text, c.code, c.name, c.transport, c.settings, c.event_id::text,
           (SELECT e.code FROM event e WHERE e.id = c.event_id) AS event_code;
 
 -- name: renew_client
-UPDATE client SET lease_until = clock_timestamp() + make_interval(secs => $3::float8)
- WHERE id = $1 AND leased_by = $2
+UPDATE client SET lease_until = clock_timestamp() + make_interval(secs => :lease_seconds::float8)
+ WHERE id = :client_id AND leased_by = :copy
 RETURNING id;
 
 -- name: release_client
@@ -55,9 +55,9 @@ SELECT u.id::text, u.code, d.code AS discipline, u.name, u.phase, u.start_at, u.
                   WHERE s.unit_id = u.id), '[]') AS sides
   FROM unit u
   JOIN discipline d ON d.id = u.discipline_id
- WHERE u.event_id = $1 AND ($2::uuid IS NULL OR u.discipline_id = $2)
-   -- $3: only units that have results (started, or a side with a score or result).
-   AND (NOT $3 OR u.status IN ('RUNNING', 'INTERRUPTED', 'UNOFFICIAL', 'OFFICIAL', 'PROTESTED')
+ WHERE u.event_id = :event_id AND (:discipline_id::uuid IS NULL OR u.discipline_id = :discipline_id)
+   -- :only_results: only units that have results (started, or a side with a score or result).
+   AND (NOT :only_results OR u.status IN ('RUNNING', 'INTERRUPTED', 'UNOFFICIAL', 'OFFICIAL', 'PROTESTED')
         OR EXISTS (SELECT 1 FROM unit_competitor s WHERE s.unit_id = u.id
                     AND (s.score IS NOT NULL OR s.result IS NOT NULL)))
  ORDER BY u.start_at NULLS LAST, u.code;
@@ -75,49 +75,51 @@ SELECT DISTINCT ON (a.unit_id) a.unit_id::text, a.payload
 SELECT id::text, code, name, noc, kind FROM competitor WHERE id = ANY($1::uuid[]);
 
 -- name: medals_held
--- The checker step for a medal table feed: whether a unit of its scope ($2: a discipline, or
--- null: the whole Games) held by this client's checker ($3: the disciplines held; $4: every
--- one) shows a medal its newest approval does not (migration 0022, the public table's rule).
-SELECT client_medals_held($1, $2::uuid, $3::text[], $4);
+-- The checker step for a medal table feed: whether a unit of its scope (:discipline_id: a
+-- discipline, or null: the whole Games) held by this client's checker (:held_disciplines: the
+-- disciplines held; :holds_every: every one) shows a medal its newest approval does not (migration
+-- 0022, the public table's rule).
+SELECT client_medals_held(:event_id, :discipline_id::uuid, :held_disciplines::text[], :holds_every);
 
 -- name: held_feed
 -- A feed that waits for the checker (a held medal table): nothing sent, the client keeps the
--- version it has; built up to mark $2 (outbox id $4), so only a new change (an approval, a
--- medal) or the sweep builds it again; changes that came in while it was built open a new
--- window ($3). A resend asked for meanwhile is dropped with it: it would meet the same wait.
-UPDATE client_feed SET built_marks = greatest(built_marks, $2), built_id = greatest(built_id, $4),
+-- version it has; built up to mark :marks (outbox id :outbox_id), so only a new change (an
+-- approval, a medal) or the sweep builds it again; changes that came in while it was built open a
+-- new window (:window_seconds). A resend asked for meanwhile is dropped with it: it would meet the
+-- same wait.
+UPDATE client_feed SET built_marks = greatest(built_marks, :marks), built_id = greatest(built_id, :outbox_id),
   force = false,
-  due_at = CASE WHEN marks > greatest(built_marks, $2)
-                THEN clock_timestamp() + make_interval(secs => $3::float8) ELSE NULL END
- WHERE id = $1;
+  due_at = CASE WHEN marks > greatest(built_marks, :marks)
+                THEN clock_timestamp() + make_interval(secs => :window_seconds::float8) ELSE NULL END
+ WHERE id = :feed_id;
 
 -- name: medal_rows
 -- A row with no medal is not in the table (medals.withdraw_row takes a NOC's last medal away).
 SELECT m.noc, m.gold, m.silver, m.bronze, m.total, m.rank
   FROM medal_row m
- WHERE m.event_id = $1 AND m.discipline_id IS NOT DISTINCT FROM $2::uuid AND m.total > 0
+ WHERE m.event_id = :event_id AND m.discipline_id IS NOT DISTINCT FROM :discipline_id::uuid AND m.total > 0
  ORDER BY m.rank NULLS LAST, m.gold DESC, m.silver DESC, m.bronze DESC, m.noc
- LIMIT $3;
+ LIMIT :at_most;
 
 -- name: new_version
--- Version only goes up: a new content gets the next number ($4: it is new), before it is sent.
--- Answers when the newest change it carries ($5) was saved, and that change's trace (the send
--- continues it).
+-- Version only goes up: a new content gets the next number (:is_new: it is new), before it is sent.
+-- Answers when the newest change it carries (:outbox_id) was saved, and that change's trace (the
+-- send continues it).
 WITH bumped AS (
-  UPDATE client_feed SET version = $2, content_sha = $3 WHERE id = $1 AND $4 RETURNING id
+  UPDATE client_feed SET version = :version, content_sha = :content_sha WHERE id = :feed_id AND :is_new RETURNING id
 )
 SELECT d.saved_at, d.trace_context, (SELECT count(*) FROM bumped) AS bumped
   FROM (SELECT 1) one
-  LEFT JOIN domain_event d ON d.id = $5;
+  LEFT JOIN domain_event d ON d.id = :outbox_id;
 
 -- name: unchanged
--- Same bytes as the last good send: nothing to send, the feed is current up to mark $2 (outbox
--- id $4). Changes that came in while it was built open a new window ($3).
+-- Same bytes as the last good send: nothing to send, the feed is current up to mark :marks (outbox
+-- id :outbox_id). Changes that came in while it was built open a new window (:window_seconds).
 UPDATE client_feed SET
-  built_marks = greatest(built_marks, $2), built_id = greatest(built_id, $4), force = false,
-  due_at = CASE WHEN marks > greatest(built_marks, $2)
-                THEN clock_timestamp() + make_interval(secs => $3::float8) ELSE NULL END
- WHERE id = $1;
+  built_marks = greatest(built_marks, :marks), built_id = greatest(built_id, :outbox_id), force = false,
+  due_at = CASE WHEN marks > greatest(built_marks, :marks)
+                THEN clock_timestamp() + make_interval(secs => :window_seconds::float8) ELSE NULL END
+ WHERE id = :feed_id;
 
 -- name: record_send
 -- One send: its row, and the feed's state. Delivered: current up to mark :marks (outbox id
@@ -164,7 +166,7 @@ UPDATE client_feed SET due_at = clock_timestamp() + make_interval(secs => $2::fl
  WHERE client_id = $1 AND (marks > built_marks OR force);
 
 -- name: raise_alert
-INSERT INTO delivery_alert (client_id, kind, message) VALUES ($1, $2, $3)
+INSERT INTO delivery_alert (client_id, kind, message) VALUES (:client_id, :kind, :message)
 ON CONFLICT (client_id, kind) WHERE status = 'open' DO NOTHING
 RETURNING id;
 

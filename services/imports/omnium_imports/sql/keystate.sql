@@ -14,14 +14,14 @@ SELECT subject_key, subject_id::text AS subject_id, last_hash, applied_seq, miss
 -- run lists.
 SELECT id::text AS id, changed_seq
   FROM unit
- WHERE (changed_seq > $2 OR updated_at > $3)
-   AND event_id = (SELECT event_id FROM integration WHERE id = $1::uuid);
+ WHERE (changed_seq > :watermark OR updated_at > :since)
+   AND event_id = (SELECT event_id FROM integration WHERE id = :integration_id::uuid);
 
 -- name: changed_medal_rows_since
 SELECT id::text AS id, changed_seq
   FROM medal_row
- WHERE (changed_seq > $2 OR updated_at > $3)
-   AND event_id = (SELECT event_id FROM integration WHERE id = $1::uuid);
+ WHERE (changed_seq > :watermark OR updated_at > :since)
+   AND event_id = (SELECT event_id FROM integration WHERE id = :integration_id::uuid);
 
 -- name: look_now
 -- Taken before the read of changes, in its own statement: the sequence's value, the clock, and
@@ -66,15 +66,16 @@ ON CONFLICT DO NOTHING;
 -- name: mark_official
 -- Keys whose row says official for the first time open their settle window.
 UPDATE integration_key_state
-   SET official_at = $4, next_read_at = $3
- WHERE integration_id = $1::uuid AND subject_key = ANY($2::text[]) AND official_at IS NULL;
+   SET official_at = :official_at, next_read_at = :next_read_at
+ WHERE integration_id = :integration_id::uuid AND subject_key = ANY(:subject_keys::text[])
+   AND official_at IS NULL;
 
 -- name: settle_listed
 -- A page run read these keys again: each moves on to its next read (or leaves the window).
 UPDATE integration_key_state AS k
    SET next_read_at = v.next_read_at, read_asked_at = NULL
-  FROM unnest($2::text[], $3::timestamptz[]) AS v(subject_key, next_read_at)
- WHERE k.integration_id = $1::uuid AND k.subject_key = v.subject_key;
+  FROM unnest(:subject_keys::text[], :next_reads::timestamptz[]) AS v(subject_key, next_read_at)
+ WHERE k.integration_id = :integration_id::uuid AND k.subject_key = v.subject_key;
 
 -- name: settling
 SELECT subject_key, official_at FROM integration_key_state

@@ -79,31 +79,33 @@ SELECT count(*) FILTER (WHERE outcome = 'accepted')::int AS changed,
  WHERE run_id = $1::uuid;
 
 -- name: run_rows
--- The first $2 rows of each section, in row order; a row in two sections comes once.
--- `held`: with $3, the row carries a result the checker holds that no approval has covered
--- ($4: the disciplines held by setting); the batch's timeline item says when it was saved.
+-- The first :per_section rows of each section, in row order; a row in two sections comes once.
+-- `held`: with :hide_held, the row carries a result the checker holds that no approval has covered
+-- (:held_disciplines: the disciplines held by setting); the batch's timeline item says when it was
+-- saved.
 SELECT r.position, r.subject_key, r.outcome, r.reason, r.diff, r.kept_by_hand,
-       $3::boolean AND (diff_holds_results(r.diff, b.id, $4::text[])
-                        OR diff_holds_results(r.kept_by_hand, b.id, $4::text[])) AS held
+       :hide_held::boolean
+         AND (diff_holds_results(r.diff, b.id, :held_disciplines::text[])
+              OR diff_holds_results(r.kept_by_hand, b.id, :held_disciplines::text[])) AS held
   FROM integration_row r
   LEFT JOIN LATERAL (
     SELECT t.id FROM timeline_item t
-     WHERE $3::boolean AND r.subject_kind = 'unit' AND t.unit_ids @> ARRAY[r.subject_id]
+     WHERE :hide_held::boolean AND r.subject_kind = 'unit' AND t.unit_ids @> ARRAY[r.subject_id]
        AND t.command_id = r.run_id::text || ':' || r.batch_no
   ) b ON true
  WHERE r.id IN (
-       (SELECT id FROM integration_row WHERE run_id = $1::uuid AND outcome = 'accepted'
-         ORDER BY position LIMIT $2)
+       (SELECT id FROM integration_row WHERE run_id = :run_id::uuid AND outcome = 'accepted'
+         ORDER BY position LIMIT :per_section)
        UNION
-       (SELECT id FROM integration_row WHERE run_id = $1::uuid AND kept_by_hand <> '[]'::jsonb
-         ORDER BY position LIMIT $2)
+       (SELECT id FROM integration_row WHERE run_id = :run_id::uuid AND kept_by_hand <> '[]'::jsonb
+         ORDER BY position LIMIT :per_section)
        UNION
-       (SELECT id FROM integration_row WHERE run_id = $1::uuid AND outcome = 'held'
-         ORDER BY position LIMIT $2)
+       (SELECT id FROM integration_row WHERE run_id = :run_id::uuid AND outcome = 'held'
+         ORDER BY position LIMIT :per_section)
        UNION
        (SELECT id FROM integration_row
-         WHERE run_id = $1::uuid AND outcome IN ('refused', 'not_placed', 'problem')
-         ORDER BY position LIMIT $2))
+         WHERE run_id = :run_id::uuid AND outcome IN ('refused', 'not_placed', 'problem')
+         ORDER BY position LIMIT :per_section))
  ORDER BY r.position;
 
 -- name: waiting

@@ -2,9 +2,9 @@
 
 -- name: enqueue_pull
 -- A doorbell rung twice for one Scout run queues one job (unique index); the second gets null.
--- $3: the ring's traceparent, so the run that works the job continues the ring's trace.
+-- :trace_context: the ring's traceparent, so the run that works the job continues the ring's trace.
 INSERT INTO integration_job (integration_id, kind, scout_run_id, via, trace_context)
-VALUES ($1::uuid, 'pull', $2, 'doorbell', $3)
+VALUES (:integration_id::uuid, 'pull', :scout_run_id, 'doorbell', :trace_context)
 ON CONFLICT (integration_id, scout_run_id) WHERE kind = 'pull' AND via = 'doorbell' DO NOTHING
 RETURNING id;
 
@@ -19,15 +19,16 @@ RETURNING id;
 
 -- name: enqueue_resume
 -- A partly done run, again after a wait: the same Scout run into the same run (its saved batches
--- answer duplicate). Null once it has resumed $3 times by itself, or when a job of the run is
--- queued already; then it waits for a person.
+-- answer duplicate). Null once it has resumed :max_resumes times by itself, or when a job of the
+-- run is queued already; then it waits for a person.
 INSERT INTO integration_job (integration_id, kind, scout_run_id, via, past_guards, run_id,
                              not_before)
-SELECT r.integration_id, 'pull', r.scout_run_id, 'resume', $4, r.id,
-       now() + make_interval(secs => $2)
+SELECT r.integration_id, 'pull', r.scout_run_id, 'resume', :past_guards, r.id,
+       now() + make_interval(secs => :wait_seconds)
   FROM integration_run r
- WHERE r.id = $1::uuid AND r.status = 'partly_done'
-   AND (SELECT count(*) FROM integration_job j WHERE j.run_id = r.id AND j.via = 'resume') < $3
+ WHERE r.id = :run_id::uuid AND r.status = 'partly_done'
+   AND (SELECT count(*) FROM integration_job j WHERE j.run_id = r.id AND j.via = 'resume')
+       < :max_resumes
    AND NOT EXISTS (SELECT 1 FROM integration_job j
                     WHERE j.run_id = r.id AND j.status = 'queued')
 RETURNING id;
@@ -81,15 +82,15 @@ RETURNING j.id, j.integration_id::text AS integration_id, j.kind, j.scout_run_id
 -- name: renew
 -- Zero rows: the lease ran out and another worker took the job; this worker must stop.
 UPDATE integration_job
-   SET lease_until = now() + make_interval(secs => $3)
- WHERE id = $1 AND worker = $2 AND status = 'running'
+   SET lease_until = now() + make_interval(secs => :lease_seconds)
+ WHERE id = :job_id AND worker = :worker AND status = 'running'
 RETURNING id;
 
 -- name: finish
 UPDATE integration_job
-   SET status = $3, error = $4, run_id = coalesce($5::uuid, run_id), finished_at = now(),
-       lease_until = NULL
- WHERE id = $1 AND worker = $2
+   SET status = :status, error = :error, run_id = coalesce(:run_id::uuid, run_id),
+       finished_at = now(), lease_until = NULL
+ WHERE id = :job_id AND worker = :worker
 RETURNING id;
 
 -- name: release

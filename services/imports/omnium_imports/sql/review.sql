@@ -2,13 +2,13 @@
 
 -- name: raise_alert
 INSERT INTO alert (integration_id, kind, message, run_id)
-VALUES ($1::uuid, $2, $3, $4::uuid)
+VALUES (:integration_id::uuid, :kind, :message, :run_id::uuid)
 ON CONFLICT (integration_id, kind) WHERE status = 'open' DO NOTHING
 RETURNING id;
 
 -- name: restate_alert
-UPDATE alert SET message = $3
- WHERE integration_id = $1::uuid AND kind = $2 AND status = 'open'
+UPDATE alert SET message = :message
+ WHERE integration_id = :integration_id::uuid AND kind = :kind AND status = 'open'
 RETURNING id;
 
 -- name: alert_sent
@@ -20,7 +20,7 @@ UPDATE alert SET status = 'cleared', cleared_at = now()
 
 -- name: open_review
 INSERT INTO review_item (integration_id, kind, subject_key, question, run_id, subject_id)
-VALUES ($1::uuid, $2, $3, $4, $5::uuid, $6::uuid)
+VALUES (:integration_id::uuid, :kind, :subject_key, :question, :run_id::uuid, :subject_id::uuid)
 ON CONFLICT (integration_id, kind, subject_key) WHERE status = 'open' DO NOTHING
 RETURNING id;
 
@@ -29,18 +29,21 @@ SELECT EXISTS (SELECT 1 FROM review_item
                 WHERE integration_id = $1::uuid AND kind = $2 AND status = 'open');
 
 -- name: close_reviews
-UPDATE review_item SET status = 'done', resolved_at = now(), resolved_by = $4
- WHERE integration_id = $1::uuid AND kind = $2 AND subject_key = ANY($3::text[])
+UPDATE review_item SET status = 'done', resolved_at = now(), resolved_by = :resolved_by
+ WHERE integration_id = :integration_id::uuid AND kind = :kind
+   AND subject_key = ANY(:subject_keys::text[])
    AND status = 'open';
 
 -- name: answer_review
-UPDATE review_item SET status = $4, resolved_at = now(), resolved_by = $5
- WHERE integration_id = $1::uuid AND kind = $2 AND subject_key = $3 AND status = 'open';
+UPDATE review_item SET status = :status, resolved_at = now(), resolved_by = :resolved_by
+ WHERE integration_id = :integration_id::uuid AND kind = :kind AND subject_key = :subject_key
+   AND status = 'open';
 
 -- name: close_unlisted_reviews
 -- After a complete run: items about keys it no longer lists are about rows Scout dropped.
-UPDATE review_item SET status = 'done', resolved_at = now(), resolved_by = $4
- WHERE integration_id = $1::uuid AND kind = $2 AND subject_key <> ALL($3::text[])
+UPDATE review_item SET status = 'done', resolved_at = now(), resolved_by = :resolved_by
+ WHERE integration_id = :integration_id::uuid AND kind = :kind
+   AND subject_key <> ALL(:listed_keys::text[])
    AND status = 'open';
 
 -- name: close_outdated_guards
@@ -62,11 +65,11 @@ UPDATE review_item w
 SELECT build, status, scout_status FROM integration_run WHERE id = $1::uuid;
 
 -- name: clear_run_failed
--- After run $2 is done: its own failure, a check's that read no run, and (a full run, $3)
--- every failed run's: a full run done reads and writes all a failed one would have.
+-- After run :run_id is done: its own failure, a check's that read no run, and (a full run,
+-- :full_run) every failed run's: a full run done reads and writes all a failed one would have.
 UPDATE alert SET status = 'cleared', cleared_at = now()
- WHERE integration_id = $1::uuid AND kind = 'run_failed' AND status = 'open'
-   AND (run_id IS NULL OR run_id = $2::uuid OR $3::bool);
+ WHERE integration_id = :integration_id::uuid AND kind = 'run_failed' AND status = 'open'
+   AND (run_id IS NULL OR run_id = :run_id::uuid OR :full_run::bool);
 
 -- name: any_partly_done
 -- A run partly done, or one being resumed now (Running again until it ends).
@@ -94,10 +97,11 @@ SELECT scout_status FROM integration_run
 -- Written runs that passed the size check on their own: a short run a person started past it
 -- must not become the usual size, or the next short run would pass by itself.
 SELECT row_count FROM integration_run
- WHERE integration_id = $1::uuid AND status IN ('done', 'partly_done') AND build = $2
+ WHERE integration_id = :integration_id::uuid AND status IN ('done', 'partly_done')
+   AND build = :build
    AND sized AND row_count IS NOT NULL
  ORDER BY received_at DESC
- LIMIT $3;
+ LIMIT :at_most;
 
 -- name: current_units
 SELECT u.id::text AS id, u.status, u.phase, u.start_at, u.venue, u.pinned,
@@ -117,20 +121,21 @@ SELECT coalesce(d.code, '') || ':' || m.noc AS ref, m.total, m.pinned
  WHERE m.event_id = (SELECT i.event_id FROM integration i WHERE i.id = $1::uuid);
 
 -- name: mark_missing
--- After full run $4: keys it did not list ($2) count one more missing run, once per run (the
--- step is tried again after a lost answer, and a repeat counts nothing twice); keys it listed
--- again ($3) are reset, and a person's answer about them is forgotten. A key a person answered
--- is not counted again until a run lists it again. `gone_already`: its unit is cancelled, or
--- its medal row withdrawn; there is nothing left to ask.
+-- After full run :run_id: keys it did not list (:missing_keys) count one more missing run, once per
+-- run (the step is tried again after a lost answer, and a repeat counts nothing twice); keys it
+-- listed again (:listed_keys) are reset, and a person's answer about them is forgotten. A key a
+-- person answered is not counted again until a run lists it again. `gone_already`: its unit is
+-- cancelled, or its medal row withdrawn; there is nothing left to ask.
 UPDATE integration_key_state k
-   SET missing_runs = CASE WHEN k.subject_key = ANY($2::text[])
-                           THEN k.missing_runs + (k.missed_in_run IS DISTINCT FROM $4::uuid)::int
+   SET missing_runs = CASE WHEN k.subject_key = ANY(:missing_keys::text[])
+                           THEN k.missing_runs
+                                + (k.missed_in_run IS DISTINCT FROM :run_id::uuid)::int
                            ELSE 0 END,
-       missed_in_run = CASE WHEN k.subject_key = ANY($2::text[]) THEN $4::uuid END,
+       missed_in_run = CASE WHEN k.subject_key = ANY(:missing_keys::text[]) THEN :run_id::uuid END,
        missing_answered = false
- WHERE k.integration_id = $1::uuid
-   AND ((k.subject_key = ANY($2::text[]) AND NOT k.missing_answered)
-        OR k.subject_key = ANY($3::text[]))
+ WHERE k.integration_id = :integration_id::uuid
+   AND ((k.subject_key = ANY(:missing_keys::text[]) AND NOT k.missing_answered)
+        OR k.subject_key = ANY(:listed_keys::text[]))
 RETURNING k.subject_key, k.subject_id::text AS subject_id, k.missing_runs,
           (EXISTS (SELECT 1 FROM unit u WHERE u.id = k.subject_id AND u.status = 'CANCELLED')
            OR EXISTS (SELECT 1 FROM medal_row m

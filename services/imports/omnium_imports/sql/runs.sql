@@ -54,25 +54,25 @@ RETURNING r.id::text AS id, r.status, r.batch_done;
 -- A run older than one already applied must not take the data back in time.
 SELECT scout_run_id
   FROM integration_run
- WHERE integration_id = $1::uuid AND status IN ('done', 'partly_done')
-   AND scout_finished_at > $2 AND (build = 'all' OR build = $3)
+ WHERE integration_id = :integration_id::uuid AND status IN ('done', 'partly_done')
+   AND scout_finished_at > :finished_after AND (build = 'all' OR build = :build)
  ORDER BY scout_finished_at DESC
  LIMIT 1;
 
 -- name: set_batches
 UPDATE integration_run
-   SET batch_total = $2,
-       plan = $3::jsonb,
+   SET batch_total = :batch_total,
+       plan = :plan::jsonb,
        status = CASE WHEN status = 'received' THEN 'applying' ELSE status END
- WHERE id = $1::uuid;
+ WHERE id = :run_id::uuid;
 
 -- name: run_plan
 SELECT plan FROM integration_run WHERE id = $1::uuid;
 
 -- name: finish_run
 UPDATE integration_run
-   SET status = $2, reason = $3, outcomes = $4::jsonb, finished_at = now()
- WHERE id = $1::uuid;
+   SET status = :status, reason = :reason, outcomes = :outcomes::jsonb, finished_at = now()
+ WHERE id = :run_id::uuid;
 
 -- name: overtake_paused_runs
 -- After run $1 is applied: runs a check paused that are older than it (the rule of
@@ -95,8 +95,10 @@ DELETE FROM integration_row WHERE run_id = $1::uuid AND batch_no IS NULL;
 -- name: log_mapping_rows
 INSERT INTO integration_row (run_id, integration_id, position, subject_key, subject_kind,
                              row_hash, outcome, reason)
-SELECT $1::uuid, $2::uuid, v.position, v.key, $3, v.hash, v.outcome, v.reason
-  FROM unnest($4::int[], $5::text[], $6::bytea[], $7::text[], $8::text[])
+SELECT :run_id::uuid, :integration_id::uuid, v.position, v.key, :subject_kind, v.hash, v.outcome,
+       v.reason
+  FROM unnest(:positions::int[], :keys::text[], :hashes::bytea[], :outcomes::text[],
+              :reasons::text[])
        AS v(position, key, hash, outcome, reason);
 
 -- name: last_applied_run

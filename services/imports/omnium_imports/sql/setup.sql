@@ -2,22 +2,22 @@
 
 -- name: upsert_event
 INSERT INTO event (code, name, time_zone, starts_on, ends_on)
-VALUES ($1, $2, $3, $4::date, $5::date)
+VALUES (:code, :name, :time_zone, :starts_on::date, :ends_on::date)
 ON CONFLICT (code) DO UPDATE SET name = EXCLUDED.name, time_zone = EXCLUDED.time_zone
 RETURNING id::text;
 
 -- name: upsert_disciplines
 INSERT INTO discipline (event_id, code, name)
-SELECT $1::uuid, v.code, v.name FROM unnest($2::text[], $3::text[]) AS v(code, name)
+SELECT :event_id::uuid, v.code, v.name FROM unnest(:codes::text[], :names::text[]) AS v(code, name)
 ON CONFLICT (event_id, code) DO UPDATE SET name = EXCLUDED.name;
 
 -- name: upsert_competitors
 -- Competitors keyed by our own code, which for reference loaded from Scout is Scout's id.
 INSERT INTO competitor (event_id, discipline_id, kind, code, name, noc)
-SELECT $1::uuid, d.id, v.kind, v.code, v.name, v.noc
-  FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+SELECT :event_id::uuid, d.id, v.kind, v.code, v.name, v.noc
+  FROM unnest(:codes::text[], :names::text[], :nocs::text[], :kinds::text[], :disciplines::text[])
        AS v(code, name, noc, kind, discipline)
-  LEFT JOIN discipline d ON d.event_id = $1::uuid AND d.code = v.discipline
+  LEFT JOIN discipline d ON d.event_id = :event_id::uuid AND d.code = v.discipline
 ON CONFLICT (event_id, code) DO NOTHING;
 
 -- name: competitor_ids
@@ -51,18 +51,18 @@ WITH same AS (
   SELECT v.version
     FROM integration i
     JOIN integration_version v ON v.integration_id = i.id AND v.version = i.current_version
-   WHERE i.id = $1::uuid AND v.spec = $2::text::jsonb
+   WHERE i.id = :integration_id::uuid AND v.spec = :mapping::text::jsonb
 ), next AS (
   SELECT coalesce(max(version), 0) + 1 AS version
-    FROM integration_version WHERE integration_id = $1::uuid
+    FROM integration_version WHERE integration_id = :integration_id::uuid
 ), added AS (
   INSERT INTO integration_version (integration_id, version, spec, note)
-  SELECT $1::uuid, next.version, $2::text::jsonb, $3 FROM next
+  SELECT :integration_id::uuid, next.version, :mapping::text::jsonb, :note FROM next
    WHERE NOT EXISTS (SELECT 1 FROM same)
   RETURNING version
 )
 UPDATE integration SET current_version = coalesce((SELECT version FROM added), current_version)
- WHERE id = $1::uuid
+ WHERE id = :integration_id::uuid
 RETURNING current_version, EXISTS (SELECT 1 FROM added) AS added;
 
 -- name: event_by_code
@@ -98,16 +98,16 @@ SELECT kind, count(*)::int AS count FROM integration_lookup
 -- Our ids for what a person gave as "ours", in order: the code of a competitor or unit of the
 -- integration's event, or our id. Null: we have no such thing.
 SELECT found.id
-  FROM unnest($3::text[]) WITH ORDINALITY AS v(ours, n)
+  FROM unnest(:ours::text[]) WITH ORDINALITY AS v(ours, n)
   LEFT JOIN LATERAL (
     SELECT c.id::text AS id FROM competitor c
-     WHERE $2 = 'competitor'
-       AND c.event_id = (SELECT event_id FROM integration WHERE id = $1::uuid)
+     WHERE :kind = 'competitor'
+       AND c.event_id = (SELECT event_id FROM integration WHERE id = :integration_id::uuid)
        AND (c.code = v.ours OR c.id::text = v.ours)
     UNION ALL
     SELECT u.id::text FROM unit u
-     WHERE $2 = 'unit'
-       AND u.event_id = (SELECT event_id FROM integration WHERE id = $1::uuid)
+     WHERE :kind = 'unit'
+       AND u.event_id = (SELECT event_id FROM integration WHERE id = :integration_id::uuid)
        AND (u.code = v.ours OR u.id::text = v.ours)
     LIMIT 1
   ) found ON true
@@ -115,8 +115,8 @@ SELECT found.id
 
 -- name: add_lookups
 INSERT INTO integration_lookup (integration_id, kind, external_id, our_id)
-SELECT $1::uuid, $2, v.external_id, v.our_id
-  FROM unnest($3::text[], $4::uuid[]) AS v(external_id, our_id)
+SELECT :integration_id::uuid, :kind, v.external_id, v.our_id
+  FROM unnest(:external_ids::text[], :our_ids::uuid[]) AS v(external_id, our_id)
 ON CONFLICT (integration_id, kind, external_id) DO UPDATE SET our_id = EXCLUDED.our_id;
 
 -- name: current_key_fields
