@@ -235,12 +235,29 @@ async def _pages(console: Console) -> dict[str, str]:
     }
 
 
-async def _overflow(page: Page) -> int:
-    """How many pixels the page is wider than the window: 0 when nothing spills sideways."""
-    width: int = await page.evaluate(
+async def _overflow(page: Page) -> str:
+    """What spills sideways once the page's live parts have loaded: "" when nothing does, else
+    how many pixels too wide and the elements that reach furthest right (to say which)."""
+    # The live parts stream (the network is never idle): wait until none says Loading….
+    await page.wait_for_function(
+        """() => ![...document.querySelectorAll("[data-live-status]")]
+            .some(el => el.textContent.includes("Loading"))""",
+        timeout=15_000,
+    )
+    spill: int = await page.evaluate(
         "document.documentElement.scrollWidth - document.documentElement.clientWidth"
     )
-    return width
+    if spill <= 0:
+        return ""
+    widest: list[str] = await page.evaluate(
+        """() => [...document.querySelectorAll("body *")]
+            .map(el => [el.getBoundingClientRect().right, el])
+            .filter(([right]) => right > document.documentElement.clientWidth)
+            .sort((a, b) => b[0] - a[0]).slice(0, 3)
+            .map(([right, el]) => `${el.tagName.toLowerCase()}.${el.className}`
+                 + ` to ${Math.round(right)} px: ${el.textContent.trim().slice(0, 60)}`)"""
+    )
+    return f"{spill} px too wide ({'; '.join(widest)})"
 
 
 async def test_no_screen_is_wider_than_a_phone_a_tablet_or_a_laptop(console: Console) -> None:
@@ -253,8 +270,8 @@ async def test_no_screen_is_wider_than_a_phone_a_tablet_or_a_laptop(console: Con
         await page.set_viewport_size({"width": width, "height": 900})
         for name, path in pages.items():
             await page.goto(f"{console.url}{path}")
-            if (spill := await _overflow(page)) > 0:
-                wide.append(f"{path} at {width} px: {spill} px too wide")
+            if spill := await _overflow(page):
+                wide.append(f"{path} at {width} px: {spill}")
             await console.shot(page, f"walk-{name}-{width}")
     await page.close()
     async with running_console(console.day.database_url) as scorer_site:
@@ -266,8 +283,8 @@ async def test_no_screen_is_wider_than_a_phone_a_tablet_or_a_laptop(console: Con
             ):
                 await signed_out.goto(url)
                 await expect(signed_out.get_by_label("Password")).to_be_visible()
-                if (spill := await _overflow(signed_out)) > 0:
-                    wide.append(f"{url} at {width} px: {spill} px too wide")
+                if spill := await _overflow(signed_out):
+                    wide.append(f"{url} at {width} px: {spill}")
                 await console.shot(signed_out, f"walk-{name}-{width}")
             await signed_out.close()
     assert wide == [], "pages that scroll sideways:\n" + "\n".join(wide)
