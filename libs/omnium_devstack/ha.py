@@ -271,6 +271,11 @@ class PatroniCluster:
             "max_wal_senders": 10,
             "max_replication_slots": 10,
             "wal_keep_size": "256MB",
+            # A standby that stops answering (hung, its walreceiver stopped) holds every commit
+            # until its link is cut; the default 60 s would stall the writes for a minute. Cut
+            # after 10 s, Patroni (not strict) lets the primary go on alone until the standby
+            # streams again, so a stalled standby costs the writes no more than a failover.
+            "wal_sender_timeout": "10s",
         }
         config = {
             "scope": SCOPE,
