@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 async def test_an_admin_makes_a_scorer_account_and_signs_a_lost_tablet_out(
     console: Console,
 ) -> None:
-    accounts = console.app.accounts
+    accounts = console.app.console.accounts
     page = await console.page("ada")
     try:
         await page.get_by_role("link", name="Accounts").click()
@@ -159,7 +159,7 @@ async def test_an_operator_gives_a_scorer_a_match_and_a_venue_day_and_hands_one_
         " WHERE u.venue IS NOT NULL AND u.start_at IS NOT NULL ORDER BY u.start_at, u.code LIMIT 2"
     )
     first, second = units
-    await console.app.accounts.create("ben", "Ben Ode", "scorer", PASSWORD)
+    await console.app.console.accounts.create("ben", "Ben Ode", "scorer", PASSWORD)
     page = await console.page("ana")
     try:
         await page.get_by_role("link", name="Scorers").click()

@@ -133,11 +133,12 @@ async def test_a_scorer_is_given_a_match_picked_by_team(console: Console) -> Non
     await page.close()
 
 
-async def _held(console: Console) -> tuple[dict[str, Any], Page]:
+async def _held(console: Console, team: str = "SC-T-WORD9") -> tuple[dict[str, Any], Page]:
+    """A row held for a team Scout names `team`, which no lookup maps; the waiting page open."""
     day = console.day
     unit, _, _ = await _football(day, 3)
     day.sim.swap_competitor(
-        unit["externalId"], order=1, competitor_id="SC-T-WORD9", name="Words B", noc="JPN"
+        unit["externalId"], order=1, competitor_id=team, name="Words B", noc="JPN"
     )
     run = await day.sim.make_run("schedule", wait_doorbell=True)
     assert (await day.wait_for_run(run.id))["outcomes"].get("held") == 1
@@ -264,6 +265,10 @@ async def test_no_screen_is_wider_than_a_phone_a_tablet_or_a_laptop(console: Con
     """Every admin screen (and both sign-in pages) at 390, 800 and 1280 px: no sideways
     scrolling. A screenshot of each is kept."""
     wide: list[str] = []
+    # A held row waits, so the waiting page shows its lookup form (its hint once made the
+    # form's label column as wide as a sentence).
+    _, held = await _held(console, "SC-T-WIDTH1")
+    await held.close()
     page = await console.page("ada")
     pages = await _pages(console)
     for width in WIDTHS:

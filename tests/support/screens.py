@@ -184,6 +184,9 @@ async def running_webkit(width: int = 1024, height: int = 768) -> AsyncIterator[
                 await client.post(
                     f"/session/{session}/window/rect", json={"width": width, "height": height}
                 )
+                # A find waits up to 5 s for its element, as Playwright's does: a sheet drawn on
+                # a tap may not be in the page yet when the next step looks for it.
+                await client.post(f"/session/{session}/timeouts", json={"implicit": 5000})
                 yield WebKitScreen(client, session)
             finally:
                 await client.delete(f"/session/{session}")
