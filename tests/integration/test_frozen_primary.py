@@ -16,7 +16,6 @@ import signal
 import time
 from pathlib import Path
 
-import asyncpg
 import pytest
 
 from omnium.command.v1 import command_pb2
@@ -24,13 +23,12 @@ from omnium_db import apply_migrations
 from omnium_devstack.ha import HaTimings, PatroniCluster
 from tests.support.command import CommandClient, command, running_command
 from tests.support.games import make_games
-from tests.support.waiting import eventually
+from tests.support.outage import connect_when_up
 
 pytestmark = pytest.mark.timeout(400)
 
 ACCEPTED = command_pb2.OUTCOME_ACCEPTED
 TIMINGS = HaTimings(ttl=10, loop_wait=1, retry_timeout=4)
-ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
 # The old leader stays frozen this long unless every write has landed elsewhere first; the
 # writes must land well before it wakes, within this bound of the freeze.
 FROZEN_SECONDS = 60.0
@@ -39,19 +37,8 @@ WRITES_WITHIN = 45.0
 WRITERS = 5
 
 
-async def _connect(url: str) -> asyncpg.Connection:
-    conn: asyncpg.Connection = await eventually(
-        lambda: asyncpg.connect(url, timeout=3),
-        ignoring=ERRORS,
-        within=60,
-        every=0.2,
-        what="a connection",
-    )
-    return conn
-
-
 async def _saved_on(url: str, command_ids: list[str]) -> int:
-    conn = await _connect(url)
+    conn = await connect_when_up(url)
     try:
         return int(
             await conn.fetchval(
@@ -90,7 +77,7 @@ async def test_writes_reach_the_new_leader_while_the_old_one_is_frozen(tmp_path:
     stopped: list[int] = []
     try:
         url = cluster.database_url
-        db = await _connect(url)
+        db = await connect_when_up(url)
         await apply_migrations(db)
         units = (await make_games(db, units=WRITERS)).units
         await db.close()

@@ -21,6 +21,7 @@ from omnium_db import apply_migrations
 from omnium_devstack.ha import HaTimings, PatroniCluster
 from tests.support.command import command, running_command
 from tests.support.games import make_games
+from tests.support.outage import DATABASE_DOWN, connect_when_up
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(300)
@@ -28,25 +29,13 @@ pytestmark = pytest.mark.timeout(300)
 TRY_AGAIN = command_pb2.OUTCOME_TRY_AGAIN
 # As the failover tests: ttl ≥ loop_wait + 2 × retry_timeout, as Patroni requires.
 TIMINGS = HaTimings(ttl=10, loop_wait=1, retry_timeout=4)
-ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
-
-
-async def _connect(url: str) -> asyncpg.Connection:
-    conn: asyncpg.Connection = await eventually(
-        lambda: asyncpg.connect(url, timeout=3),
-        ignoring=ERRORS,
-        within=60,
-        every=0.2,
-        what="a connection",
-    )
-    return conn
 
 
 async def _refused(url: str) -> bool:
     """Whether a new connection through the route is refused (a write cannot even start)."""
     try:
         conn = await asyncpg.connect(url, timeout=3)
-    except ERRORS:
+    except DATABASE_DOWN:
         return True
     await conn.close()
     return False
@@ -61,7 +50,7 @@ async def _still_a_primary(url: str) -> bool:
 
 
 async def _saved_on(url: str, command_id: str) -> int:
-    conn = await _connect(url)
+    conn = await connect_when_up(url)
     try:
         return int(
             await conn.fetchval("SELECT count(*) FROM command WHERE command_id = $1", command_id)
@@ -75,7 +64,7 @@ async def test_a_primary_whose_patroni_dies_takes_no_new_writes(tmp_path: Path) 
     await asyncio.to_thread(cluster.start)
     try:
         url = cluster.database_url
-        db = await _connect(url)
+        db = await connect_when_up(url)
         await apply_migrations(db)
         unit = (await make_games(db, units=1)).units[0]
         old = cluster.leader_name()
@@ -98,7 +87,7 @@ async def test_a_primary_whose_patroni_dies_takes_no_new_writes(tmp_path: Path) 
             # Fenced while its PostgreSQL still runs as a writable primary: the route did it.
             assert await _still_a_primary(cluster.node_url(cluster.node(old)))
             # A connection held from before is cut too: a pool cannot go on writing there.
-            with pytest.raises(ERRORS):
+            with pytest.raises(DATABASE_DOWN):
                 await db.execute("INSERT INTO schema_version SELECT * FROM schema_version LIMIT 0")
 
             # Writes come back on the new leader, and none went to the fenced node.

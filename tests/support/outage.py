@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 
 from omnium_db import apply_migrations
 from omnium_devstack import PostgresServer, RedisServer, free_port
+from tests.support.waiting import eventually
 
 # A connect racing the crash (the server resets it mid-handshake, ECONNRESET) can leave its
 # socket transport, or the bare socket under it, to the garbage collector inside asyncio/asyncpg,
@@ -157,3 +158,19 @@ async def silent_host() -> AsyncIterator[SilentHost]:
         for writer in list(held):
             writer.close()
         await server.wait_closed()
+
+
+# What a connection to a PostgreSQL that is down, failing over or frozen raises.
+DATABASE_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
+
+
+async def connect_when_up(url: str, within: float = 60) -> asyncpg.Connection:
+    """A connection to `url` as soon as one is made, trying again every 0.2 s."""
+    conn: asyncpg.Connection = await eventually(
+        lambda: asyncpg.connect(url, timeout=3),
+        ignoring=DATABASE_DOWN,
+        within=within,
+        every=0.2,
+        what="a connection",
+    )
+    return conn
